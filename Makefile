@@ -24,15 +24,19 @@ test-go:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
-# Each fuzz target runs briefly here; `make fuzz FUZZTIME=5m` runs them longer.
-FUZZ_TARGETS := \
-	./internal/fhir:FuzzReader \
-	./internal/fhir:FuzzPeek \
-	./internal/events:FuzzBuild \
-	./internal/asl:FuzzParseDefinition \
-	./internal/asl:FuzzIntrinsic
-
+# Every fuzz target of the module runs briefly here, found with `go test -list`;
+# `make fuzz FUZZTIME=5m` runs them longer.
 test-fuzz:
+	@set -e; pkgs=$$(grep -l --include='*_test.go' -r '^func Fuzz' . | xargs -n1 dirname | sort -u); \
+	n=0; for pkg in $$pkgs; do \
+		for name in $$($(GO) test -list '^Fuzz' ./$$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$name ($(FUZZTIME))"; n=$$((n+1)); \
+			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) ./$$pkg; \
+		done; \
+	done; \
+	if [ $$n -eq 0 ]; then echo "no fuzz targets found" >&2; exit 1; fi
+
+fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		if $(GO) test -list "^$$name$$" $$pkg 2>/dev/null | grep -qx "$$name"; then \

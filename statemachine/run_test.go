@@ -17,9 +17,9 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/asl"
-	sfnemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/sfn"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/asl"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 const (
@@ -64,7 +64,7 @@ func (l *lambdas) calls(fn string) []map[string]any {
 
 type harness struct {
 	t      *testing.T
-	em     *sfnemu.Emulator
+	em     *fakesfn.Emulator
 	client *awssfn.Client
 	s3     *s3.Client
 	sqs    *sqs.Client
@@ -88,7 +88,7 @@ func newHarnessWith(t *testing.T, overrides map[string]string, handle func(fn st
 	h := &harness{t: t, l: &lambdas{handle: handle}}
 	h.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	h.sqs = sqs.NewFromConfig(cfg)
-	h.em = sfnemu.New(sfnemu.Options{Region: env.Region, AccountID: env.AccountID, Lambda: h.l, SQS: h.sqs, S3: h.s3, TimeScale: 0.0001})
+	h.em = fakesfn.New(fakesfn.Options{Region: env.Region, AccountID: env.AccountID, Lambda: h.l, SQS: h.sqs, S3: h.s3, TimeScale: 0.0001})
 	t.Cleanup(h.em.Close)
 	env.Gateway.Handle(localaws.ServiceSFN, h.em)
 	h.client = awssfn.NewFromConfig(cfg)

@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/stack"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
 // runFHIR sends one SigV4-signed FHIR request: `fhir METHOD PATH` with the

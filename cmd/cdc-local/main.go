@@ -29,9 +29,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/report"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/sink"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/stack"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
+	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
 // Exit codes.

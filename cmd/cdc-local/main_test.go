@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/emulator/healthlake"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 func TestFlagsDefaultsAndValidation(t *testing.T) {
@@ -44,7 +44,7 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 
 func TestFHIRSubcommandSignsRequestsTheEmulatorAccepts(t *testing.T) {
 	env := localaws.StartTest(t)
-	env.Gateway.Handle(localaws.ServiceHealthLake, healthlake.New(healthlake.Options{Datastores: []string{"local"}}))
+	env.Gateway.Handle(localaws.ServiceHealthLake, fakehealthlake.New(fakehealthlake.Options{Datastores: []string{"local"}}))
 	ctx := context.Background()
 	body := `{"resourceType":"Patient","id":"p1","name":[{"family":"Doe"}]}`
 
@@ -82,7 +82,7 @@ func TestBannerCurlLineIsAccepted(t *testing.T) {
 		t.Skip("curl not installed")
 	}
 	env := localaws.StartTest(t)
-	env.Gateway.Handle(localaws.ServiceHealthLake, healthlake.New(healthlake.Options{Datastores: []string{"local"}}))
+	env.Gateway.Handle(localaws.ServiceHealthLake, fakehealthlake.New(fakehealthlake.Options{Datastores: []string{"local"}}))
 	body := `{"resourceType":"Patient","id":"c1","name":[{"family":"Curl"}]}`
 	cmd := exec.Command(curl, "-sS", "-f", "--aws-sigv4", "aws:amz:"+env.Region+":healthlake",
 		"--user", localaws.AccessKeyID+":"+localaws.SecretAccessKey,

@@ -14,7 +14,7 @@ import (
 )
 
 // localMetricsPath is where cdc-local serves the totals of the metrics its
-// Lambdas emitted (there is no CloudWatch locally); see internal/local/stack.
+// Lambdas emitted (there is no CloudWatch locally); see local/stack.
 const localMetricsPath = "/_local/metrics"
 
 // localMetrics is what cdc-local serves: metric totals and the cost so far.

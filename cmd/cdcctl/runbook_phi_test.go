@@ -21,8 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/report"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/stack"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
 // phiValue is one value of the sample that must never leave the events.

@@ -21,10 +21,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/report"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/sink"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/local/stack"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
+	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
 const runbookPath = "../../docs/OPERATIONS.md"
@@ -182,7 +182,7 @@ func (rb *runbook) run(t *testing.T, line string, v vars, wantCode int) (string,
 }
 
 // crashes makes chosen functions crash before their handler runs, so their
-// queue messages go to the dead-letter queue (internal/local/lambdas.Faults).
+// queue messages go to the dead-letter queue (local/lambdas.Faults).
 type crashes struct {
 	mu  sync.Mutex
 	fns map[string]bool

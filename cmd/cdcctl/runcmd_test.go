@@ -7,8 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfnemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/sfn"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 func TestRunStartsAnExecution(t *testing.T) {
@@ -55,7 +55,7 @@ func TestRunNeedsAStateMachine(t *testing.T) {
 // project's Step Functions emulator and sees it with DescribeExecution.
 func TestRunAgainstTheStepFunctionsEmulator(t *testing.T) {
 	s := newCtlStack(t)
-	em := sfnemu.New(sfnemu.Options{Region: s.env.Region, AccountID: s.env.AccountID, TimeScale: 0.001})
+	em := fakesfn.New(fakesfn.Options{Region: s.env.Region, AccountID: s.env.AccountID, TimeScale: 0.001})
 	t.Cleanup(em.Close)
 	s.env.Gateway.Handle(localaws.ServiceSFN, em)
 	client := awssfn.NewFromConfig(s.env.Config())

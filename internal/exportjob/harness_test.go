@@ -24,12 +24,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	hlemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/healthlake"
-	sfnemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/sfn"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 const (
@@ -75,8 +75,8 @@ var queueSeq atomic.Int64
 type world struct {
 	t         *testing.T
 	env       *localaws.Env
-	hl        *hlemu.Emulator
-	sfn       *sfnemu.Emulator
+	hl        *fakehealthlake.Emulator
+	sfn       *fakesfn.Emulator
 	s3        *s3.Client
 	ddb       *dynamodb.Client
 	sqs       *sqs.Client
@@ -102,9 +102,9 @@ func newWorld(t *testing.T, mutate func(*exportjob.Config)) *world {
 	w.sqs = sqs.NewFromConfig(awsCfg)
 	w.sfnClient = sfn.NewFromConfig(awsCfg)
 
-	w.hl = hlemu.New(hlemu.Options{S3: w.s3, Datastores: []string{dsID}, Manual: true, Region: env.Region, AccountID: env.AccountID, Now: w.clk.Now})
+	w.hl = fakehealthlake.New(fakehealthlake.Options{S3: w.s3, Datastores: []string{dsID}, Manual: true, Region: env.Region, AccountID: env.AccountID, Now: w.clk.Now})
 	env.Gateway.Handle(localaws.ServiceHealthLake, w.hl)
-	w.sfn = sfnemu.New(sfnemu.Options{Region: env.Region, AccountID: env.AccountID})
+	w.sfn = fakesfn.New(fakesfn.Options{Region: env.Region, AccountID: env.AccountID})
 	t.Cleanup(w.sfn.Close)
 	env.Gateway.Handle(localaws.ServiceSFN, w.sfn)
 
@@ -293,7 +293,7 @@ func (w *world) ledger(runID string) map[string]string {
 	return m
 }
 
-func (w *world) outcome(token string) sfnemu.TaskOutcome {
+func (w *world) outcome(token string) fakesfn.TaskOutcome {
 	w.t.Helper()
 	o, ok := w.sfn.TaskOutcome(token)
 	if !ok {

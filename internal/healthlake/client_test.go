@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	hlemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 type sleeps struct {
@@ -35,7 +35,7 @@ func (s *sleeps) sleep(_ context.Context, d time.Duration) error {
 
 type fixture struct {
 	env    *localaws.Env
-	emu    *hlemu.Emulator
+	emu    *fakehealthlake.Emulator
 	client *healthlake.Client
 	sleeps *sleeps
 	s3     *s3.Client
@@ -45,7 +45,7 @@ func newFixture(t *testing.T, secret string, maxAttempts int) *fixture {
 	t.Helper()
 	env := localaws.StartTest(t)
 	s3c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
-	emu := hlemu.New(hlemu.Options{S3: s3c, Datastores: []string{"ds1"}, Manual: true})
+	emu := fakehealthlake.New(fakehealthlake.Options{S3: s3c, Datastores: []string{"ds1"}, Manual: true})
 	env.Gateway.Handle(localaws.ServiceHealthLake, emu)
 	sl := &sleeps{}
 	c, err := healthlake.New(healthlake.Options{

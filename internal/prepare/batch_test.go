@@ -11,10 +11,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	ebemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/eventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -230,7 +230,7 @@ func TestOtherPermanentEntryErrorsStillFailTheInvocation(t *testing.T) {
 	r := newRig(t, 0)
 	h := r.handler(t, nil)
 	keys := putFiles(t, r, 2, false)
-	r.em.SetEntryFault(func(call, index int, e ebemu.Entry) (string, string) {
+	r.em.SetEntryFault(func(call, index int, e fakeeventbridge.Entry) (string, string) {
 		if strings.Contains(e.Detail, `"eventId":"Patient/f1-p0/`) {
 			return "AccessDeniedException", "denied"
 		}

@@ -23,12 +23,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	ebemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/eventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 const (
@@ -45,16 +45,16 @@ var (
 type rig struct {
 	env  *localaws.Env
 	s3   *s3.Client
-	em   *ebemu.Emulator
-	sink *ebemu.MemorySink
+	em   *fakeeventbridge.Emulator
+	sink *fakeeventbridge.MemorySink
 	eb   *eventbridge.Client
 }
 
 func newRig(t testing.TB, maxRequestBytes int) *rig {
 	t.Helper()
 	env := localaws.StartTest(t)
-	sink := &ebemu.MemorySink{}
-	em := ebemu.New(ebemu.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink, MaxRequestBytes: maxRequestBytes})
+	sink := &fakeeventbridge.MemorySink{}
+	em := fakeeventbridge.New(fakeeventbridge.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink, MaxRequestBytes: maxRequestBytes})
 	env.Gateway.Handle(localaws.ServiceEventBridge, em)
 	cfg := env.Config()
 	cfg.RetryMaxAttempts = 1
@@ -139,7 +139,7 @@ func patient(id, version, lastUpdated string, pad int) string {
 	return `{"resourceType":"Patient","id":"` + id + `","meta":{` + meta + `},"name":[{"family":"Müller` + strings.Repeat("ö", pad) + `"}]}`
 }
 
-func eventIDs(t testing.TB, sink *ebemu.MemorySink) []string {
+func eventIDs(t testing.TB, sink *fakeeventbridge.MemorySink) []string {
 	t.Helper()
 	var ids []string
 	for _, ev := range sink.Events() {
@@ -308,7 +308,7 @@ func TestPartialFailuresAreRetriedAndPersistentOnesFailTheInvocation(t *testing.
 		t.Fatal("quarantine object written for a clean file")
 	}
 
-	r.em.SetEntryFault(func(call, index int, e ebemu.Entry) (string, string) {
+	r.em.SetEntryFault(func(call, index int, e fakeeventbridge.Entry) (string, string) {
 		if strings.Contains(e.Detail, `"eventId":"Patient/p4/`) || strings.Contains(e.Detail, `"eventId":"Patient/p7/`) {
 			return "InternalFailure", ""
 		}

@@ -18,10 +18,10 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	ebemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/eventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 // s3Headers records the SSE headers of every S3 PUT the gateway forwards.
@@ -75,7 +75,7 @@ func resourceOf(line []byte, id, version string) events.Resource {
 }
 
 func TestEmitInlineIsTheByteExactDetail(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{})
 	em := &publish.Emitter{Publisher: p, Window: testWindow, Export: testExport}
 	ctx := context.Background()
@@ -102,7 +102,7 @@ func TestClaimCheckLargeResource(t *testing.T) {
 	for _, kms := range []string{"", "arn:aws:kms:us-east-1:000000000000:key/cdc"} {
 		t.Run("kms="+kms, func(t *testing.T) {
 			const limit = 4096
-			r := newRig(t, ebemu.Options{MaxRequestBytes: limit})
+			r := newRig(t, fakeeventbridge.Options{MaxRequestBytes: limit})
 			s3c, hdrs := newS3(t, r.env)
 			p := r.publisher(t, publish.Config{MaxEntryBytes: limit})
 			em := &publish.Emitter{Publisher: p, Window: testWindow, Export: testExport,
@@ -175,7 +175,7 @@ func TestClaimCheckLargeResource(t *testing.T) {
 }
 
 func TestOversizedWithoutClaimCheckOrEvenWithIt(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{MaxEntryBytes: 2000})
 	em := &publish.Emitter{Publisher: p, Window: testWindow, Export: testExport}
 	var tl *publish.EntryTooLargeError
@@ -198,7 +198,7 @@ func TestOversizedWithoutClaimCheckOrEvenWithIt(t *testing.T) {
 }
 
 func TestCheckJSONKeepsBrokenLinesOutOfClaimChecks(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	s3c, hdrs := newS3(t, r.env)
 	p := r.publisher(t, publish.Config{MaxEntryBytes: 2000})
 	em := &publish.Emitter{Publisher: p, Window: testWindow, Export: testExport, CheckJSON: true,
@@ -236,7 +236,7 @@ func TestClaimCheckKey(t *testing.T) {
 
 func TestEmitterInlineExactlyAtTheLimitAndOneByteOver(t *testing.T) {
 	const limit = 3000
-	r := newRig(t, ebemu.Options{MaxRequestBytes: limit})
+	r := newRig(t, fakeeventbridge.Options{MaxRequestBytes: limit})
 	s3c, _ := newS3(t, r.env)
 	p := r.publisher(t, publish.Config{MaxEntryBytes: limit})
 	em := &publish.Emitter{Publisher: p, Window: testWindow, Export: testExport, ClaimCheck: &publish.ClaimCheck{S3: s3c, Bucket: "artifacts"}}

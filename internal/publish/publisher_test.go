@@ -12,9 +12,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
-	ebemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/eventbridge"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 const testBus = "cdc-test"
@@ -23,8 +23,8 @@ const testBus = "cdc-test"
 // does not retry by itself, and a recorder of the entries per call.
 type rig struct {
 	env    *localaws.Env
-	em     *ebemu.Emulator
-	sink   *ebemu.MemorySink
+	em     *fakeeventbridge.Emulator
+	sink   *fakeeventbridge.MemorySink
 	client *recorder
 	sleeps []time.Duration
 }
@@ -49,14 +49,14 @@ func (r *recorder) callSizes() []int {
 	return append([]int(nil), r.sizes...)
 }
 
-func newRig(t *testing.T, opts ebemu.Options) *rig {
+func newRig(t *testing.T, opts fakeeventbridge.Options) *rig {
 	t.Helper()
 	env := localaws.StartTest(t)
-	sink := &ebemu.MemorySink{}
+	sink := &fakeeventbridge.MemorySink{}
 	opts.Sink = sink
 	opts.Buses = append(opts.Buses, testBus)
 	opts.Region, opts.AccountID = env.Region, env.AccountID
-	em := ebemu.New(opts)
+	em := fakeeventbridge.New(opts)
 	env.Gateway.Handle(localaws.ServiceEventBridge, em)
 	cfg := env.Config()
 	cfg.RetryMaxAttempts = 1
@@ -112,7 +112,7 @@ func detailOfEntrySize(t *testing.T, size int) []byte {
 }
 
 func TestBatchesOfAtMostTenInOrder(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{})
 	ctx := context.Background()
 	for i := 0; i < 25; i++ {
@@ -142,7 +142,7 @@ func TestBatchesOfAtMostTenInOrder(t *testing.T) {
 }
 
 func TestExactlyTenEntriesIsOneCall(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{Source: "my.source", DetailType: "My Type"})
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
@@ -166,7 +166,7 @@ func TestExactlyTenEntriesIsOneCall(t *testing.T) {
 
 func TestEntryExactlyAtTheLimitWithMultiByteUTF8(t *testing.T) {
 	const limit = 3000
-	r := newRig(t, ebemu.Options{MaxRequestBytes: limit})
+	r := newRig(t, fakeeventbridge.Options{MaxRequestBytes: limit})
 	p := r.publisher(t, publish.Config{MaxEntryBytes: limit})
 	ctx := context.Background()
 
@@ -215,13 +215,13 @@ func TestEntryExactlyAtTheLimitWithMultiByteUTF8(t *testing.T) {
 }
 
 func TestPartialFailureRetriesOnlyFailedEntries(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{BaseDelay: 100 * time.Millisecond})
 	ctx := context.Background()
 	var mu sync.Mutex
 	failed := map[string]int{}
 	// Entries 2, 5 and 7 fail once (with different codes); entry 5 fails twice.
-	r.em.SetEntryFault(func(call, index int, e ebemu.Entry) (string, string) {
+	r.em.SetEntryFault(func(call, index int, e fakeeventbridge.Entry) (string, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, n := range []string{`"n":2}`, `"n":5}`, `"n":7}`} {
@@ -273,10 +273,10 @@ func TestPartialFailureRetriesOnlyFailedEntries(t *testing.T) {
 }
 
 func TestEntriesThatKeepFailingFailWithCountAndCodes(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 3 * time.Second, Rand: func() float64 { return 0.999 }})
 	ctx := context.Background()
-	r.em.SetEntryFault(func(call, index int, e ebemu.Entry) (string, string) {
+	r.em.SetEntryFault(func(call, index int, e fakeeventbridge.Entry) (string, string) {
 		switch {
 		case strings.HasSuffix(e.Detail, `"n":1}`):
 			return "InternalFailure", ""
@@ -318,7 +318,7 @@ func TestEntriesThatKeepFailingFailWithCountAndCodes(t *testing.T) {
 }
 
 func TestPermanentEntryErrorsAreNotRetried(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{})
 	ctx := context.Background()
 	_ = p.Add(ctx, "good", []byte(`{"ok":1}`))
@@ -339,7 +339,7 @@ func TestPermanentEntryErrorsAreNotRetried(t *testing.T) {
 func TestDocumentedNonRetryableEntryCodesAreNotRetried(t *testing.T) {
 	for _, code := range []string{"AccessDeniedException", "InvalidAccountIdException", "InvalidArgument", "MalformedDetail",
 		"RedactionFailure", "NotAuthorizedForSourceException", "NotAuthorizedForDetailTypeException"} {
-		r := newRig(t, ebemu.Options{})
+		r := newRig(t, fakeeventbridge.Options{})
 		p := r.publisher(t, publish.Config{})
 		ctx := context.Background()
 		r.em.FailNextEntries(1, code)
@@ -361,7 +361,7 @@ func TestDocumentedNonRetryableEntryCodesAreNotRetried(t *testing.T) {
 }
 
 func TestThrottledCallsAreRetriedWhole(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{})
 	ctx := context.Background()
 	r.em.ThrottleNextCalls(2)
@@ -394,7 +394,7 @@ func TestThrottledCallsAreRetriedWhole(t *testing.T) {
 
 func TestValidationErrorsAreNotRetried(t *testing.T) {
 	// The publisher believes in a larger limit than the bus enforces.
-	r := newRig(t, ebemu.Options{MaxRequestBytes: 1000})
+	r := newRig(t, fakeeventbridge.Options{MaxRequestBytes: 1000})
 	p := r.publisher(t, publish.Config{MaxEntryBytes: 5000})
 	ctx := context.Background()
 	_ = p.Add(ctx, "big", detailOfEntrySize(t, 2000))
@@ -409,7 +409,7 @@ func TestValidationErrorsAreNotRetried(t *testing.T) {
 }
 
 func TestUnknownBusFailsLoudly(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{EventBus: "missing-bus"})
 	_ = p.Add(context.Background(), "e", detailN(1))
 	err := p.Flush(context.Background())
@@ -420,7 +420,7 @@ func TestUnknownBusFailsLoudly(t *testing.T) {
 }
 
 func TestCancelledContextStopsRetrying(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	r.em.FailNextEntries(1, "InternalFailure")
 	ctx, cancel := context.WithCancel(context.Background())
 	p, _ := publish.New(r.client, publish.Config{EventBus: testBus, Sleep: func(ctx context.Context, d time.Duration) error {
@@ -499,7 +499,7 @@ func (g *gate) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, op
 }
 
 func TestConcurrentSendsAreBoundedAndDeliverEverythingOnce(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
+	r := newRig(t, fakeeventbridge.Options{})
 	g := &gate{api: r.client.api, want: 4, opened: make(chan struct{})}
 	var mu sync.Mutex
 	p, err := publish.New(g, publish.Config{EventBus: testBus, Concurrency: 4,
@@ -536,8 +536,8 @@ func TestConcurrentSendsAreBoundedAndDeliverEverythingOnce(t *testing.T) {
 }
 
 func TestConcurrentFailuresAreMergedIntoOneError(t *testing.T) {
-	r := newRig(t, ebemu.Options{})
-	r.em.SetEntryFault(func(call, index int, e ebemu.Entry) (string, string) {
+	r := newRig(t, fakeeventbridge.Options{})
+	r.em.SetEntryFault(func(call, index int, e fakeeventbridge.Entry) (string, string) {
 		switch {
 		case strings.HasSuffix(e.Detail, `"n":3}`):
 			return "InternalFailure", ""

@@ -12,19 +12,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	hlemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 // exportWorld is a run-lock handler whose canceller is the real
 // exportjob.Canceller over the HealthLake emulator and the export ledger.
 type exportWorld struct {
 	*fixture
-	hl     *hlemu.Emulator
+	hl     *fakehealthlake.Emulator
 	client *healthlake.Client
 	ledger *exportjob.Ledger
 	table  string
@@ -39,7 +39,7 @@ func newExportWorld(t *testing.T) *exportWorld {
 	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("artifacts")}); err != nil {
 		t.Fatal(err)
 	}
-	hl := hlemu.New(hlemu.Options{S3: s3c, Datastores: []string{"ds1"}, Manual: true, Region: env.Region, AccountID: env.AccountID})
+	hl := fakehealthlake.New(fakehealthlake.Options{S3: s3c, Datastores: []string{"ds1"}, Manual: true, Region: env.Region, AccountID: env.AccountID})
 	env.Gateway.Handle(localaws.ServiceHealthLake, hl)
 	db := dynamodb.NewFromConfig(awsCfg)
 	table := fmt.Sprintf("runctl-exp-%d", tableSeq.Add(1))

@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfnemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/sfn"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 // TestOwnerChecksAgainstTheStepFunctionsEmulator runs the lock's owner
@@ -18,7 +18,7 @@ import (
 // one is gone.
 func TestOwnerChecksAgainstTheStepFunctionsEmulator(t *testing.T) {
 	f := newFixture(t, nil)
-	em := sfnemu.New(sfnemu.Options{Region: f.env.Region, AccountID: f.env.AccountID, TimeScale: 0.001})
+	em := fakesfn.New(fakesfn.Options{Region: f.env.Region, AccountID: f.env.AccountID, TimeScale: 0.001})
 	t.Cleanup(em.Close)
 	f.env.Gateway.Handle(localaws.ServiceSFN, em)
 	client := awssfn.NewFromConfig(f.env.Config())

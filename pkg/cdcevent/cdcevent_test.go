@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	ebemu "github.com/healthlake-cdc/healthlake-cdc/internal/emulator/eventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -27,8 +27,8 @@ func published(t *testing.T, lines ...string) ([][]byte, *s3.Client) {
 	t.Helper()
 	ctx := context.Background()
 	env := localaws.StartTest(t)
-	sink := &ebemu.MemorySink{}
-	env.Gateway.Handle(localaws.ServiceEventBridge, ebemu.New(ebemu.Options{Buses: []string{"cdc"}, Sink: sink, MaxRequestBytes: 2048}))
+	sink := &fakeeventbridge.MemorySink{}
+	env.Gateway.Handle(localaws.ServiceEventBridge, fakeeventbridge.New(fakeeventbridge.Options{Buses: []string{"cdc"}, Sink: sink, MaxRequestBytes: 2048}))
 	s3c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("artifacts")}); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 func TestOpenReadsTheObjectAndNamesMissingOnes(t *testing.T) {

@@ -1,0 +1,420 @@
+// Package healthlake emulates the parts of AWS HealthLake the pipeline uses,
+// over HTTP, for tests and cdc-local:
+//
+//   - FHIR R4 REST under /datastore/{datastoreId}/r4/: create, update
+//     (creates if absent), read, delete, search by type, version history;
+//     server-assigned meta.versionId and strictly increasing millisecond
+//     meta.lastUpdated; bodies validated with golang-fhir-models.
+//   - $export (POST and GET) as an asynchronous job writing NDJSON into S3 in
+//     HealthLake's layout through a real S3 client; status GET and cancel
+//     DELETE on /r4/export/{jobId}; one job in progress at a time, others
+//     QUEUED.
+//   - the AWS JSON 1.0 operations ListFHIRExportJobs and DescribeFHIRExportJob
+//     of the SDK's service/healthlake client.
+//   - SigV4 verification of every request against the configured credentials.
+//
+// Jobs advance lazily: every request (and Advance) moves each unfinished job
+// on when its ProcessingDelay has passed, so there is no background goroutine.
+package fakehealthlake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+)
+
+// ObjectPutter is the S3 call export jobs write their files with
+// (*s3.Client satisfies it).
+type ObjectPutter interface {
+	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+}
+
+// Options configure an Emulator.
+type Options struct {
+	// Region and AccountID appear in ARNs and signatures; defaults from localaws.
+	Region, AccountID string
+	// AccessKeyID and SecretAccessKey are the only credentials accepted;
+	// defaults localaws.AccessKeyID and localaws.SecretAccessKey.
+	AccessKeyID, SecretAccessKey string
+	// SkipAuth turns SigV4 verification off.
+	SkipAuth bool
+	// S3 writes export files; exports fail without it.
+	S3 ObjectPutter
+	// DefaultExportS3URI and DefaultExportRoleARN serve a `GET …/$export`
+	// sent without a body (the body, when given, wins).
+	DefaultExportS3URI, DefaultExportRoleARN string
+	// Datastores are created at start. More can be added with CreateDatastore.
+	Datastores []string
+	// ResourcesPerFile splits each type's export into files; default 5000.
+	ResourcesPerFile int
+	// ProcessingDelay is how long a job stays SUBMITTED and then IN_PROGRESS
+	// before it moves on (0: it moves on at the next request).
+	ProcessingDelay time.Duration
+	// Manual stops jobs from advancing by themselves; only Advance moves them.
+	Manual bool
+	// FaultRate is the probability that a call is answered 429
+	// ThrottlingException or 500 instead of served (cdc-local --fault-rate).
+	FaultRate float64
+	// JobFaultRate is the probability that a job ends FAILED.
+	JobFaultRate float64
+	// Seed seeds the fault dice; 0 picks a random seed.
+	Seed uint64
+	// ValidateOnLoad makes Datastore.Load validate with golang-fhir-models too.
+	ValidateOnLoad bool
+	// OnExportFinish, when set, is called as an export job finishes, before
+	// its files are written and its status can be seen: snapshot writes the
+	// job's data store as Datastore.Snapshot does (without taking the
+	// emulator's lock). It runs with the emulator's lock held: it must not
+	// call the emulator. cdc-local saves its state there, so nothing an
+	// export carries is missing from the saved data store.
+	OnExportFinish func(datastoreID string, snapshot func(io.Writer) error)
+	// Now is the clock for meta.lastUpdated and job times; default time.Now.
+	Now func() time.Time
+}
+
+// Emulator is an http.Handler serving the HealthLake APIs the pipeline uses.
+type Emulator struct {
+	opts Options
+
+	mu         sync.Mutex
+	datastores map[string]*Datastore
+	jobs       []*job
+	jobByID    map[string]*job
+	lastStamp  time.Time
+	maxRunning int
+	requests   []Request
+	rng        *rand.Rand
+
+	throttleNext    int
+	serverErrorNext int
+	serverErrorCode int
+	nextJobOutcome  []jobFault
+	failNextCancel  int
+}
+
+type jobFault struct {
+	status  string
+	message string
+}
+
+// Request is one export-API request the emulator served (FHIR CRUD calls are
+// not recorded): what tests assert on.
+type Request struct {
+	// Operation is StartExport, DescribeExport, CancelExport,
+	// ListFHIRExportJobs or DescribeFHIRExportJob.
+	Operation string
+	Method    string
+	Path      string
+	// Query is the raw query string.
+	Query string
+	// Prefer and ContentType are the request headers of those names.
+	Prefer, ContentType string
+	Body                []byte
+	// Status is the HTTP status answered.
+	Status int
+}
+
+// New returns an Emulator.
+func New(opts Options) *Emulator {
+	if opts.Region == "" {
+		opts.Region = localaws.DefaultRegion
+	}
+	if opts.AccountID == "" {
+		opts.AccountID = localaws.DefaultAccount
+	}
+	if opts.AccessKeyID == "" {
+		opts.AccessKeyID = localaws.AccessKeyID
+	}
+	if opts.SecretAccessKey == "" {
+		opts.SecretAccessKey = localaws.SecretAccessKey
+	}
+	if opts.ResourcesPerFile <= 0 {
+		opts.ResourcesPerFile = 5000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	e := &Emulator{
+		opts:       opts,
+		datastores: map[string]*Datastore{},
+		jobByID:    map[string]*job{},
+		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	}
+	for _, id := range opts.Datastores {
+		e.CreateDatastore(id)
+	}
+	return e
+}
+
+// CreateDatastore adds an empty data store (or returns the existing one).
+func (e *Emulator) CreateDatastore(id string) *Datastore {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ds, ok := e.datastores[id]; ok {
+		return ds
+	}
+	ds := &Datastore{e: e, id: id, resources: map[string]*resource{}}
+	e.datastores[id] = ds
+	return ds
+}
+
+// Datastore returns a data store by id.
+func (e *Emulator) Datastore(id string) (*Datastore, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ds, ok := e.datastores[id]
+	return ds, ok
+}
+
+// ThrottleNext answers the next n calls (any API) with 429 ThrottlingException.
+func (e *Emulator) ThrottleNext(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.throttleNext = n
+}
+
+// FailNextCalls answers the next n calls (any API) with the given 5xx status
+// (default 500 when status is not 5xx).
+func (e *Emulator) FailNextCalls(n, status int) {
+	if status < 500 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.serverErrorNext = n
+	e.serverErrorCode = status
+}
+
+// FailNextJob makes the next job that finishes end FAILED with message.
+func (e *Emulator) FailNextJob(message string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nextJobOutcome = append(e.nextJobOutcome, jobFault{status: StatusFailed, message: message})
+}
+
+// CompleteNextJobWithErrors makes the next job that finishes end
+// COMPLETED_WITH_ERRORS: its files are written, plus an OperationOutcome error
+// file listed in the job's `error` list.
+func (e *Emulator) CompleteNextJobWithErrors(message string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nextJobOutcome = append(e.nextJobOutcome, jobFault{status: StatusCompletedWithErrors, message: message})
+}
+
+// FailNextCancel makes the next cancelled job end CANCEL_FAILED.
+func (e *Emulator) FailNextCancel() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.failNextCancel++
+}
+
+// SetResourcesPerFile changes how many resources each export file holds
+// for jobs that finish from now on.
+func (e *Emulator) SetResourcesPerFile(n int) {
+	if n <= 0 {
+		n = 5000
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.opts.ResourcesPerFile = n
+}
+
+// Requests returns the export-API requests served so far.
+func (e *Emulator) Requests() []Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Request(nil), e.requests...)
+}
+
+// RequestsFor returns the served requests of one operation.
+func (e *Emulator) RequestsFor(op string) []Request {
+	var out []Request
+	for _, r := range e.Requests() {
+		if r.Operation == op {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// MaxConcurrentExports is the largest number of jobs ever IN_PROGRESS at once.
+func (e *Emulator) MaxConcurrentExports() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.maxRunning
+}
+
+// ServeHTTP implements http.Handler.
+func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeOutcome(w, http.StatusBadRequest, "invalid", "cannot read request body")
+		return
+	}
+	if !e.opts.SkipAuth {
+		if err := verifySigV4(r, body, e.opts.AccessKeyID, e.opts.SecretAccessKey); err != nil {
+			writeAuthError(w, r, err)
+			return
+		}
+	}
+	if e.injectFault(w, r) {
+		return
+	}
+	if target := r.Header.Get("X-Amz-Target"); target != "" {
+		e.serveJSON(w, r, target, body)
+		return
+	}
+	e.serveREST(w, r, body)
+}
+
+// injectFault answers the call with a throttling or server error when a knob
+// or the fault dice say so.
+func (e *Emulator) injectFault(w http.ResponseWriter, r *http.Request) bool {
+	e.mu.Lock()
+	status := 0
+	switch {
+	case e.throttleNext > 0:
+		e.throttleNext--
+		status = http.StatusTooManyRequests
+	case e.serverErrorNext > 0:
+		e.serverErrorNext--
+		status = e.serverErrorCode
+	case e.opts.FaultRate > 0 && e.rng.Float64() < e.opts.FaultRate:
+		status = http.StatusTooManyRequests
+		if e.rng.IntN(2) == 0 {
+			status = http.StatusInternalServerError
+		}
+	}
+	if status != 0 {
+		e.record(r, nil, status)
+	}
+	e.mu.Unlock()
+	if status == 0 {
+		return false
+	}
+	code, msg := "ThrottlingException", "Rate exceeded"
+	if status >= 500 {
+		code, msg = "InternalServerException", "Internal server error"
+	}
+	w.Header().Set("X-Amzn-ErrorType", code)
+	if r.Header.Get("X-Amz-Target") != "" {
+		writeJSONError(w, status, code, msg)
+		return true
+	}
+	issue := "throttled"
+	if status >= 500 {
+		issue = "exception"
+	}
+	writeOutcome(w, status, issue, msg)
+	return true
+}
+
+// record appends an export-API request; the caller holds e.mu.
+func (e *Emulator) record(r *http.Request, body []byte, status int) {
+	op := operationOf(r)
+	if op == "" {
+		return
+	}
+	e.requests = append(e.requests, Request{
+		Operation: op, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		Prefer: r.Header.Get("Prefer"), ContentType: r.Header.Get("Content-Type"),
+		Body: append([]byte(nil), body...), Status: status,
+	})
+}
+
+func operationOf(r *http.Request) string {
+	if t := r.Header.Get("X-Amz-Target"); t != "" {
+		if i := strings.LastIndexByte(t, '.'); i >= 0 {
+			return t[i+1:]
+		}
+		return t
+	}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/$export"):
+		return "StartExport"
+	case strings.Contains(r.URL.Path, "/r4/export/"):
+		if r.Method == http.MethodDelete {
+			return "CancelExport"
+		}
+		return "DescribeExport"
+	}
+	return ""
+}
+
+// OperationOutcome answers.
+
+type outcomeIssue struct {
+	Severity    string `json:"severity"`
+	Code        string `json:"code"`
+	Diagnostics string `json:"diagnostics,omitempty"`
+}
+
+type outcome struct {
+	ResourceType string         `json:"resourceType"`
+	Issue        []outcomeIssue `json:"issue"`
+}
+
+func writeOutcome(w http.ResponseWriter, status int, code, diagnostics string) {
+	writeJSON(w, status, "application/fhir+json", outcome{
+		ResourceType: "OperationOutcome",
+		Issue:        []outcomeIssue{{Severity: "error", Code: code, Diagnostics: diagnostics}},
+	})
+}
+
+func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("X-Amzn-ErrorType", code)
+	writeJSON(w, status, "application/x-amz-json-1.0", map[string]string{"__type": code, "message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("encode answer: %v", err), http.StatusInternalServerError)
+		return
+	}
+	writeRaw(w, status, contentType, b)
+}
+
+func writeRaw(w http.ResponseWriter, status int, contentType string, b []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeAuthError(w http.ResponseWriter, r *http.Request, err error) {
+	code := "InvalidSignatureException"
+	if _, ok := err.(unknownKeyError); ok {
+		code = "UnrecognizedClientException"
+	}
+	if r.Header.Get("X-Amz-Target") != "" {
+		writeJSONError(w, http.StatusForbidden, code, err.Error())
+		return
+	}
+	w.Header().Set("X-Amzn-ErrorType", code)
+	writeJSON(w, http.StatusForbidden, "application/json", map[string]string{"message": err.Error()})
+}
+
+// stamp returns the next lastUpdated: now truncated to the millisecond, and
+// strictly after every earlier stamp. The caller holds e.mu.
+func (e *Emulator) stamp() time.Time {
+	t := e.opts.Now().UTC().Truncate(time.Millisecond)
+	if !t.After(e.lastStamp) {
+		t = e.lastStamp.Add(time.Millisecond)
+	}
+	e.lastStamp = t
+	return t
+}

@@ -1,0 +1,438 @@
+package fakehealthlake
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// InstantLayout is the layout of meta.lastUpdated (millisecond UTC instants).
+const InstantLayout = "2006-01-02T15:04:05.000Z"
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
+
+// Datastore is one FHIR R4 data store of the emulator.
+type Datastore struct {
+	e         *Emulator
+	id        string
+	resources map[string]*resource // "Type/id"
+}
+
+type resource struct {
+	typ, id  string
+	versions []*version
+}
+
+type version struct {
+	vid         int
+	lastUpdated time.Time
+	body        []byte
+	deleted     bool
+}
+
+func (r *resource) current() *version { return r.versions[len(r.versions)-1] }
+
+// ID returns the data store id.
+func (d *Datastore) ID() string { return d.id }
+
+// badRequest is a client error answered with a 400 OperationOutcome.
+type badRequest struct{ msg string }
+
+func (b badRequest) Error() string { return b.msg }
+
+// Load stores a resource under its type and id, keeping the id, as a FHIR
+// update would: it gets the next versionId and a new lastUpdated. It checks
+// that body is a JSON object of the given resourceType (and validates it
+// with golang-fhir-models when Options.ValidateOnLoad is set). It returns
+// the stored bytes' version id.
+func (d *Datastore) Load(resourceType, id string, body []byte) (versionID string, err error) {
+	d.e.mu.Lock()
+	defer d.e.mu.Unlock()
+	v, _, err := d.put(resourceType, id, body, d.e.opts.ValidateOnLoad)
+	if err != nil {
+		return "", fmt.Errorf("load %s/%s: %w", resourceType, id, err)
+	}
+	return strconv.Itoa(v.vid), nil
+}
+
+// Read returns the current bytes of a resource (false when absent or deleted).
+func (d *Datastore) Read(resourceType, id string) ([]byte, bool) {
+	d.e.mu.Lock()
+	defer d.e.mu.Unlock()
+	r, ok := d.resources[resourceType+"/"+id]
+	if !ok || r.current().deleted {
+		return nil, false
+	}
+	return append([]byte(nil), r.current().body...), true
+}
+
+// Count returns the number of resources whose current version is not deleted.
+func (d *Datastore) Count() int {
+	d.e.mu.Lock()
+	defer d.e.mu.Unlock()
+	n := 0
+	for _, r := range d.resources {
+		if !r.current().deleted {
+			n++
+		}
+	}
+	return n
+}
+
+// put stores a new version; the caller holds e.mu.
+func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, bool, error) {
+	if !idPattern.MatchString(id) {
+		return nil, false, badRequest{"invalid resource id"}
+	}
+	if _, ok := validators[typ]; !ok {
+		return nil, false, badRequest{"unsupported resource type " + typ}
+	}
+	fields, err := topLevel(body)
+	if err != nil {
+		return nil, false, badRequest{"resource is not a JSON object: " + err.Error()}
+	}
+	var rt string
+	if raw, ok := fields.get("resourceType"); !ok || json.Unmarshal(raw, &rt) != nil || rt != typ {
+		return nil, false, badRequest{"resourceType in the body does not match " + typ}
+	}
+	if raw, ok := fields.get("id"); ok {
+		var bid string
+		if json.Unmarshal(raw, &bid) != nil || bid != id {
+			return nil, false, badRequest{"resource id in the body does not match the URL"}
+		}
+	}
+	if validate {
+		if err := validators[typ](body); err != nil {
+			return nil, false, badRequest{"invalid " + typ + ": " + err.Error()}
+		}
+	}
+	key := typ + "/" + id
+	r, exists := d.resources[key]
+	if !exists {
+		r = &resource{typ: typ, id: id}
+		d.resources[key] = r
+	}
+	vid := len(r.versions) + 1
+	stamp := d.e.stamp()
+	out, err := withMeta(fields, typ, id, vid, stamp)
+	if err != nil {
+		return nil, false, err
+	}
+	v := &version{vid: vid, lastUpdated: stamp, body: out}
+	r.versions = append(r.versions, v)
+	created := !exists || r.versions[len(r.versions)-2].deleted
+	return v, created, nil
+}
+
+type field struct {
+	key string
+	raw json.RawMessage
+}
+
+type fieldList []field
+
+func (f fieldList) get(key string) (json.RawMessage, bool) {
+	for _, x := range f {
+		if x.key == key {
+			return x.raw, true
+		}
+	}
+	return nil, false
+}
+
+// topLevel splits a JSON object into its members, keeping their order.
+func topLevel(body []byte) (fieldList, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not an object")
+	}
+	var out fieldList
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("bad member name")
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		out = append(out, field{key: key, raw: raw})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data")
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, errors.New("trailing data")
+	}
+	return out, nil
+}
+
+// withMeta writes resourceType, id and meta (versionId, lastUpdated merged
+// into any meta given) first, then the other members in their order.
+func withMeta(fields fieldList, typ, id string, vid int, stamp time.Time) ([]byte, error) {
+	meta := fieldList{}
+	if raw, ok := fields.get("meta"); ok {
+		m, err := topLevel(raw)
+		if err != nil {
+			return nil, badRequest{"meta is not a JSON object"}
+		}
+		meta = m
+	}
+	vidRaw, _ := json.Marshal(strconv.Itoa(vid))
+	luRaw, _ := json.Marshal(stamp.UTC().Format(InstantLayout))
+	newMeta := fieldList{{"versionId", vidRaw}, {"lastUpdated", luRaw}}
+	for _, m := range meta {
+		if m.key != "versionId" && m.key != "lastUpdated" {
+			newMeta = append(newMeta, m)
+		}
+	}
+	typRaw, _ := json.Marshal(typ)
+	idRaw, _ := json.Marshal(id)
+	out := fieldList{{"resourceType", typRaw}, {"id", idRaw}, {"meta", encodeObject(newMeta)}}
+	for _, f := range fields {
+		switch f.key {
+		case "resourceType", "id", "meta":
+		default:
+			out = append(out, f)
+		}
+	}
+	return encodeObject(out), nil
+}
+
+func encodeObject(fields fieldList) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.key)
+		b.Write(k)
+		b.WriteByte(':')
+		var c bytes.Buffer
+		if err := json.Compact(&c, f.raw); err != nil {
+			b.Write(f.raw)
+		} else {
+			b.Write(c.Bytes())
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// newID returns a server-assigned resource id.
+func (e *Emulator) newID() string {
+	const hexd = "0123456789abcdef"
+	b := make([]byte, 36)
+	for i := range b {
+		switch i {
+		case 8, 13, 18, 23:
+			b[i] = '-'
+		default:
+			b[i] = hexd[e.rng.IntN(16)]
+		}
+	}
+	return string(b)
+}
+
+// serveFHIR handles /datastore/{id}/r4/{Type}[/{id}[/_history[/{vid}]]].
+func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datastore, parts []string, body []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	typ := parts[0]
+	if _, ok := validators[typ]; !ok {
+		writeOutcome(w, http.StatusBadRequest, "not-supported", "unsupported resource type "+typ)
+		return
+	}
+	switch {
+	case len(parts) == 1 && r.Method == http.MethodPost:
+		id := e.newID()
+		v, _, err := ds.put(typ, id, body, true)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeResource(w, http.StatusCreated, typ, id, v)
+	case len(parts) == 1 && r.Method == http.MethodGet:
+		ds.search(w, typ)
+	case len(parts) == 2 && r.Method == http.MethodPut:
+		v, created, err := ds.put(typ, parts[1], body, true)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		writeResource(w, status, typ, parts[1], v)
+	case len(parts) == 2 && r.Method == http.MethodGet:
+		res, ok := ds.resources[typ+"/"+parts[1]]
+		switch {
+		case !ok:
+			writeOutcome(w, http.StatusNotFound, "not-found", "resource "+typ+"/"+parts[1]+" not found")
+		case res.current().deleted:
+			writeOutcome(w, http.StatusGone, "deleted", "resource "+typ+"/"+parts[1]+" was deleted")
+		default:
+			writeResource(w, http.StatusOK, typ, parts[1], res.current())
+		}
+	case len(parts) == 2 && r.Method == http.MethodDelete:
+		res, ok := ds.resources[typ+"/"+parts[1]]
+		if ok && !res.current().deleted {
+			res.versions = append(res.versions, &version{vid: len(res.versions) + 1, lastUpdated: e.stamp(), deleted: true})
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case len(parts) == 3 && parts[2] == "_history" && r.Method == http.MethodGet:
+		res, ok := ds.resources[typ+"/"+parts[1]]
+		if !ok {
+			writeOutcome(w, http.StatusNotFound, "not-found", "resource "+typ+"/"+parts[1]+" not found")
+			return
+		}
+		ds.history(w, res)
+	case len(parts) == 4 && parts[2] == "_history" && r.Method == http.MethodGet:
+		res, ok := ds.resources[typ+"/"+parts[1]]
+		n, err := strconv.Atoi(parts[3])
+		if !ok || err != nil || n < 1 || n > len(res.versions) {
+			writeOutcome(w, http.StatusNotFound, "not-found", "version not found")
+			return
+		}
+		v := res.versions[n-1]
+		if v.deleted {
+			writeOutcome(w, http.StatusGone, "deleted", "version "+parts[3]+" is a deletion")
+			return
+		}
+		writeResource(w, http.StatusOK, typ, parts[1], v)
+	default:
+		writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "unsupported FHIR interaction")
+	}
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	var br badRequest
+	if errors.As(err, &br) {
+		writeOutcome(w, http.StatusBadRequest, "invalid", br.msg)
+		return
+	}
+	writeOutcome(w, http.StatusInternalServerError, "exception", err.Error())
+}
+
+func writeResource(w http.ResponseWriter, status int, typ, id string, v *version) {
+	w.Header().Set("ETag", `W/"`+strconv.Itoa(v.vid)+`"`)
+	w.Header().Set("Last-Modified", v.lastUpdated.UTC().Format(http.TimeFormat))
+	if status == http.StatusCreated {
+		w.Header().Set("Location", typ+"/"+id+"/_history/"+strconv.Itoa(v.vid))
+	}
+	writeRaw(w, status, "application/fhir+json", v.body)
+}
+
+type bundleEntry struct {
+	FullURL  string          `json:"fullUrl,omitempty"`
+	Resource json.RawMessage `json:"resource,omitempty"`
+	Request  *struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	} `json:"request,omitempty"`
+}
+
+type bundle struct {
+	ResourceType string        `json:"resourceType"`
+	Type         string        `json:"type"`
+	Total        int           `json:"total"`
+	Entry        []bundleEntry `json:"entry"`
+}
+
+// search answers GET /{Type} with every current resource of the type.
+func (d *Datastore) search(w http.ResponseWriter, typ string) {
+	var rs []*resource
+	for _, r := range d.resources {
+		if r.typ == typ && !r.current().deleted {
+			rs = append(rs, r)
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].id < rs[j].id })
+	b := bundle{ResourceType: "Bundle", Type: "searchset", Total: len(rs), Entry: []bundleEntry{}}
+	for _, r := range rs {
+		b.Entry = append(b.Entry, bundleEntry{FullURL: typ + "/" + r.id, Resource: r.current().body})
+	}
+	writeJSON(w, http.StatusOK, "application/fhir+json", b)
+}
+
+// history answers GET /{Type}/{id}/_history, newest version first.
+func (d *Datastore) history(w http.ResponseWriter, r *resource) {
+	b := bundle{ResourceType: "Bundle", Type: "history", Total: len(r.versions), Entry: []bundleEntry{}}
+	for i := len(r.versions) - 1; i >= 0; i-- {
+		v := r.versions[i]
+		en := bundleEntry{FullURL: r.typ + "/" + r.id + "/_history/" + strconv.Itoa(v.vid)}
+		en.Request = &struct {
+			Method string `json:"method"`
+			URL    string `json:"url"`
+		}{Method: http.MethodPut, URL: r.typ + "/" + r.id}
+		if v.deleted {
+			en.Request.Method = http.MethodDelete
+		} else {
+			en.Resource = v.body
+		}
+		b.Entry = append(b.Entry, en)
+	}
+	writeJSON(w, http.StatusOK, "application/fhir+json", b)
+}
+
+// serveREST routes FHIR REST paths.
+func (e *Emulator) serveREST(w http.ResponseWriter, r *http.Request, body []byte) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/datastore/")
+	if !ok {
+		writeOutcome(w, http.StatusNotFound, "not-found", "unknown path")
+		return
+	}
+	dsID, fhirPath, ok := strings.Cut(rest, "/r4")
+	if !ok || dsID == "" {
+		writeOutcome(w, http.StatusNotFound, "not-found", "unknown path")
+		return
+	}
+	e.mu.Lock()
+	ds, ok := e.datastores[dsID]
+	e.mu.Unlock()
+	if !ok {
+		e.mu.Lock()
+		e.record(r, body, http.StatusNotFound)
+		e.mu.Unlock()
+		writeOutcome(w, http.StatusNotFound, "not-found", "data store "+dsID+" not found")
+		return
+	}
+	parts := strings.Split(strings.Trim(fhirPath, "/"), "/")
+	switch {
+	case len(parts) == 1 && parts[0] == "$export":
+		e.startExport(w, r, ds, body)
+	case len(parts) == 2 && parts[0] == "export":
+		switch r.Method {
+		case http.MethodGet:
+			e.describeExport(w, r, ds, parts[1])
+		case http.MethodDelete:
+			e.cancelExport(w, r, ds, parts[1])
+		default:
+			writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "unsupported method")
+		}
+	case len(parts) >= 1 && len(parts) <= 4 && parts[0] != "":
+		e.serveFHIR(w, r, ds, parts, body)
+	default:
+		writeOutcome(w, http.StatusNotFound, "not-found", "unknown path")
+	}
+}

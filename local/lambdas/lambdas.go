@@ -1,0 +1,286 @@
+// Package lambdas is the local Lambda service: a registry of in-process
+// handlers by function name or ARN, invoked the way Lambda's Invoke API and
+// Go runtime do. Payloads go through lambda.NewHandler, so decoding and
+// encoding are the real runtime's; a handler error comes back as
+// functionError=true with out = {"errorType","errorMessage"}, a panic as the
+// runtime reports it. The registry implements the LambdaInvoker seam of the
+// Step Functions emulator and the Invoker of local/esm.
+//
+// Fault hooks make an invocation crash before the handler runs (no side
+// effect happened) or after it returned (its side effects happened, its
+// result is lost), the two crashes the pipeline must recover from.
+package lambdas
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambda/messages"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+)
+
+// Faults decides, per invocation, whether the function crashes. A nil Faults
+// injects nothing.
+type Faults interface {
+	// CrashBefore reports whether the invocation crashes before the handler
+	// runs.
+	CrashBefore(function string) bool
+	// CrashAfter reports whether the invocation crashes after the handler
+	// returned, losing its result.
+	CrashAfter(function string) bool
+}
+
+// ErrorTypeCrash is the errorType of an injected crash, Lambda's for a
+// runtime that exited during an invocation.
+const ErrorTypeCrash = "Runtime.ExitError"
+
+// ErrFunctionNotFound is returned (wrapped) by Invoke for an unknown function,
+// like Lambda's ResourceNotFoundException.
+var ErrFunctionNotFound = errors.New("function not found")
+
+// Stats are one function's counters.
+type Stats struct {
+	Invocations    int64 `json:"invocations"`    // every Invoke of the function
+	FunctionErrors int64 `json:"functionErrors"` // handler errors, panics and injected crashes
+	CrashesBefore  int64 `json:"crashesBefore"`  // injected crashes before the handler ran
+	CrashesAfter   int64 `json:"crashesAfter"`   // injected crashes after the handler returned
+	// DurationMs is the handlers' total run time, for the cost model's GB-seconds.
+	DurationMs float64 `json:"durationMs"`
+}
+
+type function struct {
+	name    string
+	arn     string
+	handler lambda.Handler
+	timeout time.Duration
+	stats   struct{ invocations, errors, before, after, nanos atomic.Int64 }
+}
+
+// Registry holds the local functions.
+type Registry struct {
+	region, account string
+
+	mu     sync.RWMutex
+	fns    map[string]*function
+	faults Faults
+	seq    atomic.Int64
+}
+
+// New returns an empty registry whose ARNs use region and account.
+func New(region, account string) *Registry {
+	return &Registry{region: region, account: account, fns: map[string]*function{}}
+}
+
+// Option configures a registered function.
+type Option func(*function)
+
+// WithTimeout sets the function's timeout: the handler's context gets that
+// deadline (default 15 minutes, Lambda's maximum).
+func WithTimeout(d time.Duration) Option { return func(f *function) { f.timeout = d } }
+
+// Register adds a function. handler is any valid Lambda handler function
+// (the forms lambda.Start accepts); it is wrapped with lambda.NewHandler.
+func (r *Registry) Register(name string, handler any, opts ...Option) error {
+	if name == "" || strings.ContainsAny(name, ":/") {
+		return fmt.Errorf("register function %q: invalid name", name)
+	}
+	if handler == nil {
+		return fmt.Errorf("register function %s: nil handler", name)
+	}
+	if t := reflect.TypeOf(handler); t.Kind() != reflect.Func {
+		if _, ok := handler.(lambda.Handler); !ok {
+			return fmt.Errorf("register function %s: handler is a %s, not a function", name, t.Kind())
+		}
+	}
+	f := &function{name: name, arn: r.ARN(name), handler: lambda.NewHandler(handler), timeout: 15 * time.Minute}
+	for _, o := range opts {
+		o(f)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.fns[name]; dup {
+		return fmt.Errorf("register function %s: already registered", name)
+	}
+	r.fns[name] = f
+	return nil
+}
+
+// ARN returns the function ARN of name in the registry's region and account.
+func (r *Registry) ARN(name string) string {
+	return "arn:aws:lambda:" + r.region + ":" + r.account + ":function:" + name
+}
+
+// SetFaults installs (or, with nil, removes) the crash hooks.
+func (r *Registry) SetFaults(f Faults) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults = f
+}
+
+// Names lists the registered function names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.fns))
+	for n := range r.fns {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Stats returns every function's counters by name.
+func (r *Registry) Stats() map[string]Stats {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]Stats, len(r.fns))
+	for n, f := range r.fns {
+		out[n] = Stats{
+			Invocations: f.stats.invocations.Load(), FunctionErrors: f.stats.errors.Load(),
+			CrashesBefore: f.stats.before.Load(), CrashesAfter: f.stats.after.Load(),
+			DurationMs: float64(f.stats.nanos.Load()) / 1e6,
+		}
+	}
+	return out
+}
+
+// resolve accepts a name, a name with a qualifier (name:$LATEST), a full
+// function ARN with or without a qualifier, and the partial ARN
+// account:function:name.
+func (r *Registry) resolve(ref string) (*function, error) {
+	name := ref
+	if strings.HasPrefix(ref, "arn:") {
+		parts := strings.Split(ref, ":")
+		// arn:aws:lambda:region:account:function:name[:qualifier]
+		if len(parts) < 7 || parts[2] != "lambda" || parts[5] != "function" {
+			return nil, fmt.Errorf("function %q: %w", ref, ErrFunctionNotFound)
+		}
+		if parts[3] != r.region || parts[4] != r.account {
+			return nil, fmt.Errorf("function %q: other region or account: %w", ref, ErrFunctionNotFound)
+		}
+		name = parts[6]
+	} else if parts := strings.Split(ref, ":"); len(parts) >= 3 && parts[1] == "function" {
+		name = parts[2]
+	} else if i := strings.IndexByte(ref, ':'); i >= 0 {
+		name = ref[:i]
+	}
+	r.mu.RLock()
+	f := r.fns[name]
+	r.mu.RUnlock()
+	if f == nil {
+		return nil, fmt.Errorf("function %q: %w", ref, ErrFunctionNotFound)
+	}
+	return f, nil
+}
+
+// Invoke runs the function synchronously (RequestResponse). A handler error
+// or panic is functionError=true with out = {"errorType","errorMessage"};
+// err reports that the invocation could not happen (unknown function).
+func (r *Registry) Invoke(ctx context.Context, function string, payload []byte) (out []byte, functionError bool, err error) {
+	f, err := r.resolve(function)
+	if err != nil {
+		return nil, false, fmt.Errorf("invoke: %w", err)
+	}
+	r.mu.RLock()
+	faults := r.faults
+	r.mu.RUnlock()
+	f.stats.invocations.Add(1)
+	requestID := fmt.Sprintf("local-%s-%d", f.name, r.seq.Add(1))
+
+	if faults != nil && faults.CrashBefore(f.name) {
+		f.stats.before.Add(1)
+		f.stats.errors.Add(1)
+		return crash(requestID, "before the handler ran"), true, nil
+	}
+
+	hctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	hctx = lambdacontext.NewContext(hctx, &lambdacontext.LambdaContext{AwsRequestID: requestID, InvokedFunctionArn: f.arn})
+	began := time.Now()
+	res, herr := callHandler(hctx, f.handler, payload)
+	f.stats.nanos.Add(int64(time.Since(began)))
+
+	if faults != nil && faults.CrashAfter(f.name) {
+		f.stats.after.Add(1)
+		f.stats.errors.Add(1)
+		return crash(requestID, "after the handler returned"), true, nil
+	}
+	if herr != nil {
+		f.stats.errors.Add(1)
+		b, merr := json.Marshal(herr)
+		if merr != nil {
+			return nil, false, fmt.Errorf("invoke %s: encode function error: %w", f.name, merr)
+		}
+		return b, true, nil
+	}
+	return res, false, nil
+}
+
+// callHandler invokes h and turns an error or a panic into the response the
+// Go runtime sends.
+func callHandler(ctx context.Context, h lambda.Handler, payload []byte) (out []byte, invokeErr *messages.InvokeResponse_Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			// The runtime also sends the stack; it is left out here.
+			invokeErr = &messages.InvokeResponse_Error{Type: typeName(p), Message: fmt.Sprint(p)}
+		}
+	}()
+	out, err := h.Invoke(ctx, payload)
+	if err != nil {
+		var ive messages.InvokeResponse_Error
+		if errors.As(err, &ive) {
+			return nil, &ive
+		}
+		return nil, &messages.InvokeResponse_Error{Type: typeName(err), Message: err.Error()}
+	}
+	// The runtime reuses its buffer; keep our own copy.
+	return append([]byte(nil), out...), nil
+}
+
+// typeName is the Go runtime's errorType: the (pointer-stripped) type name.
+func typeName(v any) string {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return "nil"
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}
+
+func crash(requestID, when string) []byte {
+	b, _ := json.Marshal(messages.InvokeResponse_Error{
+		Type:    ErrorTypeCrash,
+		Message: "RequestId: " + requestID + " Error: Runtime exited with error: exit status 2 (injected crash " + when + ")",
+	})
+	return b
+}
+
+// Name returns the function name of a ref (name, ARN or partial ARN), or ""
+// when it does not name a function.
+func Name(ref string) string {
+	if strings.HasPrefix(ref, "arn:") {
+		parts := strings.Split(ref, ":")
+		if len(parts) >= 7 {
+			return parts[6]
+		}
+		return ""
+	}
+	if i := strings.IndexByte(ref, ':'); i >= 0 {
+		if parts := strings.Split(ref, ":"); len(parts) >= 3 && parts[1] == "function" {
+			return parts[2]
+		}
+		return ref[:i]
+	}
+	return ref
+}

@@ -1,0 +1,94 @@
+package stack
+
+import (
+	"context"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+)
+
+// BenchmarkEndToEnd100k measures one window over a generated data store of
+// 100,000 resources (CDC_BENCH_RESOURCES overrides the size): export to S3,
+// manifest, Distributed Map of prepare-change, PutEvents to the bus and
+// delivery to a sink, all through the real SDK clients on the local
+// endpoint. Each iteration replays the checkpoint to the start so that the
+// window holds every resource again. It reports resources/s and the calls
+// each emulated API served per 1,000 resources, and the cost per million
+// changes of what the emulators counted.
+func BenchmarkEndToEnd100k(b *testing.B) {
+	n := 100000
+	if v := os.Getenv("CDC_BENCH_RESOURCES"); v != "" {
+		if x, err := strconv.Atoi(v); err == nil && x > 0 {
+			n = x
+		}
+	}
+	st := startStack(b, func(o *Options) { o.SampleSize = n; o.GenSeed = 42; o.RecordEvents = false })
+	ctx := context.Background()
+	store, err := st.runStore()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := st.initialCheckpoint()
+	var total time.Duration
+	var calls map[string]int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if i > 0 {
+			if _, err := store.Replay(ctx, runlockReplay(start)); err != nil {
+				b.Fatalf("replay: %v", err)
+			}
+		}
+		before := st.Env.Gateway.Calls()
+		lamBefore := st.Lambdas.Stats()
+		delivered := st.Delivered.Len()
+		b.StartTimer()
+		t0 := time.Now()
+		w, err := st.RunOnce(ctx)
+		d := time.Since(t0)
+		b.StopTimer()
+		if err != nil || w.Status != "SUCCEEDED" {
+			b.Fatalf("window %+v: %v", w, err)
+		}
+		if got := st.Delivered.Len() - delivered; got != st.Seeded() {
+			b.Fatalf("window delivered %d events for %d resources", got, st.Seeded())
+		}
+		total += d
+		after := st.Env.Gateway.Calls()
+		calls = map[string]int64{}
+		for k, v := range after {
+			if v-before[k] > 0 {
+				calls[k] = v - before[k]
+			}
+		}
+		// In-process Lambda invocations do not cross the gateway.
+		for fn, stt := range st.Lambdas.Stats() {
+			if d := stt.Invocations - lamBefore[fn].Invocations; d > 0 {
+				calls["lambda:Invoke "+fn] = d
+			}
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(st.Seeded())*float64(b.N)/total.Seconds(), "resources/s")
+	// The cost of everything the stack counted (set-up included), at list
+	// prices, per million changes delivered (docs/COST.md).
+	c := st.Cost()
+	b.ReportMetric(c.Bill.Total/float64(st.Seeded()*b.N)*1e6, "usd/M-changes")
+	b.Logf("cost of %d windows: %s", b.N, c.Bill)
+	per := report.PerThousand(calls, st.Seeded())
+	keys := make([]string, 0, len(per))
+	for k := range per {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.Logf("calls per 1,000 resources  %-40s %10.2f", k, per[k])
+	}
+	b.Logf("resources %d, window %s, maxConcurrentExports %d, since %s", st.Seeded(), total/time.Duration(b.N), st.HealthLake.MaxConcurrentExports(), events.FormatTime(start))
+}

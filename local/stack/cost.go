@@ -1,0 +1,113 @@
+package stack
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+)
+
+// Memory of each Lambda in GB, as the CDK stack deploys them (cdk/stack.go).
+var lambdaMemoryGB = map[string]float64{
+	FnPrepareChange: 1.0,
+	FnStartExport:   0.25,
+	FnCheckExport:   0.25,
+	FnRunLock:       0.25,
+}
+
+// expressMemoryGB is the memory EXPRESS workflows are billed at (64 MB minimum).
+const expressMemoryGB = 0.0625
+
+// countTransition is the Step Functions emulator's transition hook: it counts
+// STANDARD transitions and the distinct EXPRESS child executions.
+func (s *Stack) countTransition(executionARN, _ string) {
+	if strings.Contains(executionARN, ":express:") {
+		s.expressMu.Lock()
+		s.expressRuns[executionARN] = true
+		s.expressMu.Unlock()
+		return
+	}
+	s.standardTransitions.Add(1)
+}
+
+// Usage returns what the run used so far, as the cost model counts it: the
+// requests the gateway served, the state transitions, the EXPRESS children,
+// the Lambda requests and GB-seconds at the deployed memory sizes, and the
+// EventBridge 64 KB chunks.
+func (s *Stack) Usage() cost.Usage {
+	u := cost.FromCalls(s.Env.Gateway.Calls())
+	u.StateTransitions = float64(s.standardTransitions.Load())
+	s.expressMu.Lock()
+	u.ExpressRequests = float64(len(s.expressRuns))
+	s.expressMu.Unlock()
+	u.LambdaArm64 = true
+	for name, st := range s.Lambdas.Stats() {
+		mem := lambdaMemoryGB[name]
+		if mem == 0 {
+			mem = 0.25
+		}
+		u.LambdaRequests += float64(st.Invocations)
+		u.LambdaGBSeconds += st.DurationMs / 1000 * mem
+		if name == FnPrepareChange {
+			// Each EXPRESS child waits on its prepare-change invocation.
+			u.ExpressGBSeconds += st.DurationMs / 1000 * expressMemoryGB
+		}
+	}
+	u.EventChunks = float64(s.EventBridge.Stats().Chunks)
+	return u
+}
+
+// Cost prices Usage at list prices per million distinct changes delivered.
+func (s *Stack) Cost() report.Cost {
+	u := s.Usage()
+	bill := cost.Price(u, cost.ListPrices())
+	changes := int64(len(s.Delivered.EventIDs()))
+	c := report.Cost{Changes: changes, Usage: u, Bill: bill}
+	if perM, err := cost.PerMillion(bill, float64(changes)); err == nil {
+		c.USDPerMillionChanges = perM
+	}
+	return c
+}
+
+// LocalMetricsPath is where the gateway serves the stack's metric totals,
+// for `cdcctl status --endpoint` (there is no CloudWatch locally).
+const LocalMetricsPath = "/_local/metrics"
+
+// LocalConfigPath is where the gateway serves the names cdcctl needs (table,
+// bucket, state machine, queues), so `cdcctl --endpoint URL …` works without
+// exporting them first.
+const LocalConfigPath = "/_local/config"
+
+// serveConfig answers GET /_local/config with the CDC_* settings of CLIEnv.
+func (s *Stack) serveConfig(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	cfg := map[string]string{}
+	for _, kv := range s.CLIEnv() {
+		if strings.HasPrefix(kv[0], "CDC_") || kv[0] == "AWS_REGION" {
+			cfg[kv[0]] = kv[1]
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(cfg)
+}
+
+// serveMetrics answers GET /_local/metrics with the metric totals, the
+// checkpoint lag's source figures and the cost so far.
+func (s *Stack) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		http.Error(w, "GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	c := s.Cost()
+	body := struct {
+		Metrics map[string]float64 `json:"metrics"`
+		Cost    report.Cost        `json:"cost"`
+	}{Metrics: s.Metrics.Totals(), Cost: c}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,322 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+	"github.com/healthlake-cdc/healthlake-cdc/statemachine"
+)
+
+// Real-time durations of the wait for the export; substituted divided by
+// the time scale, since the interpreter multiplies them by it.
+const (
+	exportHeartbeat = 2 * time.Minute
+	exportTimeout   = 30 * time.Minute
+	mapConcurrency  = 16
+)
+
+// Substitutions returns the values the local state machine is created with
+// (CDK's DefinitionSubstitutions in AWS).
+func (s *Stack) Substitutions() map[string]string {
+	scale := s.opts.TimeScale
+	if scale <= 0 {
+		scale = 1
+	}
+	secs := func(d time.Duration) string {
+		return strconv.Itoa(int(math.Ceil(d.Seconds() / scale)))
+	}
+	return map[string]string{
+		statemachine.RunLockFunctionArn:       s.Lambdas.ARN(FnRunLock),
+		statemachine.PrepareChangeFunctionArn: s.Lambdas.ARN(FnPrepareChange),
+		statemachine.StartQueueURL:            s.Res.StartQueueURL,
+		statemachine.ArtifactBucket:           s.Res.Bucket,
+		statemachine.ExportHeartbeatSeconds:   secs(exportHeartbeat),
+		statemachine.ExportTimeoutSeconds:     secs(exportTimeout),
+		statemachine.MapMaxConcurrency:        strconv.Itoa(mapConcurrency),
+	}
+}
+
+// createStateMachine creates the state machine from the very file CDK
+// deploys, through the real Step Functions client.
+func (s *Stack) createStateMachine(ctx context.Context) error {
+	raw := s.opts.Definition
+	if raw == nil {
+		raw = statemachine.Definition()
+	}
+	def, err := statemachine.Substitute(raw, s.Substitutions())
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	out, err := s.sfnc.CreateStateMachine(ctx, &sfnapi.CreateStateMachineInput{
+		Name:       aws.String(s.opts.Name),
+		Definition: aws.String(string(def)),
+		RoleArn:    aws.String(s.Env.ARN("iam", "role/"+s.opts.Name+"-state-machine")),
+		Type:       sfntypes.StateMachineTypeStandard,
+	})
+	if err != nil {
+		return fmt.Errorf("stack: create state machine: %w", err)
+	}
+	s.Res.StateMachineARN = aws.ToString(out.StateMachineArn)
+	return nil
+}
+
+var execSeq atomic.Int64
+
+// StartExecution starts one execution, as the schedule does, and returns
+// its ARN.
+func (s *Stack) StartExecution(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("local-%s-%d", s.opts.Now().UTC().Format("20060102T150405.000Z"), execSeq.Add(1))
+	name = strings.ReplaceAll(name, ".", "")
+	out, err := s.sfnc.StartExecution(ctx, &sfnapi.StartExecutionInput{
+		StateMachineArn: aws.String(s.Res.StateMachineARN),
+		Name:            aws.String(name),
+		Input:           aws.String("{}"),
+	})
+	if err != nil {
+		return "", fmt.Errorf("stack: start execution: %w", err)
+	}
+	return aws.ToString(out.ExecutionArn), nil
+}
+
+// Wait polls the execution until it ends and returns its window, which is
+// also added to the report (and the report file rewritten).
+func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsBefore int) (report.Window, error) {
+	var out *sfnapi.DescribeExecutionOutput
+	for {
+		var err error
+		out, err = s.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+		if err != nil {
+			return report.Window{}, fmt.Errorf("stack: describe execution: %w", err)
+		}
+		if out.Status != sfntypes.ExecutionStatusRunning && out.Status != "PENDING_REDRIVE" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return report.Window{}, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	w := report.Window{
+		RunID: aws.ToString(out.Name), ExecutionARN: arn, StartedAt: started.UTC(), FinishedAt: s.opts.Now().UTC(),
+		Status: string(out.Status), Error: aws.ToString(out.Error), Cause: truncate(aws.ToString(out.Cause), 512),
+		Events: int64(s.Delivered.Len() - eventsBefore),
+	}
+	w.Outcome = outcomeOf(out)
+	if rec, ok := s.history(ctx, w.RunID); ok {
+		w.Window = &report.Span{Since: events.FormatTime(rec.Window.Since), Until: events.FormatTime(rec.Window.Until)}
+		if w.Outcome != report.OutcomeFailed {
+			switch rec.Outcome {
+			case runlock.OutcomeEmpty:
+				w.Outcome = report.OutcomeEmpty
+			case runlock.OutcomeSucceeded:
+				w.Outcome = report.OutcomeCommitted
+			}
+		}
+	} else if w.Outcome != report.OutcomeFailed {
+		// A run that never took the lock has no history item.
+		w.Outcome = report.OutcomeSkipped
+	}
+	if cp, ok := s.checkpoint(ctx); ok {
+		w.Checkpoint = events.FormatTime(cp)
+		// Snapshot, then checkpoint, after every window: a crash never leaves a
+		// saved checkpoint ahead of the saved data store (Persist).
+		if err := s.Persist(ctx); err != nil {
+			s.log.Warn("state not persisted", "error", err.Error())
+		}
+	}
+	s.recordWindow(w)
+	return w, nil
+}
+
+// outcomeOf reads an ended execution: failed unless it succeeded; a
+// succeeded one is refined from the run's history item.
+func outcomeOf(out *sfnapi.DescribeExecutionOutput) string {
+	if out.Status != sfntypes.ExecutionStatusSucceeded {
+		return report.OutcomeFailed
+	}
+	return report.OutcomeCommitted
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// RunOnce runs one window now and waits for it. The error reports a failure
+// to run the window at all; a window that ran and failed has Outcome failed.
+func (s *Stack) RunOnce(ctx context.Context) (report.Window, error) {
+	before := s.Delivered.Len()
+	started := s.opts.Now()
+	arn, err := s.StartExecution(ctx)
+	if err != nil {
+		return report.Window{}, err
+	}
+	return s.Wait(ctx, arn, started, before)
+}
+
+// Run runs a first window at once and then one every Options.Every until
+// ctx is done. Windows that outlast the period overlap, as scheduled
+// executions in AWS do; the lock turns the later one into a skip. onWindow,
+// if set, is called after each window.
+func (s *Stack) Run(ctx context.Context, onWindow func(report.Window, error)) error {
+	t := time.NewTicker(s.opts.Every)
+	defer t.Stop()
+	done := make(chan struct{}, 64)
+	inflight := 0
+	launch := func() {
+		inflight++
+		go func() {
+			defer func() { done <- struct{}{} }()
+			w, err := s.RunOnce(context.WithoutCancel(ctx))
+			if onWindow != nil {
+				onWindow(w, err)
+			}
+		}()
+	}
+	launch()
+	for {
+		select {
+		case <-ctx.Done():
+			for ; inflight > 0; inflight-- {
+				<-done
+			}
+			return nil
+		case <-done:
+			inflight--
+		case <-t.C:
+			launch()
+		}
+	}
+}
+
+// history returns the run's history record.
+func (s *Stack) history(ctx context.Context, runID string) (runlock.HistoryRecord, bool) {
+	store, err := s.runStore()
+	if err != nil {
+		return runlock.HistoryRecord{}, false
+	}
+	recs, err := store.History(ctx, 50)
+	if err != nil {
+		return runlock.HistoryRecord{}, false
+	}
+	for _, r := range recs {
+		if r.RunID == runID {
+			return r, true
+		}
+	}
+	return runlock.HistoryRecord{}, false
+}
+
+// checkpoint reads lastRunTime and notes whether it ever moved backwards.
+func (s *Stack) checkpoint(ctx context.Context) (time.Time, bool) {
+	store, err := s.runStore()
+	if err != nil {
+		return time.Time{}, false
+	}
+	st, err := store.Status(ctx, 0)
+	if err != nil || !st.Exists {
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	if n := len(s.checkpoints); n > 0 && st.Checkpoint.Before(s.checkpoints[n-1]) {
+		s.backwards = true
+	}
+	if n := len(s.checkpoints); n == 0 || !st.Checkpoint.Equal(s.checkpoints[n-1]) {
+		s.checkpoints = append(s.checkpoints, st.Checkpoint)
+	}
+	s.mu.Unlock()
+	return st.Checkpoint, true
+}
+
+// Checkpoints returns the distinct checkpoints observed after each window,
+// in order, and whether one was ever earlier than its predecessor.
+func (s *Stack) Checkpoints() ([]time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.checkpoints...), s.backwards
+}
+
+// Checkpoint returns the current lastRunTime.
+func (s *Stack) Checkpoint(ctx context.Context) (time.Time, error) {
+	store, err := s.runStore()
+	if err != nil {
+		return time.Time{}, err
+	}
+	st, err := store.Status(ctx, 0)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stack: run status: %w", err)
+	}
+	if !st.Exists {
+		return time.Time{}, errors.New("stack: no RUN record yet")
+	}
+	return st.Checkpoint, nil
+}
+
+func (s *Stack) runStore() (*runlock.Store, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.store != nil {
+		return s.store, nil
+	}
+	st, err := runlock.New(s.ddb, runlock.Config{Table: s.Res.Table})
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	s.store = st
+	return st, nil
+}
+
+// recordWindow adds w to the report with fresh counters and rewrites the
+// report file.
+func (s *Stack) recordWindow(w report.Window) {
+	s.Report.AddWindow(w)
+	s.refreshReport()
+	if err := s.Report.Write(s.opts.Now()); err != nil {
+		s.log.Warn("report not written", "error", err.Error())
+	}
+}
+
+// refreshReport copies the live counters into the report.
+func (s *Stack) refreshReport() {
+	calls := s.Env.Gateway.Calls()
+	maxExports := s.HealthLake.MaxConcurrentExports()
+	delivered := s.Delivered.EventIDs()
+	var total int64
+	for _, n := range delivered {
+		total += int64(n)
+	}
+	lam := s.Lambdas.Stats()
+	queues := s.MappingStats()
+	var inj map[string]int64
+	if s.opts.FaultRate > 0 {
+		inj = s.Faults.InjectedSummary()
+	}
+	s.Report.Update(func(r *report.Report) {
+		r.Calls = calls
+		r.MaxConcurrentExports = maxExports
+		r.Events = total
+		r.DistinctEvents = int64(len(delivered))
+		r.Lambdas = lam
+		r.Queues = queues
+		r.Faults = inj
+		r.Metrics = s.Metrics.Totals()
+		c := s.Cost()
+		r.Cost = &c
+	})
+}

@@ -1,0 +1,112 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
+)
+
+// createResources creates the bucket, the queues and the table with the real
+// SDK clients, as CDK would in AWS.
+func (s *Stack) createResources(ctx context.Context) error {
+	if _, err := s.s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.Res.Bucket)}); err != nil {
+		return fmt.Errorf("stack: create bucket: %w", err)
+	}
+	vis := strconv.Itoa(int(seconds(s.opts.VisibilityTimeout)))
+	mk := func(name string) (string, error) {
+		out, err := s.sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{
+			QueueName:  aws.String(name),
+			Attributes: map[string]string{"VisibilityTimeout": vis},
+		})
+		if err != nil {
+			return "", fmt.Errorf("stack: create queue %s: %w", name, err)
+		}
+		return aws.ToString(out.QueueUrl), nil
+	}
+	var err error
+	if s.Res.StartQueueURL, err = mk(s.opts.Name + "-start"); err != nil {
+		return err
+	}
+	if s.Res.StartDLQURL, err = mk(s.opts.Name + "-start-dlq"); err != nil {
+		return err
+	}
+	if s.Res.RecheckQueueURL, err = mk(s.opts.Name + "-recheck"); err != nil {
+		return err
+	}
+	if s.Res.RecheckDLQURL, err = mk(s.opts.Name + "-recheck-dlq"); err != nil {
+		return err
+	}
+	if err := runlock.CreateTable(ctx, s.ddb, s.Res.Table); err != nil {
+		return fmt.Errorf("stack: create table: %w", err)
+	}
+	return nil
+}
+
+func seconds(d time.Duration) int32 {
+	f := d.Seconds()
+	n := int32(f)
+	if float64(n) < f {
+		n++
+	}
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// startMappings connects the queues to their functions, the way the CDK app
+// declares the event-source mappings (batch size, partial batch responses,
+// redrive to the DLQ after MaxReceiveCount).
+func (s *Stack) startMappings(ctx context.Context) {
+	var dup esm.Faults
+	if s.opts.FaultRate > 0 {
+		dup = s.Faults
+	}
+	for _, m := range []struct {
+		fn, queue, dlq string
+	}{
+		{FnStartExport, s.Res.StartQueueURL, s.Res.StartDLQURL},
+		{FnCheckExport, s.Res.RecheckQueueURL, s.Res.RecheckDLQURL},
+	} {
+		mp, err := esm.New(s.sqsc, s.Lambdas, esm.Config{
+			Function: m.fn, QueueURL: m.queue, QueueARN: s.Env.ARN("sqs", lastSegment(m.queue)), Region: s.Env.Region,
+			DLQURL: m.dlq, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: 1,
+			VisibilityTimeout: s.opts.VisibilityTimeout, ReportBatchItemFailures: true,
+			Faults: dup, Logger: s.log,
+		})
+		if err != nil {
+			// The configuration above is static; New only fails on a bug.
+			s.log.Error("event-source mapping", "function", m.fn, "error", err.Error())
+			continue
+		}
+		mp.Start(context.WithoutCancel(ctx))
+		s.esms = append(s.esms, mp)
+		s.esmNames = append(s.esmNames, m.fn)
+	}
+}
+
+func lastSegment(u string) string {
+	for i := len(u) - 1; i >= 0; i-- {
+		if u[i] == '/' {
+			return u[i+1:]
+		}
+	}
+	return u
+}
+
+// MappingStats returns each event-source mapping's counters by function.
+func (s *Stack) MappingStats() map[string]esm.Stats {
+	out := map[string]esm.Stats{}
+	for i, m := range s.esms {
+		out[s.esmNames[i]] = m.Stats()
+	}
+	return out
+}

@@ -1,0 +1,434 @@
+// Package stack builds the whole healthlake-cdc pipeline in one process on
+// one port — the embedded default behind cmd/cdc-local and the end-to-end
+// tests.
+//
+// Start brings up localaws (S3 = gofakes3, SQS = goaws, DynamoDB = minidyn),
+// mounts the project's EventBridge, Step Functions and HealthLake emulators
+// on the same gateway, creates the artifact bucket, the start and re-check
+// queues with their dead-letter queues, the RUN table and the event bus,
+// registers the four Lambda handlers in an in-process registry (built from
+// their packages' constructors with real SDK clients pointed at the local
+// endpoint), connects the SQS event-source mappings (start queue →
+// start-export, re-check queue → check-export), creates the state machine
+// from statemachine/cdc.asl.json with local substitutions, and seeds the
+// HealthLake data store. RunOnce runs one window; Run keeps a schedule.
+package stack
+
+import (
+	"sync/atomic"
+
+	"context"
+	"errors"
+	"fmt"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
+	"github.com/healthlake-cdc/healthlake-cdc/local/faults"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
+)
+
+// Defaults of Options.
+const (
+	DefaultAddr        = "127.0.0.1:4566"
+	DefaultEvery       = 5 * time.Minute
+	DefaultDatastoreID = "local"
+	DefaultName        = "healthlake-cdc"
+	DefaultBus         = "healthlake-cdc"
+	// DefaultSampleSize is how many generated resources seed the data store
+	// when no --seed directory is given.
+	DefaultSampleSize = 60
+)
+
+// Function names of the four Lambdas.
+const (
+	FnStartExport   = "start-export"
+	FnCheckExport   = "check-export"
+	FnPrepareChange = "prepare-change"
+	FnRunLock       = "run-lock"
+)
+
+// Options configure a stack. The zero value is cdc-local's default.
+type Options struct {
+	// Addr is the listen address (default 127.0.0.1:4566; ":0"-style
+	// addresses pick a free port).
+	Addr string
+	// Name prefixes the queues, bucket, table and state machine. goaws keeps
+	// queues process-wide, so tests give every stack its own name.
+	Name string
+	// DatastoreID is the HealthLake data store (default "local").
+	DatastoreID string
+	// SeedDir, when set, loads every *.ndjson file in it; otherwise
+	// SampleSize generated resources (GenSeed) are loaded. SampleSize < 0
+	// loads nothing.
+	SeedDir    string
+	SampleSize int
+	GenSeed    int64
+	// Every is the schedule (default 5 min).
+	Every time.Duration
+	// SafetyLag is the window's safety lag (default 0 locally).
+	SafetyLag time.Duration
+	// Sink receives every bus event; nil discards them.
+	Sink fakeeventbridge.Sink
+	// FaultRate and FaultSeed configure the fault plan (0: no faults).
+	FaultRate float64
+	FaultSeed uint64
+	// ReportPath is the JSON report rewritten after every window ("" keeps
+	// it in memory).
+	ReportPath string
+	// StateDir persists the data store (every version, as it is) and the
+	// checkpoint across restarts; see Persist.
+	StateDir string
+	// TimeScale scales the state machine's waits (heartbeats, timeouts,
+	// retries); 0 means real time.
+	TimeScale float64
+	// ExportDelay is how long an export job stays in each running status
+	// (default 0: jobs move on at the next request).
+	ExportDelay time.Duration
+	// RecheckDelay is the re-check queue delay check-export uses (default 1 s
+	// locally).
+	RecheckDelay time.Duration
+	// VisibilityTimeout of the event-source mappings (default 10 s) and
+	// MaxReceiveCount before a message goes to its DLQ (default 5).
+	VisibilityTimeout time.Duration
+	MaxReceiveCount   int
+	// ResourcesPerFile splits export files (default HealthLake's 5000).
+	ResourcesPerFile int
+	// RecordEvents makes Delivered keep whole events (tests); by default it
+	// keeps only eventIds.
+	RecordEvents bool
+	// Definition replaces statemachine/cdc.asl.json (with its ${Name}
+	// placeholders), for tests of other definitions; nil uses the file CDK
+	// deploys.
+	Definition []byte
+	// Logger receives ids, counts and durations only; default discards.
+	Logger *slog.Logger
+	// MetricsOutput receives the Lambdas' EMF metric lines (stdout in AWS);
+	// default discards. Totals are kept either way (Stack.Metrics).
+	MetricsOutput io.Writer
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.DatastoreID == "" {
+		o.DatastoreID = DefaultDatastoreID
+	}
+	if o.SampleSize == 0 {
+		o.SampleSize = DefaultSampleSize
+	}
+	if o.GenSeed == 0 {
+		o.GenSeed = 1
+	}
+	if o.Every <= 0 {
+		o.Every = DefaultEvery
+	}
+	if o.RecheckDelay <= 0 {
+		o.RecheckDelay = time.Second
+	}
+	if o.VisibilityTimeout <= 0 {
+		o.VisibilityTimeout = 10 * time.Second
+	}
+	if o.MaxReceiveCount <= 0 {
+		o.MaxReceiveCount = 5
+	}
+	if o.MetricsOutput == nil {
+		o.MetricsOutput = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Resources names what the stack created.
+type Resources struct {
+	// Bucket is the artifact bucket, Table the RUN table, Bus the event
+	// bus, DatastoreID the HealthLake data store.
+	Bucket, Table, Bus, DatastoreID string
+	// StartQueueURL and RecheckQueueURL feed start-export and check-export;
+	// the DLQ URLs are their dead-letter queues.
+	StartQueueURL, StartDLQURL     string
+	RecheckQueueURL, RecheckDLQURL string
+	// StateMachineARN is the pipeline's state machine.
+	StateMachineARN string
+	// HealthLakeEndpoint is the base URL of the HealthLake emulator (the
+	// stack's endpoint).
+	HealthLakeEndpoint string
+}
+
+// Stack is the running pipeline.
+type Stack struct {
+	opts Options
+	log  *slog.Logger
+
+	// Env is the local AWS endpoint; Config the SDK configuration every
+	// handler uses.
+	Env    *localaws.Env
+	Config aws.Config
+
+	// EventBridge, SFN and HealthLake are the project's emulators mounted
+	// on the gateway.
+	EventBridge *fakeeventbridge.Emulator
+	SFN         *fakesfn.Emulator
+	HealthLake  *fakehealthlake.Emulator
+	// Lambdas holds the four in-process functions.
+	Lambdas *lambdas.Registry
+	// Faults is the fault plan (rate 0 without --fault-rate).
+	Faults *faults.Plan
+	// Report is the run report, rewritten after every window.
+	Report *report.Recorder
+	// Res names the created resources.
+	Res Resources
+
+	// Delivered records every event the bus delivered (besides the sink):
+	// eventIds, or whole events with Options.RecordEvents.
+	Delivered *sink.Recorder
+	// Metrics is the recorder every Lambda emits its EMF metrics through;
+	// its totals are in the report and served at /_local/metrics.
+	Metrics *metrics.Recorder
+
+	// standardTransitions counts the STANDARD executions' state transitions;
+	// expressRuns the Distributed Map's EXPRESS child executions (cost model).
+	standardTransitions atomic.Int64
+	expressMu           sync.Mutex
+	expressRuns         map[string]bool
+
+	s3c      *s3.Client
+	sqsc     *sqs.Client
+	ddb      *dynamodb.Client
+	sfnc     *sfnapi.Client
+	esms     []*esm.Mapping
+	esmNames []string
+	seeded   int
+	// seedSkipped counts seed lines not loaded (guarded by mu).
+	seedSkipped int
+
+	started         time.Time
+	startCheckpoint time.Time
+	store           *runlock.Store
+	// restoreFrom is the state directory's snapshot the data store is
+	// restored from instead of seeded ("" when there is none).
+	restoreFrom string
+	httpc       *http.Client
+	clock       *seedClock
+
+	mu          sync.Mutex
+	checkpoints []time.Time
+	backwards   bool
+	closers     []func()
+	closed      bool
+}
+
+// LocalConfig returns cfg with the retry behaviour the local stack uses: more
+// attempts than the SDK's default and short back-offs, without the retry
+// quota (faults would drain it), so that injected faults are retried as
+// AWS's SDK would and still quickly.
+func LocalConfig(cfg aws.Config) aws.Config {
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 6
+			o.MaxBackoff = 200 * time.Millisecond
+			o.RateLimiter = ratelimit.None
+		})
+	}
+	cfg.RetryMaxAttempts = 0
+	cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
+	}}
+	return cfg
+}
+
+// Start builds and starts the stack. Close releases it.
+func Start(ctx context.Context, opts Options) (st *Stack, err error) {
+	opts.defaults()
+	if opts.SafetyLag < 0 {
+		return nil, errors.New("stack: negative safety lag")
+	}
+	plan, err := faults.New(opts.FaultRate, opts.FaultSeed)
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	env, err := localaws.Start(localaws.Options{Addr: opts.Addr})
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	s := &Stack{
+		opts:        opts,
+		log:         opts.Logger,
+		Env:         env,
+		Config:      LocalConfig(env.Config()),
+		Faults:      plan,
+		Report:      report.New(opts.ReportPath, opts.Now()),
+		Delivered:   sink.NewIDRecorder(),
+		started:     opts.Now(),
+		Metrics:     metrics.New(opts.MetricsOutput, metrics.DefaultPipeline),
+		expressRuns: map[string]bool{},
+		httpc:       &http.Client{Timeout: 60 * time.Second},
+	}
+	s.clock = &seedClock{now: opts.Now}
+	if opts.RecordEvents {
+		s.Delivered = sink.NewRecorder()
+	}
+	s.closers = append(s.closers, func() { _ = env.Close() })
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.s3c = awsclient.NewS3(s.Config)
+	s.sqsc = sqs.NewFromConfig(s.Config)
+	s.ddb = dynamodb.NewFromConfig(s.Config)
+	s.sfnc = sfnapi.NewFromConfig(s.Config)
+	s.Lambdas = lambdas.New(env.Region, env.AccountID)
+	s.Res = Resources{
+		Bucket: opts.Name + "-artifacts", Table: opts.Name + "-runs", Bus: DefaultBus,
+		DatastoreID: opts.DatastoreID, HealthLakeEndpoint: env.URL,
+	}
+	s.Report.Update(func(r *report.Report) { r.Endpoint = env.URL })
+
+	if err := s.loadState(); err != nil {
+		return nil, err
+	}
+	if err := s.startEmulators(); err != nil {
+		return nil, err
+	}
+	if err := s.createResources(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.registerHandlers(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.createStateMachine(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.seed(ctx); err != nil {
+		return nil, err
+	}
+	s.startMappings(ctx)
+	if opts.FaultRate > 0 {
+		s.installFaults()
+	}
+	return s, nil
+}
+
+// Options returns the options in use, defaults filled in.
+func (s *Stack) Options() Options { return s.opts }
+
+// Seeded returns the number of resources loaded into the data store at start.
+func (s *Stack) Seeded() int { return s.seeded }
+
+// startEmulators mounts the project's emulators on the gateway.
+func (s *Stack) startEmulators() error {
+	env := s.Env
+	// The sink first: an event the sink refused fails its entry (and is
+	// retried by the publisher), so the recorder counts only delivered ones.
+	var delivered sink.Tee
+	if s.opts.Sink != nil {
+		delivered = append(delivered, s.opts.Sink)
+	}
+	delivered = append(delivered, s.Delivered)
+	s.EventBridge = fakeeventbridge.New(fakeeventbridge.Options{
+		Region: env.Region, AccountID: env.AccountID, Buses: []string{s.Res.Bus}, Sink: delivered,
+	})
+	env.Gateway.Handle(localaws.ServiceEventBridge, s.EventBridge)
+
+	s.HealthLake = fakehealthlake.New(fakehealthlake.Options{
+		Region: env.Region, AccountID: env.AccountID,
+		S3: s.s3c, Datastores: []string{s.opts.DatastoreID},
+		ResourcesPerFile: s.opts.ResourcesPerFile,
+		ProcessingDelay:  s.opts.ExportDelay,
+		// Seeded resources meet the bar of a real HealthLake write.
+		ValidateOnLoad: true,
+		OnExportFinish: s.saveSnapshot,
+		Now:            s.clock.Now,
+		FaultRate:      s.Faults.Probability(faults.HealthLakeAPIError),
+		Seed:           s.opts.FaultSeed + 1,
+	})
+	env.Gateway.Handle(localaws.ServiceHealthLake, s.HealthLake)
+
+	s.SFN = fakesfn.New(fakesfn.Options{
+		Region: env.Region, AccountID: env.AccountID,
+		Lambda: s.Lambdas, SQS: s.sqsc, S3: s.s3c, TimeScale: s.opts.TimeScale,
+		OnTransition: s.countTransition,
+	})
+	env.Gateway.Handle(localaws.ServiceSFN, s.SFN)
+	env.Gateway.HandleLocal(LocalMetricsPath, http.HandlerFunc(s.serveMetrics))
+	env.Gateway.HandleLocal(LocalConfigPath, http.HandlerFunc(s.serveConfig))
+	s.closers = append(s.closers, s.SFN.Close)
+	return nil
+}
+
+// installFaults plugs the fault plan into every injection point.
+func (s *Stack) installFaults() {
+	s.Faults.SetJobFaulter(s.HealthLake)
+	s.Env.Gateway.SetFaults(s.Faults.GatewayInjector())
+	s.EventBridge.SetEntryFault(s.Faults.EntryFault())
+	s.Lambdas.SetFaults(s.Faults)
+}
+
+// Close stops the schedule's mappings, the emulators and the listener.
+func (s *Stack) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	for _, m := range s.esms {
+		m.Stop()
+	}
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+// CLIEnv returns the environment variables that point the AWS CLI, the SDKs
+// and cdcctl at the stack.
+func (s *Stack) CLIEnv() [][2]string {
+	return [][2]string{
+		{"AWS_ENDPOINT_URL", s.Env.URL},
+		{"AWS_ACCESS_KEY_ID", localaws.AccessKeyID},
+		{"AWS_SECRET_ACCESS_KEY", localaws.SecretAccessKey},
+		{"AWS_REGION", s.Env.Region},
+		{"AWS_DEFAULT_REGION", s.Env.Region},
+		{"CDC_TABLE", s.Res.Table},
+		{"CDC_BUCKET", s.Res.Bucket},
+		{"CDC_DATASTORE_ID", s.Res.DatastoreID},
+		{"CDC_HEALTHLAKE_ENDPOINT", s.Res.HealthLakeEndpoint},
+		{"CDC_STATE_MACHINE_ARN", s.Res.StateMachineARN},
+		{"CDC_START_QUEUE_URL", s.Res.StartQueueURL},
+		{"CDC_START_DLQ_URL", s.Res.StartDLQURL},
+		{"CDC_RECHECK_QUEUE_URL", s.Res.RecheckQueueURL},
+		{"CDC_RECHECK_DLQ_URL", s.Res.RecheckDLQURL},
+	}
+}
