@@ -1,0 +1,61 @@
+// Package manifest defines the manifest of an export: the NDJSON files a
+// finished export wrote, grouped into the batches that one prepare-change
+// invocation each processes. check-export writes it to S3 as a JSON array of
+// Batch; the Distributed Map reads it with ItemReader and gives each batch,
+// with the run's context, to one prepare-change invocation.
+package manifest
+
+// File is one NDJSON object of an export: one resource type, Bytes long
+// (0 when the size is unknown).
+type File struct {
+	Bucket       string `json:"bucket"`
+	Key          string `json:"key"`
+	ResourceType string `json:"resourceType"`
+	Bytes        int64  `json:"bytes,omitempty"`
+}
+
+// Batch is the unit of work of one prepare-change invocation.
+type Batch struct {
+	Files []File `json:"files"`
+	// Bytes is the sum of the files' sizes.
+	Bytes int64 `json:"bytes"`
+}
+
+// Limits bound a batch by file count and by the sum of file sizes. A value
+// ≤ 0 leaves that bound off.
+type Limits struct {
+	MaxFiles int
+	MaxBytes int64
+}
+
+// Plan groups files into batches, in the order given, closing a batch when
+// one more file would exceed a limit. A file larger than MaxBytes on its own
+// makes a batch of one. The result is never nil, and empty for no files.
+func Plan(files []File, l Limits) []Batch {
+	batches := []Batch{}
+	var cur Batch
+	for _, f := range files {
+		full := len(cur.Files) > 0 &&
+			(l.MaxFiles > 0 && len(cur.Files) >= l.MaxFiles ||
+				l.MaxBytes > 0 && cur.Bytes+f.Bytes > l.MaxBytes)
+		if full {
+			batches = append(batches, cur)
+			cur = Batch{}
+		}
+		cur.Files = append(cur.Files, f)
+		cur.Bytes += f.Bytes
+	}
+	if len(cur.Files) > 0 {
+		batches = append(batches, cur)
+	}
+	return batches
+}
+
+// FileCount is the number of files over all batches.
+func FileCount(batches []Batch) int {
+	n := 0
+	for _, b := range batches {
+		n += len(b.Files)
+	}
+	return n
+}
