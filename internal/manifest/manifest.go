@@ -5,6 +5,8 @@
 // with the run's context, to one prepare-change invocation.
 package manifest
 
+import "fmt"
+
 // File is one NDJSON object of an export: one resource type, Bytes long
 // (0 when the size is unknown).
 type File struct {
@@ -58,4 +60,39 @@ func FileCount(batches []Batch) int {
 		n += len(b.Files)
 	}
 	return n
+}
+
+// PartKey is the S3 key of part `part` (0-based) of the manifest of run
+// runID: "manifests/{runID}/part-{part:05d}.json".
+func PartKey(runID string, part int) string {
+	return fmt.Sprintf("manifests/%s/part-%05d.json", runID, part)
+}
+
+// Split cuts batches, in order, into parts of at most maxBatchesPerPart
+// batches each (maxBatchesPerPart ≤ 0: one part). It always returns at least
+// one part: no batches give one empty, non-nil part, so an export with no
+// changes still writes one manifest part holding [].
+func Split(batches []Batch, maxBatchesPerPart int) [][]Batch {
+	if maxBatchesPerPart <= 0 || len(batches) <= maxBatchesPerPart {
+		part := batches
+		if part == nil {
+			part = []Batch{}
+		}
+		return [][]Batch{part}
+	}
+	parts := make([][]Batch, 0, (len(batches)+maxBatchesPerPart-1)/maxBatchesPerPart)
+	for start := 0; start < len(batches); start += maxBatchesPerPart {
+		end := min(start+maxBatchesPerPart, len(batches))
+		parts = append(parts, batches[start:end:end])
+	}
+	return parts
+}
+
+// PartFiles is the number of files in each part.
+func PartFiles(parts [][]Batch) []int {
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		out[i] = FileCount(p)
+	}
+	return out
 }

@@ -59,3 +59,60 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+func TestPartKey(t *testing.T) {
+	if got, want := PartKey("run-1", 0), "manifests/run-1/part-00000.json"; got != want {
+		t.Fatalf("PartKey = %q, want %q", got, want)
+	}
+	if got, want := PartKey("r", 123456), "manifests/r/part-123456.json"; got != want {
+		t.Fatalf("PartKey = %q, want %q", got, want)
+	}
+}
+
+func TestSplit(t *testing.T) {
+	five := Plan(files(1, 2, 3, 4, 5), Limits{MaxFiles: 1})
+	cases := []struct {
+		name  string
+		in    []Batch
+		max   int
+		parts []int // batches per part
+	}{
+		{"no batches", nil, 2, []int{0}},
+		{"empty batches", []Batch{}, 0, []int{0}},
+		{"one part when unbounded", five, 0, []int{5}},
+		{"negative is unbounded", five, -1, []int{5}},
+		{"exact fit", five, 5, []int{5}},
+		{"remainder", five, 2, []int{2, 2, 1}},
+		{"one per part", five, 1, []int{1, 1, 1, 1, 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Split(c.in, c.max)
+			var n []int
+			var flat []Batch
+			for _, p := range got {
+				if p == nil {
+					t.Fatal("Split returned a nil part")
+				}
+				n = append(n, len(p))
+				flat = append(flat, p...)
+			}
+			if !reflect.DeepEqual(n, c.parts) {
+				t.Fatalf("batches per part = %v, want %v", n, c.parts)
+			}
+			if len(c.in) > 0 && !reflect.DeepEqual(flat, c.in) {
+				t.Fatal("parts do not concatenate to the input in order")
+			}
+		})
+	}
+}
+
+func TestPartFiles(t *testing.T) {
+	parts := Split(Plan(files(1, 1, 1, 1, 1), Limits{MaxFiles: 2}), 2)
+	if got, want := PartFiles(parts), []int{4, 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("PartFiles = %v, want %v", got, want)
+	}
+	if got := PartFiles(Split(nil, 3)); !reflect.DeepEqual(got, []int{0}) {
+		t.Fatalf("PartFiles of no batches = %v, want [0]", got)
+	}
+}
