@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"sync"
 	"time"
 )
@@ -82,11 +81,13 @@ func FromEnv() *Recorder { return New(os.Stdout, os.Getenv("CDC_PIPELINE_NAME"))
 // SetClock replaces the clock that stamps records (for tests).
 func (r *Recorder) SetClock(now func() time.Time) { r.now = now }
 
-// Emit writes one EMF record holding values under the Pipeline dimension,
-// plus, when extraDim is non-empty, the same values under Pipeline and that
-// dimension (for example ResourceType). Properties are added to the record as
-// searchable fields; they must hold ids and counts only, never PHI.
-func (r *Recorder) Emit(values []Value, extraDim map[string]string, properties map[string]any) error {
+// Emit writes one EMF record holding values under the Pipeline dimension
+// only. breakdown (for example {"ResourceType": "Patient"}) and properties
+// are added to the record as searchable log fields, not as dimensions: every
+// dimension value would be one more custom metric billed by the month
+// (docs/COST.md), and Logs Insights answers per-type questions from the
+// fields. They must hold ids and counts only, never PHI.
+func (r *Recorder) Emit(values []Value, breakdown map[string]string, properties map[string]any) error {
 	if r == nil || len(values) == 0 {
 		return nil
 	}
@@ -94,16 +95,10 @@ func (r *Recorder) Emit(values []Value, extraDim map[string]string, properties m
 	for k, v := range properties {
 		record[k] = v
 	}
-	dims := [][]string{{"Pipeline"}}
-	if len(extraDim) > 0 {
-		keys := make([]string, 0, len(extraDim))
-		for k, v := range extraDim {
-			keys = append(keys, k)
-			record[k] = v
-		}
-		sort.Strings(keys)
-		dims = append(dims, append([]string{"Pipeline"}, keys...))
+	for k, v := range breakdown {
+		record[k] = v
 	}
+	dims := [][]string{{"Pipeline"}}
 	record["Pipeline"] = r.pipeline
 	defs := make([]map[string]string, 0, len(values))
 	seen := map[string]bool{}
@@ -137,11 +132,7 @@ func (r *Recorder) Emit(values []Value, extraDim map[string]string, properties m
 		return fmt.Errorf("emit metrics: %w", err)
 	}
 	for _, v := range values {
-		key := v.Name
-		if t, ok := extraDim["ResourceType"]; ok {
-			r.totals[key+"/"+t] += v.Value
-		}
-		r.totals[key] += v.Value
+		r.totals[v.Name] += v.Value
 	}
 	if _, err := r.w.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("emit metrics: %w", err)
@@ -149,8 +140,8 @@ func (r *Recorder) Emit(values []Value, extraDim map[string]string, properties m
 	return nil
 }
 
-// Totals returns the sum of every metric emitted so far, keyed by name (and
-// "name/ResourceType" for per-type values).
+// Totals returns the sum of every metric emitted so far, keyed by name: one
+// entry per metric series CloudWatch would store.
 func (r *Recorder) Totals() map[string]float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -43,7 +43,7 @@ func TestEmitWritesEMFRecordCloudWatchCanParse(t *testing.T) {
 		t.Errorf("timestamp = %d", rec.AWS.Timestamp)
 	}
 	d := rec.AWS.CloudWatchMetrics[0]
-	if d.Namespace != Namespace || len(d.Dimensions) != 2 || d.Dimensions[1][1] != "ResourceType" {
+	if d.Namespace != Namespace || len(d.Dimensions) != 1 || len(d.Dimensions[0]) != 1 || d.Dimensions[0][0] != "Pipeline" {
 		t.Errorf("directive = %+v", d)
 	}
 	if len(d.Metrics) != 2 || d.Metrics[1].Unit != UnitSeconds {
@@ -68,7 +68,7 @@ func TestTotalsAccumulateAcrossRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := r.Totals()
-	if got[QuarantinedLines] != 7 || got[QuarantinedLines+"/Observation"] != 6 {
+	if got[QuarantinedLines] != 7 || len(got) != 1 {
 		t.Errorf("totals = %v", got)
 	}
 }

@@ -60,6 +60,10 @@ type Cost struct {
 	Bill    cost.Bill  `json:"bill"`
 	// USDPerMillionChanges is Bill.Total per million changes (0 with none).
 	USDPerMillionChanges float64 `json:"usdPerMillionChanges"`
+	// USDPerMonth is a month of 5-minute windows like this run's average
+	// window, with every monthly and storage line item (Monthly).
+	USDPerMonth float64    `json:"usdPerMonth"`
+	Monthly     *cost.Bill `json:"monthly,omitempty"`
 }
 
 // Report is the whole file.

@@ -68,7 +68,34 @@ func (s *Stack) Cost() report.Cost {
 	if perM, err := cost.PerMillion(bill, float64(changes)); err == nil {
 		c.USDPerMillionChanges = perM
 	}
+	if month, ok := s.monthly(u, changes); ok {
+		c.Monthly = &month
+		c.USDPerMonth = month.Total
+	}
 	return c
+}
+
+// runsPerDay is the schedule the stack deploys: a run every 5 minutes.
+const runsPerDay = 288
+
+// monthly extrapolates the run to a month of 5-minute windows that each look
+// like this run's average window (its measured usage and changes), and adds
+// what the stack is billed by the month or the byte (cost.Monthly), with the
+// metric series the Lambdas really emitted counted as custom metrics.
+func (s *Stack) monthly(u cost.Usage, changes int64) (cost.Bill, bool) {
+	windows := float64(s.Env.Gateway.Calls()["states:StartExecution"])
+	if windows == 0 {
+		return cost.Bill{}, false
+	}
+	d := cost.Design{PerWindow: u.Scale(1 / windows)}
+	fp := cost.ThisFootprint()
+	fp.CustomMetrics = len(s.Metrics.Totals())
+	eb := s.EventBridge.Stats()
+	v := cost.Volume{ChangesPerDay: float64(changes) / windows * runsPerDay, RunsPerDay: runsPerDay, ExportedPerDelivered: 1}
+	if eb.EntriesAccepted > 0 {
+		v.AvgResourceBytes = float64(eb.AcceptedBytes) / float64(eb.EntriesAccepted)
+	}
+	return cost.Monthly(d, fp, v, cost.ListPrices(), cost.ListMonthlyPrices()), true
 }
 
 // LocalMetricsPath is where the gateway serves the stack's metric totals,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
@@ -54,6 +55,25 @@ func TestReportCarriesMetricsAndCostPerMillionChanges(t *testing.T) {
 	}
 	if want := c.Bill.Total / seeded * 1e6; c.USDPerMillionChanges != want || want <= 1.0 {
 		t.Errorf("usdPerMillionChanges = %v, want %v (above EventBridge's $1 floor)", c.USDPerMillionChanges, want)
+	}
+
+	// A month of windows like this one, whole: every monthly line item, and
+	// one custom metric per series the Lambdas emitted — only the Pipeline
+	// dimension, so the fixed part does not grow with resource types.
+	if c.Monthly == nil || c.USDPerMonth != c.Monthly.Total {
+		t.Fatalf("monthly bill %+v, usdPerMonth %v", c.Monthly, c.USDPerMonth)
+	}
+	series := len(snap.Metrics)
+	if want := float64(series) * cost.ListMonthlyPrices().CustomMetricMonth; c.Monthly.Items["cloudWatchMetrics"] != want {
+		t.Errorf("cloudWatchMetrics = %v, want %v for %d series", c.Monthly.Items["cloudWatchMetrics"], want, series)
+	}
+	if series > cost.ThisFootprint().CustomMetrics {
+		t.Errorf("the Lambdas emitted %d metric series, the cost model assumes %d: %v", series, cost.ThisFootprint().CustomMetrics, snap.Metrics)
+	}
+	for _, item := range []string{"kmsKeys", "cloudWatchAlarms", "logsIngestion", "s3Storage", "eventArchiveStorage", "eventBridge"} {
+		if c.Monthly.Items[item] <= 0 {
+			t.Errorf("monthly item %s = %v", item, c.Monthly.Items[item])
+		}
 	}
 
 	resp, err := http.Get(st.Env.URL + LocalMetricsPath)
