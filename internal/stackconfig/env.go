@@ -1,0 +1,55 @@
+package stackconfig
+
+import (
+	"strconv"
+	"time"
+)
+
+// Environment variables the configuration sets on the Lambdas.
+const (
+	EnvPutEventsRate       = "CDC_PUTEVENTS_RATE"
+	EnvDeadlineMargin      = "CDC_DEADLINE_MARGIN"
+	EnvBatchMaxFiles       = "CDC_BATCH_MAX_FILES"
+	EnvBatchMaxBytes       = "CDC_BATCH_MAX_BYTES"
+	EnvManifestPartBatches = "CDC_MANIFEST_PART_BATCHES"
+	EnvRecheckMaxDelay     = "CDC_RECHECK_MAX_DELAY"
+	EnvExportMaxWait       = "CDC_EXPORT_MAX_WAIT"
+	EnvLockLease           = "CDC_LOCK_LEASE"
+	EnvOverlap             = "CDC_OVERLAP"
+	EnvMaxWindow           = "CDC_MAX_WINDOW"
+)
+
+// Env returns the environment variables of the named Lambda that come from
+// this configuration (the CDK app adds resource names; cdc-local its local
+// values). Durations are Go durations ("4m0s"), the rate a decimal number.
+func (c Config) Env(name string) map[string]string {
+	dur := func(d time.Duration) string { return d.String() }
+	switch name {
+	case PrepareChange:
+		return map[string]string{
+			EnvPutEventsRate:  strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
+			EnvDeadlineMargin: dur(c.DeadlineMargin),
+		}
+	case CheckExport:
+		return map[string]string{
+			EnvBatchMaxFiles:       strconv.Itoa(c.BatchMaxFiles),
+			EnvBatchMaxBytes:       strconv.FormatInt(c.BatchMaxBytes, 10),
+			EnvManifestPartBatches: strconv.Itoa(c.ManifestPartBatches),
+			EnvRecheckMaxDelay:     dur(c.RecheckCap),
+			EnvExportMaxWait:       dur(c.ExportTimeout),
+		}
+	case StartExport:
+		return map[string]string{
+			// start-export sends the first re-check; its delay never
+			// exceeds the cap either.
+			EnvRecheckMaxDelay: dur(c.RecheckCap),
+		}
+	case RunLock:
+		return map[string]string{
+			EnvLockLease: dur(c.Lease()),
+			EnvOverlap:   dur(c.Overlap),
+			EnvMaxWindow: dur(c.MaxWindow),
+		}
+	}
+	return map[string]string{}
+}

@@ -1,0 +1,142 @@
+package stackconfig
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Setting is one value of Config that a deployment may override by name
+// (CDK context "settings"), with what it means.
+type Setting struct {
+	Name, Doc string
+	// Default is the value in Default(), as Set accepts it.
+	Default string
+}
+
+type field struct {
+	name, doc string
+	ptr       any // *time.Duration, *int, *int64 or *float64
+}
+
+func (c *Config) fields() []field {
+	fn := func(name string, f *Function) []field {
+		return []field{
+			{name + "Timeout", "timeout of the " + name + " Lambda", &f.Timeout},
+			{name + "MemoryMB", "memory of the " + name + " Lambda, in MB", &f.MemoryMB},
+		}
+	}
+	var out []field
+	out = append(out, fn("StartExport", &c.StartExport)...)
+	out = append(out, fn("CheckExport", &c.CheckExport)...)
+	out = append(out, fn("PrepareChange", &c.PrepareChange)...)
+	out = append(out, fn("RunLock", &c.RunLock)...)
+	return append(out,
+		field{"MaxReceiveCount", "receives of a start or re-check message before it moves to its dead-letter queue", &c.MaxReceiveCount},
+		field{"RecheckCap", "longest delay between two export checks (re-check DelaySeconds)", &c.RecheckCap},
+		field{"HeartbeatMargin", "added to the longest heartbeat gap to give HeartbeatSeconds", &c.HeartbeatMargin},
+		field{"Heartbeat", "HeartbeatSeconds of the export wait; 0 derives it", &c.Heartbeat},
+		field{"ExportTimeout", "TimeoutSeconds of the export wait: the longest an export may run", &c.ExportTimeout},
+		field{"RunTimeout", "top-level TimeoutSeconds of an execution; the run-lock lease is this plus 1 h", &c.RunTimeout},
+		field{"MapMaxConcurrency", "MaxConcurrency of the Distributed Map (concurrent prepare-change invocations)", &c.MapMaxConcurrency},
+		field{"PutEventsQuota", "PutEvents quota of the account in the stack's region, requests per second", &c.PutEventsQuota},
+		field{"PutEventsShare", "part of the PutEvents quota this pipeline may use (0 to 1)", &c.PutEventsShare},
+		field{"DeadlineMargin", "prepare-change stops taking work this long before its timeout", &c.DeadlineMargin},
+		field{"BatchMaxFiles", "export files per prepare-change batch", &c.BatchMaxFiles},
+		field{"BatchMaxBytes", "bytes per prepare-change batch", &c.BatchMaxBytes},
+		field{"ManifestPartBatches", "batches per manifest part", &c.ManifestPartBatches},
+		field{"Overlap", "exported and delivered again before each window's start", &c.Overlap},
+		field{"MaxWindow", "longest window; 0 means no cap", &c.MaxWindow},
+		field{"ArchiveRetentionDays", "default retention of the event bus archive, in days (finite)", &c.ArchiveRetentionDays},
+	)
+}
+
+// Settings lists every setting Set accepts, sorted by name.
+func Settings() []Setting {
+	c := Default()
+	var out []Setting
+	for _, f := range c.fields() {
+		out = append(out, Setting{Name: f.name, Doc: f.doc, Default: format(f.ptr)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func format(ptr any) string {
+	switch p := ptr.(type) {
+	case *time.Duration:
+		return p.String()
+	case *int:
+		return strconv.Itoa(*p)
+	case *int64:
+		return strconv.FormatInt(*p, 10)
+	case *float64:
+		return strconv.FormatFloat(*p, 'f', -1, 64)
+	}
+	return ""
+}
+
+// Set overrides one setting by name: durations as Go durations ("240s",
+// "25h") or whole seconds, the rest as numbers. It does not validate the
+// whole configuration; call Validate after the last Set.
+func (c *Config) Set(name, value string) error {
+	value = strings.TrimSpace(value)
+	for _, f := range c.fields() {
+		if f.name != name {
+			continue
+		}
+		var err error
+		switch p := f.ptr.(type) {
+		case *time.Duration:
+			*p, err = parseDuration(value)
+		case *int:
+			*p, err = strconv.Atoi(value)
+		case *int64:
+			*p, err = strconv.ParseInt(value, 10, 64)
+		case *float64:
+			*p, err = strconv.ParseFloat(value, 64)
+		}
+		if err != nil {
+			return fmt.Errorf("setting %s=%q: %w", name, value, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("setting %q: unknown (known: %s)", name, strings.Join(names(), ", "))
+}
+
+// Apply sets every name of values, in name order, and validates the result.
+func (c *Config) Apply(values map[string]string) error {
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := c.Set(k, values[k]); err != nil {
+			return err
+		}
+	}
+	return c.Validate()
+}
+
+func names() []string {
+	var out []string
+	for _, s := range Settings() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, errors.New("not a duration such as 240s or 25h, nor whole seconds")
+	}
+	return d, nil
+}

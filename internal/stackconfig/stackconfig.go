@@ -1,0 +1,308 @@
+// Package stackconfig is the deployed configuration that the CDK app and
+// cdc-local share: each Lambda's timeout and memory, the queues' visibility
+// timeouts and maxReceiveCount, the re-check cap, the export wait's
+// HeartbeatSeconds and TimeoutSeconds, the execution timeout and the
+// run-lock lease, and the PutEvents budget of prepare-change.
+//
+// Values that depend on each other are derived here from one setting each
+// (HeartbeatSeconds from the re-check path, the lease from the run timeout,
+// the per-invocation PutEvents rate from the account quota), and Validate
+// refuses a configuration that AWS would accept but that would fail a
+// healthy run: a heartbeat a retried check cannot meet, an export wait that
+// outlives the execution, a prepare-change timeout past the 5-minute limit
+// of the Distributed Map's EXPRESS children.
+package stackconfig
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Names of the four Lambdas (their cmd/ directories and build/<name>/bootstrap).
+const (
+	StartExport   = "start-export"
+	CheckExport   = "check-export"
+	PrepareChange = "prepare-change"
+	RunLock       = "run-lock"
+)
+
+// Limits AWS documents, which Validate enforces.
+const (
+	// ExpressLimit is the longest an EXPRESS execution (a Distributed Map
+	// child) runs; prepare-change must finish inside it.
+	ExpressLimit = 5 * time.Minute
+	// MaxLambdaTimeout is Lambda's largest function timeout.
+	MaxLambdaTimeout = 15 * time.Minute
+	// MaxSQSDelay is the largest DelaySeconds SQS accepts.
+	MaxSQSDelay = 900 * time.Second
+	// MaxVisibilityTimeout is the largest SQS visibility timeout.
+	MaxVisibilityTimeout = 12 * time.Hour
+	// MaxStandardDuration is the longest a STANDARD execution runs.
+	MaxStandardDuration = 365 * 24 * time.Hour
+	// MaxMapConcurrency is the Distributed Map's largest MaxConcurrency.
+	MaxMapConcurrency = 10000
+	// MaxReceiveCountLimit is the largest maxReceiveCount of a redrive policy.
+	MaxReceiveCountLimit = 1000
+)
+
+// Fixed ratios of the design.
+const (
+	// VisibilityFactor: each queue's visibility timeout is this many times
+	// its consumer's timeout (AWS's guidance for event-source mappings).
+	VisibilityFactor = 6
+	// LeaseMargin: the run-lock lease is the run timeout plus this, so the
+	// execution always ends before its lock can be taken over.
+	LeaseMargin = time.Hour
+	// MinReceiveCount: a message must survive at least two failed receives
+	// before it moves to its dead-letter queue.
+	MinReceiveCount = 3
+)
+
+// Function is one Lambda's deployed timeout and memory.
+type Function struct {
+	Timeout  time.Duration
+	MemoryMB int
+}
+
+// Config is the deployed configuration. Default returns the one the stack
+// deploys unless a setting is overridden (Set).
+type Config struct {
+	// Lambdas by name (StartExport, CheckExport, PrepareChange, RunLock).
+	StartExport, CheckExport, PrepareChange, RunLock Function
+
+	// MaxReceiveCount is how often a start or re-check message is received
+	// before it moves to its dead-letter queue.
+	MaxReceiveCount int
+	// RecheckCap is the longest delay between two export checks (the
+	// re-check queue's backed-off DelaySeconds; check-export's
+	// CDC_RECHECK_MAX_DELAY).
+	RecheckCap time.Duration
+	// HeartbeatMargin is added to the longest gap between two heartbeats
+	// (event-source polling, clock skew) to give HeartbeatSeconds.
+	HeartbeatMargin time.Duration
+	// Heartbeat overrides the derived HeartbeatSeconds of the export wait
+	// when non-zero; Validate refuses one a retried check cannot meet.
+	Heartbeat time.Duration
+	// ExportTimeout is the export wait's TimeoutSeconds and check-export's
+	// CDC_EXPORT_MAX_WAIT: the longest an export may run.
+	ExportTimeout time.Duration
+	// RunTimeout is the execution's top-level TimeoutSeconds; the run-lock
+	// lease is RunTimeout + LeaseMargin.
+	RunTimeout time.Duration
+
+	// MapMaxConcurrency is the Distributed Map's MaxConcurrency.
+	MapMaxConcurrency int
+	// PutEventsQuota is the account's PutEvents quota in the stack's
+	// region, in requests per second.
+	PutEventsQuota float64
+	// PutEventsShare is the part of that quota this pipeline may use; other
+	// producers in the account share the rest.
+	PutEventsShare float64
+	// DeadlineMargin: prepare-change stops taking work this long before its
+	// timeout (CDC_DEADLINE_MARGIN).
+	DeadlineMargin time.Duration
+
+	// BatchMaxFiles and BatchMaxBytes bound one prepare-change batch;
+	// ManifestPartBatches bounds one manifest part (check-export's
+	// CDC_BATCH_MAX_FILES, CDC_BATCH_MAX_BYTES, CDC_MANIFEST_PART_BATCHES).
+	BatchMaxFiles       int
+	BatchMaxBytes       int64
+	ManifestPartBatches int
+
+	// Overlap is exported and delivered again before each window's start
+	// (run-lock's CDC_OVERLAP); MaxWindow caps a window's length (0: no
+	// cap; CDC_MAX_WINDOW).
+	Overlap   time.Duration
+	MaxWindow time.Duration
+
+	// ArchiveRetentionDays is the default retention of the event bus
+	// archive; it is always finite.
+	ArchiveRetentionDays int
+}
+
+// DefaultPutEventsQuota is the lowest default PutEvents quota that
+// EventBridge documents for any region (400 requests per second; us-east-1
+// has 10,000, us-east-2 2,400). Set PutEventsQuota to the quota of the
+// stack's region (Service Quotas) to use more of it.
+const DefaultPutEventsQuota = 400
+
+// Default returns the configuration the stack deploys.
+func Default() Config {
+	return Config{
+		StartExport:   Function{Timeout: 60 * time.Second, MemoryMB: 256},
+		CheckExport:   Function{Timeout: 120 * time.Second, MemoryMB: 256},
+		PrepareChange: Function{Timeout: 240 * time.Second, MemoryMB: 1024},
+		RunLock:       Function{Timeout: 60 * time.Second, MemoryMB: 256},
+
+		MaxReceiveCount: 5,
+		RecheckCap:      60 * time.Second,
+		HeartbeatMargin: 60 * time.Second,
+		ExportTimeout:   6 * time.Hour,
+		RunTimeout:      25 * time.Hour,
+
+		MapMaxConcurrency: 10,
+		PutEventsQuota:    DefaultPutEventsQuota,
+		PutEventsShare:    0.5,
+		DeadlineMargin:    30 * time.Second,
+
+		BatchMaxFiles:       10,
+		BatchMaxBytes:       128 << 20,
+		ManifestPartBatches: 1000,
+
+		Overlap:   5 * time.Minute,
+		MaxWindow: 0,
+
+		ArchiveRetentionDays: 30,
+	}
+}
+
+// Function returns the named Lambda's timeout and memory.
+func (c Config) Function(name string) (Function, bool) {
+	switch name {
+	case StartExport:
+		return c.StartExport, true
+	case CheckExport:
+		return c.CheckExport, true
+	case PrepareChange:
+		return c.PrepareChange, true
+	case RunLock:
+		return c.RunLock, true
+	}
+	return Function{}, false
+}
+
+// Lambdas lists the four Lambda names.
+func Lambdas() []string { return []string{StartExport, CheckExport, PrepareChange, RunLock} }
+
+// VisibilityTimeout is the visibility timeout of a queue consumed by fn.
+func VisibilityTimeout(fn Function) time.Duration { return VisibilityFactor * fn.Timeout }
+
+// StartVisibility is the start queue's visibility timeout (consumer start-export).
+func (c Config) StartVisibility() time.Duration { return VisibilityTimeout(c.StartExport) }
+
+// RecheckVisibility is the re-check queue's visibility timeout (consumer check-export).
+func (c Config) RecheckVisibility() time.Duration { return VisibilityTimeout(c.CheckExport) }
+
+// LongestHeartbeatGap is the longest time between two heartbeats of a
+// healthy export wait in which one check (or the start) fails and is
+// retried: check-export heartbeats at the start of every check, so after a
+// heartbeat the check runs up to its timeout, its next message waits up to
+// the re-check cap, and when that check fails before heartbeating the
+// message reappears only after the visibility timeout. The start path
+// (start-export retried after the start queue's visibility timeout, then
+// the first check) is bounded the same way.
+func (c Config) LongestHeartbeatGap() time.Duration {
+	recheck := c.CheckExport.Timeout + c.RecheckCap + c.RecheckVisibility()
+	first := c.StartExport.Timeout + c.RecheckCap + c.RecheckVisibility()
+	start := c.StartVisibility() + c.StartExport.Timeout
+	return max(recheck, first, start)
+}
+
+// HeartbeatSeconds is the export wait's heartbeat: the override when set,
+// else LongestHeartbeatGap + HeartbeatMargin.
+func (c Config) HeartbeatSeconds() time.Duration {
+	if c.Heartbeat > 0 {
+		return c.Heartbeat
+	}
+	return c.LongestHeartbeatGap() + c.HeartbeatMargin
+}
+
+// Lease is the run-lock lease (run-lock's CDC_LOCK_LEASE).
+func (c Config) Lease() time.Duration { return c.RunTimeout + LeaseMargin }
+
+// PutEventsRate is the PutEvents requests per second one prepare-change
+// invocation may send, so that MapMaxConcurrency of them together stay
+// within PutEventsShare of the account quota (CDC_PUTEVENTS_RATE).
+func (c Config) PutEventsRate() float64 {
+	if c.MapMaxConcurrency <= 0 {
+		return 0
+	}
+	return c.PutEventsQuota * c.PutEventsShare / float64(c.MapMaxConcurrency)
+}
+
+// Seconds returns d in whole seconds, rounded up (CloudFormation and the
+// States Language take integers).
+func Seconds(d time.Duration) int {
+	return int(math.Ceil(d.Seconds()))
+}
+
+// Validate reports every problem of the configuration, or nil.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	for _, name := range Lambdas() {
+		fn, _ := c.Function(name)
+		switch {
+		case fn.Timeout < time.Second || fn.Timeout > MaxLambdaTimeout:
+			bad("%s timeout %s: want 1 s to %s", name, fn.Timeout, MaxLambdaTimeout)
+		case fn.Timeout%time.Second != 0:
+			bad("%s timeout %s: want whole seconds", name, fn.Timeout)
+		}
+		if fn.MemoryMB < 128 || fn.MemoryMB > 10240 {
+			bad("%s memory %d MB: want 128 to 10240", name, fn.MemoryMB)
+		}
+		if v := VisibilityTimeout(fn); v > MaxVisibilityTimeout {
+			bad("%s: visibility timeout %s of its queue exceeds SQS's %s", name, v, MaxVisibilityTimeout)
+		}
+	}
+	if c.PrepareChange.Timeout >= ExpressLimit {
+		bad("prepare-change timeout %s: want below %s, the limit of the Distributed Map's EXPRESS children", c.PrepareChange.Timeout, ExpressLimit)
+	}
+	if c.DeadlineMargin <= 0 || c.DeadlineMargin >= c.PrepareChange.Timeout {
+		bad("deadline margin %s: want above 0 and below the prepare-change timeout %s", c.DeadlineMargin, c.PrepareChange.Timeout)
+	}
+	if c.MaxReceiveCount < MinReceiveCount || c.MaxReceiveCount > MaxReceiveCountLimit {
+		bad("maxReceiveCount %d: want %d to %d", c.MaxReceiveCount, MinReceiveCount, MaxReceiveCountLimit)
+	}
+	if c.RecheckCap < time.Second || c.RecheckCap > MaxSQSDelay {
+		bad("re-check cap %s: want 1 s to %s (SQS DelaySeconds)", c.RecheckCap, MaxSQSDelay)
+	}
+	if c.HeartbeatMargin < 0 || c.Heartbeat < 0 {
+		bad("heartbeat %s and margin %s: want no negative value", c.Heartbeat, c.HeartbeatMargin)
+	}
+	hb, gap := c.HeartbeatSeconds(), c.LongestHeartbeatGap()
+	if hb <= gap {
+		bad("HeartbeatSeconds %d: a retried check may heartbeat only after %d s (re-check cap %s + check-export timeout %s + re-check visibility timeout %s)",
+			Seconds(hb), Seconds(gap), c.RecheckCap, c.CheckExport.Timeout, c.RecheckVisibility())
+	}
+	if hb >= c.ExportTimeout {
+		bad("HeartbeatSeconds %d: want below the export wait's TimeoutSeconds %d", Seconds(hb), Seconds(c.ExportTimeout))
+	}
+	if c.ExportTimeout >= c.RunTimeout {
+		bad("export wait %s: want below the run timeout %s, or the execution times out first", c.ExportTimeout, c.RunTimeout)
+	}
+	if c.RunTimeout <= 0 || c.RunTimeout > MaxStandardDuration {
+		bad("run timeout %s: want above 0 and at most %s (STANDARD executions)", c.RunTimeout, MaxStandardDuration)
+	}
+	for what, d := range map[string]time.Duration{"export wait": c.ExportTimeout, "run timeout": c.RunTimeout, "heartbeat": hb} {
+		if d%time.Second != 0 {
+			bad("%s %s: want whole seconds", what, d)
+		}
+	}
+	if c.MapMaxConcurrency < 1 || c.MapMaxConcurrency > MaxMapConcurrency {
+		bad("Map MaxConcurrency %d: want 1 to %d", c.MapMaxConcurrency, MaxMapConcurrency)
+	}
+	if !(c.PutEventsQuota > 0) || math.IsInf(c.PutEventsQuota, 0) {
+		bad("PutEvents quota %v: want a positive number of requests per second", c.PutEventsQuota)
+	}
+	if !(c.PutEventsShare > 0 && c.PutEventsShare <= 1) {
+		bad("PutEvents share %v: want above 0 and at most 1", c.PutEventsShare)
+	}
+	if c.BatchMaxFiles < 1 || c.BatchMaxBytes < 1 || c.ManifestPartBatches < 1 {
+		bad("batch limits %d files, %d bytes, %d batches per manifest part: want each at least 1",
+			c.BatchMaxFiles, c.BatchMaxBytes, c.ManifestPartBatches)
+	}
+	if c.Overlap < 0 || c.MaxWindow < 0 {
+		bad("overlap %s and max window %s: want no negative value", c.Overlap, c.MaxWindow)
+	}
+	if c.ArchiveRetentionDays < 1 {
+		bad("archive retention %d days: want at least 1 (the archive never keeps events forever by default)", c.ArchiveRetentionDays)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stack configuration: %w", errors.Join(errs...))
+	}
+	return nil
+}
