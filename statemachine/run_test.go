@@ -17,6 +17,8 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/asl"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -28,7 +30,12 @@ const (
 	bucket    = "cdc-artifacts"
 )
 
-var window = map[string]any{"since": "2026-11-21T10:00:00.000Z", "until": "2026-11-21T10:05:00.000Z"}
+// window is what the checkpoint covers; exportWindow reaches back by the
+// overlap (5 min) and is what is exported and delivered (contract C3).
+var (
+	window       = map[string]any{"since": "2026-11-21T10:00:00.000Z", "until": "2026-11-21T10:05:00.000Z"}
+	exportWindow = map[string]any{"since": "2026-11-21T09:55:00.000Z", "until": "2026-11-21T10:05:00.000Z"}
+)
 
 // lambdas plays run-lock and prepare-change and records every payload.
 type lambdas struct {
@@ -74,10 +81,11 @@ type harness struct {
 }
 
 // newHarness runs the real definition on the emulator at TimeScale 0.0001
-// (Retry intervals of seconds take microseconds); the export heartbeat is
-// set high enough that a test never races it unless it asks to.
+// (Retry intervals of seconds take microseconds); the export heartbeat and
+// the run timeout are set high enough that a test never races them unless
+// it asks to.
 func newHarness(t *testing.T, handle func(fn string, in map[string]any) (any, bool, error)) *harness {
-	return newHarnessWith(t, map[string]string{ExportHeartbeatSeconds: "9000000", ExportTimeoutSeconds: "99999999"}, handle)
+	return newHarnessWith(t, nil, handle)
 }
 
 func newHarnessWith(t *testing.T, overrides map[string]string, handle func(fn string, in map[string]any) (any, bool, error)) *harness {
@@ -105,6 +113,7 @@ func newHarnessWith(t *testing.T, overrides map[string]string, handle func(fn st
 	v[ArtifactBucket] = bucket
 	v[RunLockFunctionArn] = runLockFn
 	v[PrepareChangeFunctionArn] = prepareFn
+	v[ExportHeartbeatSeconds], v[ExportTimeoutSeconds], v[RunTimeoutSeconds] = "9000000", "99999990", "99999999"
 	for k, val := range overrides {
 		v[k] = val
 	}
@@ -160,15 +169,53 @@ func (h *harness) wait(arn string) asl.ExecutionInfo {
 	return info
 }
 
-func (h *harness) putManifest(key string, files int) {
-	h.t.Helper()
-	var items []map[string]any
-	for i := 0; i < files; i++ {
-		items = append(items, map[string]any{"bucket": bucket, "key": fmt.Sprintf("exports/ds-FHIR_EXPORT-job1/Patient/Patient-%d-0-0.ndjson", i), "resourceType": "Patient"})
+// files returns n manifest files of the export job1.
+func files(n int) []manifest.File {
+	out := make([]manifest.File, n)
+	for i := range out {
+		out[i] = manifest.File{Bucket: bucket, Key: fmt.Sprintf("exports/ds-FHIR_EXPORT-job1/Patient/Patient-%d-0-0.ndjson", i), ResourceType: "Patient", Bytes: 1000}
 	}
-	b, _ := json.Marshal(items)
-	if _, err := h.s3.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(string(b))}); err != nil {
+	return out
+}
+
+// putManifest writes the export's manifest as check-export does: the
+// files planned into batches of at most perBatch files, split into parts of
+// at most batchesPerPart batches under run runID's prefix. It returns the
+// export wait's output for part 0 (contract C2).
+func (h *harness) putManifest(runID string, fs []manifest.File, perBatch, batchesPerPart int) manifest.Export {
+	h.t.Helper()
+	parts := manifest.Split(manifest.Plan(fs, manifest.Limits{MaxFiles: perBatch}), batchesPerPart)
+	for i, part := range parts {
+		b, _ := json.Marshal(part)
+		if _, err := h.s3.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(manifest.PartKey(runID, i)), Body: strings.NewReader(string(b))}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	ew := events.Window{Since: mustTime(h.t, exportWindow["since"]), Until: mustTime(h.t, exportWindow["until"])}
+	ex := manifest.Export{Bucket: bucket, ManifestKey: manifest.PartKey(runID, 0), ManifestRunID: runID, Part: 0, Parts: len(parts),
+		PartFiles: manifest.PartFiles(parts), FileCount: manifest.FileCount(parts[0]), BatchCount: len(parts[0]),
+		JobID: "job1", DatastoreID: "ds", Window: ew}
+	if err := ex.Validate(); err != nil {
 		h.t.Fatal(err)
+	}
+	return ex
+}
+
+func mustTime(t *testing.T, v any) time.Time {
+	t.Helper()
+	tm, err := events.ParseTime(fmt.Sprint(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// succeedExport answers the start message's task token with ex.
+func (h *harness) succeedExport(token any, ex manifest.Export) {
+	h.t.Helper()
+	b, _ := json.Marshal(ex)
+	if _, err := h.client.SendTaskSuccess(context.Background(), &awssfn.SendTaskSuccessInput{TaskToken: aws.String(fmt.Sprint(token)), Output: aws.String(string(b))}); err != nil {
+		h.t.Fatalf("SendTaskSuccess: %v", err)
 	}
 }
 
@@ -200,16 +247,11 @@ func (h *harness) statesEntered(arn string) []string {
 }
 
 func acquired(runID string) map[string]any {
-	return map[string]any{"acquired": true, "reason": "", "runId": runID, "window": window, "empty": false}
+	return map[string]any{"acquired": true, "reason": "", "runId": runID, "window": window, "exportWindow": exportWindow, "empty": false, "reuse": nil}
 }
 
 func commitOK(in map[string]any) map[string]any {
 	return map[string]any{"runId": in["executionName"], "checkpoint": window["until"], "outcome": "SUCCEEDED"}
-}
-
-func exportOutput(runID string, files int) string {
-	b, _ := json.Marshal(map[string]any{"bucket": bucket, "manifestKey": "manifests/" + runID + ".json", "jobId": "job1", "datastoreId": "ds", "window": window, "fileCount": files})
-	return string(b)
 }
 
 func mustEqualJSON(t *testing.T, what string, got, want any) {
@@ -226,9 +268,9 @@ func mustEqualJSON(t *testing.T, what string, got, want any) {
 	}
 }
 
-// batchItems returns the Items of a prepare-change batch payload.
-func batchItems(in map[string]any) []map[string]any {
-	raw, _ := in["Items"].([]any)
+// batchFiles returns the files of a prepare-change payload.
+func batchFiles(in map[string]any) []map[string]any {
+	raw, _ := in["files"].([]any)
 	out := make([]map[string]any, 0, len(raw))
 	for _, it := range raw {
 		m, _ := it.(map[string]any)
@@ -238,42 +280,40 @@ func batchItems(in map[string]any) []map[string]any {
 }
 
 func TestDefinitionHappyPath(t *testing.T) {
-	// 12 files in batches of at most 5: three prepare-change invocations.
-	h := newHarnessWith(t, map[string]string{ExportHeartbeatSeconds: "9000000", ExportTimeoutSeconds: "99999999", MapFilesPerBatch: "5"},
-		func(fn string, in map[string]any) (any, bool, error) {
-			switch {
-			case fn == runLockFn && in["action"] == "acquire":
-				return acquired(in["executionName"].(string)), false, nil
-			case fn == runLockFn && in["action"] == "commit":
-				return commitOK(in), false, nil
-			case fn == prepareFn:
-				n := len(batchItems(in))
-				return map[string]any{"files": n, "lines": 2 * n, "events": 2 * n, "outsideWindow": 0, "quarantined": 0, "claimChecked": 0, "bytes": 100 * n}, false, nil
-			}
-			return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(fn, in)}, true, nil
-		})
+	// 12 files planned in batches of at most 5: three prepare-change invocations.
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+		switch {
+		case fn == runLockFn && in["action"] == "acquire":
+			return acquired(in["executionName"].(string)), false, nil
+		case fn == runLockFn && in["action"] == "commit":
+			return commitOK(in), false, nil
+		case fn == prepareFn:
+			n := len(batchFiles(in))
+			return map[string]any{"files": n, "lines": 2 * n, "events": 2 * n, "outsideWindow": 0, "quarantined": 0, "claimChecked": 0, "bytes": 100 * n}, false, nil
+		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(fn, in)}, true, nil
+	})
 	arn := h.start("run-happy")
 	msg := h.startMessage()
 	if msg["executionId"] != arn || msg["runId"] != "run-happy" || msg["taskToken"] == "" {
 		t.Fatalf("start message = %v", msg)
 	}
-	mustEqualJSON(t, "start message window", msg["window"], window)
-	h.putManifest("manifests/run-happy.json", 12)
+	// start-export exports the export window, overlap included.
+	mustEqualJSON(t, "start message window", msg["window"], exportWindow)
+	ex := h.putManifest("run-happy", files(12), 5, 0)
 	if _, err := h.client.SendTaskHeartbeat(context.Background(), &awssfn.SendTaskHeartbeatInput{TaskToken: aws.String(msg["taskToken"].(string))}); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
-	if _, err := h.client.SendTaskSuccess(context.Background(), &awssfn.SendTaskSuccessInput{TaskToken: aws.String(msg["taskToken"].(string)), Output: aws.String(exportOutput("run-happy", 12))}); err != nil {
-		t.Fatalf("SendTaskSuccess: %v", err)
-	}
+	h.succeedExport(msg["taskToken"], ex)
 	info := h.wait(arn)
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? WaitForExport AnyFiles? PublishChanges CommitRun Done" {
+	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport AnyFiles? PublishChanges CommitRun Done" {
 		t.Fatalf("states entered: %s", got)
 	}
-	if n, _ := h.em.Transitions(arn); n != 7 {
-		t.Fatalf("transitions = %d, want 7", n)
+	if n, _ := h.em.Transitions(arn); n != 8 {
+		t.Fatalf("transitions = %d, want 8", n)
 	}
 
 	lock := h.l.calls(runLockFn)
@@ -293,8 +333,10 @@ func TestDefinitionHappyPath(t *testing.T) {
 	if details["Bucket"] != bucket || !strings.HasPrefix(key, "map-results/") || !strings.HasSuffix(key, "/manifest.json") || !strings.Contains(mapRunArn, ":mapRun:healthlake-cdc/") {
 		t.Fatalf("commit results = %v", results)
 	}
+	// The commit carries the checkpoint window and the whole export object,
+	// so run-lock knows which manifest part this run delivered.
 	mustEqualJSON(t, "commit payload", commit, map[string]any{"action": "commit", "executionId": arn, "executionName": "run-happy", "startTime": startTime,
-		"window": window, "exportJobId": "job1", "results": results})
+		"window": window, "export": ex, "exportJobId": "job1", "results": results})
 
 	prep := h.l.calls(prepareFn)
 	if len(prep) != 3 {
@@ -303,17 +345,16 @@ func TestDefinitionHappyPath(t *testing.T) {
 	seen := map[string]bool{}
 	var sizes []int
 	for _, p := range prep {
-		items := batchItems(p)
-		sizes = append(sizes, len(items))
-		// The child payload is the batch: BatchInput carries the run, Items the files.
+		fs := batchFiles(p)
+		sizes = append(sizes, len(fs))
+		// One manifest batch with the run's context (contract C4).
 		mustEqualJSON(t, "prepare-change payload", p, map[string]any{
-			"BatchInput": map[string]any{"window": window, "export": map[string]any{"datastoreId": "ds", "jobId": "job1"}, "runId": "run-happy", "executionId": arn},
-			"Items":      p["Items"],
+			"files": p["files"], "window": exportWindow, "export": map[string]any{"datastoreId": "ds", "jobId": "job1"}, "runId": "run-happy", "executionId": arn,
 		})
-		for _, file := range items {
+		for _, file := range fs {
 			seen[fmt.Sprint(file["key"])] = true
-			if len(file) != 3 || file["bucket"] != bucket || file["resourceType"] != "Patient" {
-				t.Fatalf("file item = %v", file)
+			if len(file) != 4 || file["bucket"] != bucket || file["resourceType"] != "Patient" || file["bytes"] != float64(1000) {
+				t.Fatalf("file = %v", file)
 			}
 		}
 	}
@@ -322,21 +363,21 @@ func TestDefinitionHappyPath(t *testing.T) {
 		t.Fatalf("files seen = %v in batches of %v, want 12 in 5, 5, 2", seen, sizes)
 	}
 
-	var manifest struct {
+	var resultManifest struct {
 		DestinationBucket, MapRunArn string
 		ResultFiles                  map[string][]struct {
 			Key  string
 			Size int64
 		}
 	}
-	h.getJSON(key, &manifest)
-	if manifest.DestinationBucket != bucket || manifest.MapRunArn != mapRunArn || len(manifest.ResultFiles["SUCCEEDED"]) != 1 || len(manifest.ResultFiles["FAILED"]) != 0 {
-		t.Fatalf("manifest = %+v", manifest)
+	h.getJSON(key, &resultManifest)
+	if resultManifest.DestinationBucket != bucket || resultManifest.MapRunArn != mapRunArn || len(resultManifest.ResultFiles["SUCCEEDED"]) != 1 || len(resultManifest.ResultFiles["FAILED"]) != 0 {
+		t.Fatalf("result manifest = %+v", resultManifest)
 	}
 	var entries []struct {
 		ExecutionArn, Input, Name, Output, Status string
 	}
-	h.getJSON(manifest.ResultFiles["SUCCEEDED"][0].Key, &entries)
+	h.getJSON(resultManifest.ResultFiles["SUCCEEDED"][0].Key, &entries)
 	if len(entries) != 3 {
 		t.Fatalf("%d result entries", len(entries))
 	}
@@ -350,6 +391,98 @@ func TestDefinitionHappyPath(t *testing.T) {
 	if len(children) != 3 || children[0].Type != asl.TypeExpress {
 		t.Fatalf("map run children = %+v", children)
 	}
+}
+
+// TestDefinitionReusedExportSkipsTheWait runs two executions over one
+// export of two manifest parts: the first waits for the export and
+// publishes part 0; the second gets part 1 as run-lock's reuse object,
+// sends no start message and publishes part 1. Every file is published
+// once, each run under its own runId.
+func TestDefinitionReusedExportSkipsTheWait(t *testing.T) {
+	var ex manifest.Export
+	var mu sync.Mutex
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+		switch {
+		case fn == runLockFn && in["action"] == "acquire":
+			l := acquired(in["executionName"].(string))
+			if in["executionName"] == "run-part1" {
+				mu.Lock()
+				next, ok := ex.Next()
+				mu.Unlock()
+				if !ok {
+					return map[string]any{"errorType": "Test.NoNextPart", "errorMessage": "part 0 is the last"}, true, nil
+				}
+				l["reuse"] = next
+			}
+			return l, false, nil
+		case fn == runLockFn && in["action"] == "commit":
+			return commitOK(in), false, nil
+		case fn == prepareFn:
+			return map[string]any{"files": len(batchFiles(in)), "events": len(batchFiles(in))}, false, nil
+		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(fn, in)}, true, nil
+	})
+	// 6 files, 2 per batch, 2 batches per part: part 0 has 4 files, part 1 has 2.
+	arn0 := h.start("run-part0")
+	msg := h.startMessage()
+	mu.Lock()
+	ex = h.putManifest("run-part0", files(6), 2, 2)
+	mu.Unlock()
+	if ex.Parts != 2 || ex.FileCount != 4 {
+		t.Fatalf("export = %+v, want 2 parts, 4 files in part 0", ex)
+	}
+	h.succeedExport(msg["taskToken"], ex)
+	if info := h.wait(arn0); info.Status != asl.StatusSucceeded {
+		t.Fatalf("first run: %s %s %s", info.Status, info.Error, info.Cause)
+	}
+
+	arn1 := h.start("run-part1")
+	info := h.wait(arn1)
+	if info.Status != asl.StatusSucceeded {
+		t.Fatalf("second run: %s %s %s", info.Status, info.Error, info.Cause)
+	}
+	if got := strings.Join(h.statesEntered(arn1), " "); got != "AcquireLock LockTaken? ExportReused? ReuseExport AnyFiles? PublishChanges CommitRun Done" {
+		t.Fatalf("second run's states: %s", got)
+	}
+	out, err := h.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(h.queue), WaitTimeSeconds: 0})
+	if err != nil || len(out.Messages) != 0 {
+		t.Fatalf("the reusing run sent a start message: %v %v", err, out)
+	}
+
+	byRun := map[string][]string{}
+	for _, p := range h.l.calls(prepareFn) {
+		mustEqualJSON(t, "prepare-change context", map[string]any{"window": p["window"], "export": p["export"]},
+			map[string]any{"window": exportWindow, "export": map[string]any{"datastoreId": "ds", "jobId": "job1"}})
+		for _, f := range batchFiles(p) {
+			byRun[fmt.Sprint(p["runId"])] = append(byRun[fmt.Sprint(p["runId"])], fmt.Sprint(f["key"]))
+		}
+	}
+	seen := map[string]int{}
+	for _, keys := range byRun {
+		for _, k := range keys {
+			seen[k]++
+		}
+	}
+	if len(byRun["run-part0"]) != 4 || len(byRun["run-part1"]) != 2 || len(seen) != 6 {
+		t.Fatalf("files by run = %v, want 4 then 2, 6 distinct", byRun)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s published %d times", k, n)
+		}
+	}
+	var commits []map[string]any
+	for _, c := range h.l.calls(runLockFn) {
+		if c["action"] == "commit" {
+			commits = append(commits, c)
+		}
+	}
+	next, _ := ex.Next()
+	if len(commits) != 2 {
+		t.Fatalf("commits = %v", commits)
+	}
+	mustEqualJSON(t, "first commit's export", commits[0]["export"], ex)
+	mustEqualJSON(t, "second commit's export", commits[1]["export"], next)
 }
 
 func TestDefinitionLockRefusedIsSkipped(t *testing.T) {
@@ -397,6 +530,7 @@ func TestDefinitionEmptyWindowCommitsAtOnce(t *testing.T) {
 		t.Fatalf("commit payload = %v", commit)
 	}
 	mustEqualJSON(t, "commit window", commit["window"], window)
+	mustEqualJSON(t, "commit export", commit["export"], map[string]any{"jobId": nil, "fileCount": 0})
 }
 
 func TestDefinitionNoFilesCommitsWithoutMapRun(t *testing.T) {
@@ -411,17 +545,17 @@ func TestDefinitionNoFilesCommitsWithoutMapRun(t *testing.T) {
 	})
 	arn := h.start("run-nofiles")
 	msg := h.startMessage()
-	if _, err := h.client.SendTaskSuccess(context.Background(), &awssfn.SendTaskSuccessInput{TaskToken: aws.String(msg["taskToken"].(string)), Output: aws.String(exportOutput("run-nofiles", 0))}); err != nil {
-		t.Fatal(err)
-	}
+	ex := h.putManifest("run-nofiles", nil, 10, 0) // one part holding []
+	h.succeedExport(msg["taskToken"], ex)
 	info := h.wait(arn)
-	if got := strings.Join(h.statesEntered(arn), " "); info.Status != asl.StatusSucceeded || got != "AcquireLock LockTaken? WaitForExport AnyFiles? CommitRun Done" {
+	if got := strings.Join(h.statesEntered(arn), " "); info.Status != asl.StatusSucceeded || got != "AcquireLock LockTaken? ExportReused? WaitForExport AnyFiles? CommitRun Done" {
 		t.Fatalf("status %s, states %s", info.Status, got)
 	}
 	commit := h.l.calls(runLockFn)[1]
 	if commit["exportJobId"] != "job1" || commit["results"] != nil {
 		t.Fatalf("commit payload = %v", commit)
 	}
+	mustEqualJSON(t, "commit export", commit["export"], ex)
 }
 
 func TestDefinitionExportFailureGoesToHandleFailure(t *testing.T) {
@@ -444,13 +578,13 @@ func TestDefinitionExportFailureGoesToHandleFailure(t *testing.T) {
 	if info.Status != asl.StatusFailed || info.Error != "Export.Failed" || info.Cause != "export job job1 ended FAILED" {
 		t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? WaitForExport HandleFailure Failed" {
+	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport HandleFailure Failed" {
 		t.Fatalf("states: %s", got)
 	}
 	fail := h.l.calls(runLockFn)[1]
 	startTime := fail["startTime"]
 	mustEqualJSON(t, "fail payload", fail, map[string]any{"action": "fail", "executionId": arn, "executionName": "run-exportfail", "startTime": startTime,
-		"window": window, "exportJobId": nil, "error": "Export.Failed", "cause": "export job job1 ended FAILED"})
+		"window": window, "export": map[string]any{"jobId": nil, "fileCount": 0}, "exportJobId": nil, "error": "Export.Failed", "cause": "export job job1 ended FAILED"})
 	// The SDK sees the execution as failed too.
 	desc, err := h.client.DescribeExecution(context.Background(), &awssfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 	if err != nil || desc.Status != "FAILED" || aws.ToString(desc.Error) != "Export.Failed" {
@@ -458,61 +592,158 @@ func TestDefinitionExportFailureGoesToHandleFailure(t *testing.T) {
 	}
 }
 
+// TestDefinitionMapChildFailingAfterRetriesGoesToHandleFailure: a batch
+// whose every attempt fails fails its child after the child's retries (the
+// Lambda.* retrier: 1 + 5 attempts; handler errors: 1 + 2), the Map fails
+// (ToleratedFailurePercentage 0) and the run goes to HandleFailure, so the
+// next run covers the window again.
 func TestDefinitionMapChildFailingAfterRetriesGoesToHandleFailure(t *testing.T) {
-	// One file per batch: the failing file fails its child alone.
-	h := newHarnessWith(t, map[string]string{ExportHeartbeatSeconds: "9000000", ExportTimeoutSeconds: "99999999", MapFilesPerBatch: "1"}, func(fn string, in map[string]any) (any, bool, error) {
+	for _, tc := range []struct {
+		name     string
+		fail     func() (any, bool, error)
+		childErr string
+		attempts int
+	}{
+		{"invocation error", func() (any, bool, error) { return nil, false, errors.New("Rate exceeded") }, asl.ErrorLambdaServiceException, 6},
+		{"ReadFailed", func() (any, bool, error) {
+			return map[string]any{"errorType": "ReadFailed", "errorMessage": "read 1 of 1 files failed"}, true, nil
+		}, "ReadFailed", 3},
+		{"unknown handler error", func() (any, bool, error) {
+			return map[string]any{"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out"}, true, nil
+		}, "Sandbox.Timedout", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+				switch {
+				case fn == runLockFn && in["action"] == "acquire":
+					return acquired(in["executionName"].(string)), false, nil
+				case fn == runLockFn && in["action"] == "fail":
+					return map[string]any{"runId": in["executionName"], "outcome": "FAILED"}, false, nil
+				case fn == prepareFn:
+					for _, file := range batchFiles(in) {
+						if strings.Contains(file["key"].(string), "Patient-1-") {
+							return tc.fail()
+						}
+					}
+					return map[string]any{"files": len(batchFiles(in)), "events": 1}, false, nil
+				}
+				return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(in)}, true, nil
+			})
+			arn := h.start("run-mapfail")
+			msg := h.startMessage()
+			// One file per batch: the failing file fails its child alone.
+			h.succeedExport(msg["taskToken"], h.putManifest("run-mapfail", files(3), 1, 0))
+			info := h.wait(arn)
+			if info.Status != asl.StatusFailed || info.Error != asl.ErrorExceedToleratedFailure {
+				t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
+			}
+			if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport AnyFiles? PublishChanges HandleFailure Failed" {
+				t.Fatalf("states: %s", got)
+			}
+			failing := 0
+			for _, p := range h.l.calls(prepareFn) {
+				if fs := batchFiles(p); len(fs) != 1 {
+					t.Fatalf("a batch of %d files, want 1", len(fs))
+				} else if strings.Contains(fs[0]["key"].(string), "Patient-1-") {
+					failing++
+				}
+			}
+			if failing != tc.attempts {
+				t.Fatalf("the failing batch was tried %d times, want %d", failing, tc.attempts)
+			}
+			fail := h.l.calls(runLockFn)[1]
+			if fail["action"] != "fail" || fail["error"] != asl.ErrorExceedToleratedFailure || fail["exportJobId"] != "job1" {
+				t.Fatalf("fail payload = %v", fail)
+			}
+			if ex, _ := fail["export"].(map[string]any); ex["manifestKey"] != manifest.PartKey("run-mapfail", 0) {
+				t.Fatalf("fail payload's export = %v", fail["export"])
+			}
+			var failedChild bool
+			for _, c := range h.em.Executions(h.smARN) {
+				if c.MapRunARN != "" && c.Status == asl.StatusFailed && c.Error == tc.childErr {
+					failedChild = true
+				}
+			}
+			if !failedChild {
+				t.Fatalf("no failed child execution with %s", tc.childErr)
+			}
+		})
+	}
+}
+
+// TestDefinitionMapChildRetriesHandlerErrors: prepare-change's retryable
+// errors (contract C4) and any other task failure are retried inside the
+// child with backoff, so one failed attempt does not fail the window.
+func TestDefinitionMapChildRetriesHandlerErrors(t *testing.T) {
+	kinds := []string{"BatchDeadlineExceeded", "PublishFailed", "ReadFailed", "Sandbox.Timedout"}
+	var mu sync.Mutex
+	tries := map[string]int{}
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
 		switch {
 		case fn == runLockFn && in["action"] == "acquire":
 			return acquired(in["executionName"].(string)), false, nil
-		case fn == runLockFn && in["action"] == "fail":
-			return map[string]any{"runId": in["executionName"], "outcome": "FAILED"}, false, nil
+		case fn == runLockFn && in["action"] == "commit":
+			return commitOK(in), false, nil
 		case fn == prepareFn:
-			for _, file := range batchItems(in) {
-				if strings.Contains(file["key"].(string), "Patient-1-") {
-					return nil, false, errors.New("Rate exceeded") // the invocation fails: Lambda.ServiceException
-				}
+			key := fmt.Sprint(batchFiles(in)[0]["key"])
+			mu.Lock()
+			tries[key]++
+			n := tries[key]
+			mu.Unlock()
+			var i int
+			if _, err := fmt.Sscanf(key, "exports/ds-FHIR_EXPORT-job1/Patient/Patient-%d-", &i); err == nil && i < len(kinds) && n == 1 {
+				return map[string]any{"errorType": kinds[i], "errorMessage": "first attempt fails"}, true, nil
 			}
-			return map[string]any{"files": len(batchItems(in)), "events": 1}, false, nil
+			return map[string]any{"files": 1, "events": 1}, false, nil
 		}
 		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(in)}, true, nil
 	})
-	arn := h.start("run-mapfail")
+	arn := h.start("run-retry")
 	msg := h.startMessage()
-	h.putManifest("manifests/run-mapfail.json", 3)
-	if _, err := h.client.SendTaskSuccess(context.Background(), &awssfn.SendTaskSuccessInput{TaskToken: aws.String(msg["taskToken"].(string)), Output: aws.String(exportOutput("run-mapfail", 3))}); err != nil {
-		t.Fatal(err)
-	}
-	info := h.wait(arn)
-	if info.Status != asl.StatusFailed || info.Error != asl.ErrorExceedToleratedFailure {
+	h.succeedExport(msg["taskToken"], h.putManifest("run-retry", files(len(kinds)+1), 1, 0))
+	if info := h.wait(arn); info.Status != asl.StatusSucceeded {
 		t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? WaitForExport AnyFiles? PublishChanges HandleFailure Failed" {
-		t.Fatalf("states: %s", got)
-	}
-	failing := 0
-	for _, p := range h.l.calls(prepareFn) {
-		if items := batchItems(p); len(items) != 1 {
-			t.Fatalf("a batch of %d files with MapFilesPerBatch 1", len(items))
-		} else if strings.Contains(items[0]["key"].(string), "Patient-1-") {
-			failing++
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 0; i <= len(kinds); i++ {
+		key := files(len(kinds) + 1)[i].Key
+		want := 2
+		if i == len(kinds) {
+			want = 1
+		}
+		if tries[key] != want {
+			t.Fatalf("batch %d was tried %d times, want %d (tries %v)", i, tries[key], want, tries)
 		}
 	}
-	if failing != 6 {
-		t.Fatalf("the failing file was tried %d times, want 1 + 5 retries", failing)
-	}
-	fail := h.l.calls(runLockFn)[1]
-	if fail["action"] != "fail" || fail["error"] != asl.ErrorExceedToleratedFailure || fail["exportJobId"] != "job1" {
-		t.Fatalf("fail payload = %v", fail)
-	}
-	// The failed child is recorded with Lambda.ServiceException.
-	var failedChild bool
-	for _, c := range h.em.Executions(h.smARN) {
-		if c.MapRunARN != "" && c.Status == asl.StatusFailed && c.Error == asl.ErrorLambdaServiceException {
-			failedChild = true
+}
+
+// TestDefinitionRunTimeoutEndsTheExecution: the top-level TimeoutSeconds
+// ends an execution whose export never answers, TIMED_OUT with
+// States.Timeout (which no Catch sees), before the lock's lease.
+func TestDefinitionRunTimeoutEndsTheExecution(t *testing.T) {
+	h := newHarnessWith(t, map[string]string{RunTimeoutSeconds: "600"}, func(fn string, in map[string]any) (any, bool, error) {
+		if in["action"] == "acquire" {
+			return acquired(in["executionName"].(string)), false, nil
 		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(in)}, true, nil
+	})
+	arn := h.start("run-timeout")
+	msg := h.startMessage()
+	info := h.wait(arn) // 600 s at TimeScale 0.0001: 60 ms
+	if info.Status != asl.StatusTimedOut || info.Error != asl.ErrorTimeout {
+		t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
 	}
-	if !failedChild {
-		t.Fatalf("no failed child execution with Lambda.ServiceException")
+	desc, err := h.client.DescribeExecution(context.Background(), &awssfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+	if err != nil || desc.Status != "TIMED_OUT" {
+		t.Fatalf("DescribeExecution: %v %+v", err, desc)
+	}
+	if n := len(h.l.calls(runLockFn)); n != 1 {
+		t.Fatalf("run-lock calls = %d, want the acquire only", n)
+	}
+	_, err = h.client.SendTaskSuccess(context.Background(), &awssfn.SendTaskSuccessInput{TaskToken: aws.String(msg["taskToken"].(string)), Output: aws.String(`{}`)})
+	if err == nil || !strings.Contains(err.Error(), "TaskTimedOut") {
+		t.Fatalf("SendTaskSuccess after the run timed out: %v, want TaskTimedOut", err)
 	}
 }
 

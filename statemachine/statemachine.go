@@ -24,18 +24,11 @@ const (
 	ExportHeartbeatSeconds   = "ExportHeartbeatSeconds"
 	ExportTimeoutSeconds     = "ExportTimeoutSeconds"
 	MapMaxConcurrency        = "MapMaxConcurrency"
-	// MapFilesPerBatch is the Distributed Map's ItemBatcher
-	// MaxItemsPerBatch: manifest files per prepare-change invocation.
-	MapFilesPerBatch = "MapFilesPerBatch"
+	// RunTimeoutSeconds is the machine's top-level TimeoutSeconds: an
+	// execution that runs longer ends TIMED_OUT, before the run lock's
+	// lease (derived from the same setting) can expire under it.
+	RunTimeoutSeconds = "RunTimeoutSeconds"
 )
-
-// DefaultMapFilesPerBatch is the value Substitute gives ${MapFilesPerBatch}
-// when the values have none (tests and cdc-local): ten files share one
-// invocation's PutEvents batches.
-const DefaultMapFilesPerBatch = "10"
-
-// defaults are the placeholders Substitute fills in when values lack them.
-var defaults = map[string]string{MapFilesPerBatch: DefaultMapFilesPerBatch}
 
 // Name is the state machine's name in cdc-local and the default in CDK.
 const Name = "healthlake-cdc"
@@ -67,19 +60,14 @@ func placeholdersIn(def []byte) []string {
 }
 
 // Substitute replaces every ${Name} in def with values[Name], as CDK's
-// DefinitionSubstitutions does (text replacement). A placeholder with a
-// documented default (${MapFilesPerBatch}: DefaultMapFilesPerBatch) takes it
-// when values has none. It fails when any other placeholder has no value,
-// when "${" is left over, or when the result is not JSON. Values the
-// definition does not use are allowed.
+// DefinitionSubstitutions does (text replacement). It fails when a
+// placeholder has no value, when "${" is left over, or when the result is
+// not JSON. Values the definition does not use are allowed.
 func Substitute(def []byte, values map[string]string) ([]byte, error) {
 	var missing []string
 	out := placeholderRE.ReplaceAllFunc(def, func(m []byte) []byte {
 		name := string(m[2 : len(m)-1])
 		v, ok := values[name]
-		if !ok {
-			v, ok = defaults[name]
-		}
 		if !ok {
 			missing = append(missing, name)
 			return m

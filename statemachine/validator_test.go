@@ -2,7 +2,6 @@ package statemachine
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,13 +19,13 @@ func testValues() map[string]string {
 		ExportHeartbeatSeconds:   "900",
 		ExportTimeoutSeconds:     "21600",
 		MapMaxConcurrency:        "10",
-		MapFilesPerBatch:         "10",
+		RunTimeoutSeconds:        "90000",
 	}
 }
 
 func TestPlaceholdersAreTheDocumentedOnes(t *testing.T) {
 	got := strings.Join(Placeholders(), ",")
-	want := "ArtifactBucket,ExportHeartbeatSeconds,ExportTimeoutSeconds,MapFilesPerBatch,MapMaxConcurrency,PrepareChangeFunctionArn,RunLockFunctionArn,StartQueueUrl"
+	want := "ArtifactBucket,ExportHeartbeatSeconds,ExportTimeoutSeconds,MapMaxConcurrency,PrepareChangeFunctionArn,RunLockFunctionArn,RunTimeoutSeconds,StartQueueUrl"
 	if got != want {
 		t.Fatalf("Placeholders() = %s, want %s", got, want)
 	}
@@ -38,48 +37,33 @@ func TestSubstitute(t *testing.T) {
 		t.Fatalf("Substitute: %v", err)
 	}
 	var m struct {
-		States map[string]struct {
+		TimeoutSeconds int
+		States         map[string]struct {
 			HeartbeatSeconds int
 			MaxConcurrency   int
-			ItemBatcher      struct{ MaxItemsPerBatch int }
 		}
 	}
 	if err := json.Unmarshal(def, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.States["WaitForExport"].HeartbeatSeconds != 900 || m.States["PublishChanges"].MaxConcurrency != 10 ||
-		m.States["PublishChanges"].ItemBatcher.MaxItemsPerBatch != 10 {
-		t.Fatalf("numeric placeholders not substituted as numbers: %+v", m.States)
+	if m.TimeoutSeconds != 90000 || m.States["WaitForExport"].HeartbeatSeconds != 900 || m.States["PublishChanges"].MaxConcurrency != 10 {
+		t.Fatalf("numeric placeholders not substituted as numbers: timeout %d, %+v", m.TimeoutSeconds, m.States)
 	}
 	if strings.Contains(string(def), "${") {
 		t.Fatalf("placeholders left")
 	}
 
-	v := testValues()
-	delete(v, StartQueueURL)
-	if _, err := Substitute(Definition(), v); err == nil || !strings.Contains(err.Error(), StartQueueURL) {
-		t.Fatalf("missing value: err = %v", err)
+	for _, name := range []string{StartQueueURL, RunTimeoutSeconds} {
+		v := testValues()
+		delete(v, name)
+		if _, err := Substitute(Definition(), v); err == nil || !strings.Contains(err.Error(), name) {
+			t.Fatalf("missing %s: err = %v", name, err)
+		}
 	}
-	v = testValues()
+	v := testValues()
 	v[MapMaxConcurrency] = "ten"
 	if _, err := Substitute(Definition(), v); err == nil {
 		t.Fatalf("a non-number for a numeric placeholder was accepted")
-	}
-	// ${MapFilesPerBatch} has a default; no other placeholder has.
-	v = testValues()
-	delete(v, MapFilesPerBatch)
-	v[MapMaxConcurrency] = "7"
-	def, err = Substitute(Definition(), v)
-	if err != nil {
-		t.Fatalf("without %s: %v", MapFilesPerBatch, err)
-	}
-	if err := json.Unmarshal(def, &m); err != nil || fmt.Sprint(m.States["PublishChanges"].ItemBatcher.MaxItemsPerBatch) != DefaultMapFilesPerBatch {
-		t.Fatalf("default of %s not applied: %+v %v", MapFilesPerBatch, m.States["PublishChanges"], err)
-	}
-	v = testValues()
-	v[MapFilesPerBatch] = "3"
-	if def, err = Substitute(Definition(), v); err != nil || json.Unmarshal(def, &m) != nil || m.States["PublishChanges"].ItemBatcher.MaxItemsPerBatch != 3 {
-		t.Fatalf("an explicit %s was not used: %v", MapFilesPerBatch, err)
 	}
 	v = testValues()
 	v["Unused"] = "fine"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/statemachine"
 )
@@ -46,6 +47,8 @@ func (s *Stack) Substitutions() map[string]string {
 		statemachine.ExportHeartbeatSeconds:   secs(exportHeartbeat),
 		statemachine.ExportTimeoutSeconds:     secs(exportTimeout),
 		statemachine.MapMaxConcurrency:        strconv.Itoa(mapConcurrency),
+		// The deployed run timeout; run-lock's default lease is this + 1 h.
+		statemachine.RunTimeoutSeconds: secs(stackconfig.Default().RunTimeout),
 	}
 }
 
