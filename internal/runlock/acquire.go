@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
 // AcquireRequest asks for the lock on behalf of one execution.
@@ -27,7 +28,14 @@ type Acquisition struct {
 	// Reason says why the lock was refused or how it was taken.
 	Reason string
 	RunID  string
+	// Window is what the checkpoint covers once the run commits.
 	Window events.Window
+	// ExportWindow is what the run exports and delivers: Window widened
+	// back by the overlap (a reused export keeps the one it was started with).
+	ExportWindow events.Window
+	// Reuse, when set, is the next part of an export a previous run
+	// started: the run delivers it instead of exporting.
+	Reuse *manifest.Export
 	// Empty: the window holds no instant; commit at once.
 	Empty bool
 	// Holder is the execution ARN that keeps the lock when refused.
@@ -81,9 +89,14 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			// A retried acquire: report the unclean previous run again, so a
 			// first attempt that died before stopping its export is made good.
 			prev, prevOutcome := uncleanPrevious(st)
-			return Acquisition{Acquired: true, Reason: "already held by this run", RunID: st.runID,
-				Window: st.window, Empty: st.window.Empty(), Checkpoint: st.checkpoint,
-				PreviousRunID: prev, PreviousOutcome: prevOutcome}, nil
+			a := Acquisition{Acquired: true, Reason: "already held by this run", RunID: st.runID,
+				Window: st.window, ExportWindow: s.heldExportWindow(st), Empty: st.window.Empty(), Checkpoint: st.checkpoint,
+				PreviousRunID: prev, PreviousOutcome: prevOutcome}
+			if st.pending != nil {
+				e := st.pending.Next
+				a.Reuse = &e
+			}
+			return a, nil
 		}
 		var tookOver string
 		var live Liveness
@@ -101,10 +114,37 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			}
 			checkpoint = s.cfg.InitialCheckpoint
 		}
-		w := WindowAt(checkpoint, now, s.cfg.SafetyLag, s.cfg.MaxWindow)
+		lw := lockArgs{key: st.redactKey}
+		if len(lw.key) == 0 {
+			if lw.key, err = newRedactKey(); err != nil {
+				return Acquisition{}, fmt.Errorf("acquire: redaction key: %w", err)
+			}
+			lw.newKey = true
+		}
+		pending := st.pending
+		if pending != nil && (!pending.Window.Since.Equal(checkpoint) || pending.Window.Until.Before(pending.Window.Since)) {
+			// Cannot happen through this package (replay clears it); never
+			// deliver a part of a window the checkpoint is not at.
+			s.log.Warn("pending export dropped: its window does not start at the checkpoint",
+				"runId", req.RunID, "pendingWindow", pending.Window.String(), "checkpoint", events.FormatTime(checkpoint))
+			pending, lw.clearPending = nil, true
+		}
+		var w, ew events.Window
+		var reuse *manifest.Export
+		if pending != nil {
+			e := pending.Next
+			w, ew, reuse = pending.Window, e.Window, &e
+		} else {
+			w = WindowAt(checkpoint, now, s.cfg.SafetyLag, s.cfg.MaxWindow)
+			ew = ExportWindowOf(w, s.cfg.Overlap)
+		}
 		h := HistoryRecord{RunID: req.RunID, ExecutionID: req.Owner, StartTime: start, AcquiredAt: now,
-			Window: w, Empty: w.Empty(), Outcome: OutcomeRunning, TookOverFrom: tookOver}
-		err = s.transact(ctx, s.lockWrite(st, req, h, now, live), types.TransactWriteItem{Put: &types.Put{
+			Window: w, ExportWindow: ew, Empty: w.Empty(), Outcome: OutcomeRunning, TookOverFrom: tookOver}
+		if reuse != nil {
+			h.ExportJobID, h.Part, h.Parts = reuse.JobID, reuse.Part, reuse.Parts
+		}
+		lw.why = "taken over by " + req.RunID + ": " + live.Why
+		err = s.transact(ctx, s.lockWrite(st, req, h, now, lw), types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(s.cfg.Table), Item: historyItem(h, now.Add(s.cfg.HistoryTTL)),
 		}})
 		if conditionFailed(err) {
@@ -113,7 +153,11 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 		if err != nil {
 			return Acquisition{}, fmt.Errorf("acquire: write RUN/STATE: %w", err)
 		}
-		a := Acquisition{Acquired: true, RunID: req.RunID, Window: w, Empty: w.Empty(), Reason: "acquired", Checkpoint: checkpoint}
+		a := Acquisition{Acquired: true, RunID: req.RunID, Window: w, ExportWindow: ew, Reuse: reuse, Empty: w.Empty(),
+			Reason: "acquired", Checkpoint: checkpoint}
+		if reuse != nil {
+			a.Reason = fmt.Sprintf("acquired; delivers part %d of %d of the export of run %s", reuse.Part+1, reuse.Parts, reuse.ManifestRunID)
+		}
 		a.PreviousRunID, a.PreviousOutcome = uncleanPrevious(st)
 		switch {
 		case !st.exists:
@@ -122,10 +166,10 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 		case tookOver != "":
 			a.TookOverFrom = tookOver
 			a.PreviousRunID, a.PreviousOutcome = st.runID, OutcomeAbandoned
-			a.Reason = "acquired; took over from " + st.runID + " (" + live.Why + ")"
+			a.Reason = "acquired; took over from " + st.runID + " (" + Redact(lw.key, live.Why) + ")"
 			s.log.Warn("run lock taken over", "executionId", req.Owner, "runId", req.RunID,
 				"previousOwner", st.owner, "previousRunId", st.runID, "why", live.Why, "window", w.String())
-			s.markAbandoned(ctx, st, now, "taken over by "+req.RunID+": "+live.Why)
+			s.markAbandoned(ctx, st, now, Redact(lw.key, lw.why))
 		default:
 			s.log.Info("run lock acquired", "executionId", req.Owner, "runId", req.RunID, "window", w.String())
 		}
@@ -137,7 +181,7 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 // lockWrite is the one conditional write that takes the lock: it creates
 // the record (fresh table) or updates it only if nobody changed it since st
 // was read (the version) and, on take-over, only from the stale owner.
-func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now time.Time, live Liveness) types.TransactWriteItem {
+func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now time.Time, lw lockArgs) types.TransactWriteItem {
 	hsk := historySK(h.StartTime, h.RunID)
 	if !st.exists {
 		it := stateKey()
@@ -151,7 +195,9 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 		it[attrLeaseUntil] = tm(now.Add(s.cfg.Lease))
 		it[attrWindowSince] = tm(h.Window.Since)
 		it[attrWindowUntil] = tm(h.Window.Until)
+		it[attrExportSince] = tm(h.ExportWindow.Since)
 		it[attrHistorySK] = str(hsk)
+		it[attrRedactKey] = &types.AttributeValueMemberB{Value: lw.key}
 		return types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(s.cfg.Table), Item: it,
 			ConditionExpression: aws.String("attribute_not_exists(pk)"),
@@ -160,11 +206,18 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 	values := map[string]types.AttributeValue{
 		":v": n(st.version), ":one": n(1), ":owner": str(req.Owner), ":runId": str(req.RunID),
 		":start": tm(h.StartTime), ":now": tm(now), ":lease": tm(now.Add(s.cfg.Lease)),
-		":ws": tm(h.Window.Since), ":wu": tm(h.Window.Until), ":hsk": str(hsk), ":cp": tm(st.checkpoint), ":none": str(""),
+		":ws": tm(h.Window.Since), ":wu": tm(h.Window.Until), ":es": tm(h.ExportWindow.Since), ":hsk": str(hsk),
+		":cp": tm(st.checkpoint), ":none": str(""), ":rk": &types.AttributeValueMemberB{Value: lw.key},
 	}
 	cond := "#version = :v AND #cp = :cp AND " + lockFree
 	update := "SET #owner = :owner, #runId = :runId, #startTime = :start, #lockedAt = :now, #leaseUntil = :lease, " +
-		"#ws = :ws, #wu = :wu, #hsk = :hsk, #version = #version + :one"
+		"#ws = :ws, #wu = :wu, #es = :es, #hsk = :hsk, #version = #version + :one"
+	if lw.newKey {
+		update += ", #rk = :rk"
+	}
+	if lw.clearPending {
+		update += ", #pending = :none"
+	}
 	if st.locked() {
 		cond = "#version = :v AND #cp = :cp AND #owner = :old"
 		values[":old"] = str(st.owner)
@@ -173,7 +226,7 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 		update = "SET #lastRunId = :oldRun, #lastOutcome = :abandoned, #lastReason = :why, #lastEndedAt = :now, " + update[len("SET "):]
 		values[":oldRun"] = str(st.runID)
 		values[":abandoned"] = str(string(OutcomeAbandoned))
-		values[":why"] = str(truncate("taken over by "+req.RunID+": "+live.Why, 500))
+		values[":why"] = str(truncate(Redact(lw.key, lw.why), 500))
 	}
 	names := lockNames(map[string]string{
 		"#cp": attrCheckpoint, "#takeovers": attrTakeovers, "#lastRunId": attrLastRunID,
@@ -183,6 +236,28 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond)}
 	u.ExpressionAttributeNames, u.ExpressionAttributeValues = used(names, values, update, cond)
 	return types.TransactWriteItem{Update: u}
+}
+
+// lockArgs are the parts of the lock write beyond the history record.
+type lockArgs struct {
+	// key is the redaction key; newKey: it is new and must be stored.
+	key    []byte
+	newKey bool
+	// clearPending drops a pending export that does not fit the checkpoint.
+	clearPending bool
+	// why is the take-over reason (used only on take-over).
+	why string
+}
+
+// heldExportWindow is the export window of the lock holder of st.
+func (s *Store) heldExportWindow(st state) events.Window {
+	if st.pending != nil {
+		return st.pending.Next.Window
+	}
+	if !st.exportSince.IsZero() {
+		return events.Window{Since: st.exportSince, Until: st.window.Until}
+	}
+	return ExportWindowOf(st.window, s.cfg.Overlap)
 }
 
 // refuse answers a refused acquire: logged, counted on RUN/STATE, harmless.

@@ -15,14 +15,18 @@ const (
 	EnvSafetyLag         = "CDC_SAFETY_LAG"
 	EnvMaxWindow         = "CDC_MAX_WINDOW"
 	EnvInitialCheckpoint = "CDC_INITIAL_CHECKPOINT"
+	EnvOverlap           = "CDC_OVERLAP"
 	EnvLease             = "CDC_LOCK_LEASE"
+	EnvRunTimeout        = "CDC_RUN_TIMEOUT"
 	EnvHistoryTTL        = "CDC_HISTORY_TTL"
 )
 
 // ConfigFromEnv reads the table and window rules from the environment
 // through getenv (os.Getenv in a main): durations in Go syntax ("2m",
 // "24h"), the initial checkpoint in RFC 3339. Unset variables keep the
-// defaults; the clock, owner checker and logger are left to the caller.
+// defaults; CDC_SAFETY_LAG, CDC_MAX_WINDOW and CDC_OVERLAP accept 0 (no
+// lag, no cap, no overlap). The clock, owner checker and logger are left to
+// the caller; New checks the lease against CDC_RUN_TIMEOUT.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{Table: strings.TrimSpace(getenv(EnvTable))}
 	if cfg.Table == "" {
@@ -46,8 +50,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	dur(EnvSafetyLag, &cfg.SafetyLag, true)
 	cfg.SafetyLagSet = strings.TrimSpace(getenv(EnvSafetyLag)) != ""
-	dur(EnvMaxWindow, &cfg.MaxWindow, false)
+	dur(EnvMaxWindow, &cfg.MaxWindow, true)
+	dur(EnvOverlap, &cfg.Overlap, true)
+	cfg.OverlapSet = strings.TrimSpace(getenv(EnvOverlap)) != ""
 	dur(EnvLease, &cfg.Lease, false)
+	dur(EnvRunTimeout, &cfg.RunTimeout, false)
 	dur(EnvHistoryTTL, &cfg.HistoryTTL, false)
 	if err != nil {
 		return Config{}, err

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
 // CommitRequest ends a run that published its whole window.
@@ -23,6 +24,11 @@ type CommitRequest struct {
 	// Window, when set, must equal the held window: a caller that carried a
 	// different window is refused rather than committing one it did not run.
 	Window *events.Window
+	// Export is the manifest part the run delivered (the export wait's
+	// output or the reuse it was given), nil or Parts 0 when unknown. When
+	// it is not the last part, the rest is kept pending and the checkpoint
+	// does not move.
+	Export *manifest.Export
 }
 
 // FailRequest ends a run that failed.
@@ -32,7 +38,8 @@ type FailRequest struct {
 	// held; zero means unknown.
 	StartTime   time.Time
 	ExportJobID string
-	// Reason says what failed; it is stored truncated, so it must carry no PHI.
+	// Reason says what failed; it is stored truncated, with whatever may be
+	// a resource identifier replaced by a keyed hash (Redact).
 	Reason string
 }
 
@@ -45,6 +52,8 @@ type Result struct {
 	Window     events.Window
 	// Released: this call released the lock (false when it was not held by the caller).
 	Released bool
+	// Pending is what a PARTIAL commit left for the next runs.
+	Pending *Pending
 }
 
 // maxReasonBytes bounds a stored failure reason.
@@ -63,7 +72,7 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (Result, error) {
 			return Result{}, fmt.Errorf("commit %s: %w", req.RunID, err)
 		}
 		if !st.locked() || st.owner != req.Owner {
-			if st.exists && st.lastRunID == req.RunID && (st.lastOutcome == OutcomeSucceeded || st.lastOutcome == OutcomeEmpty) {
+			if st.exists && st.lastRunID == req.RunID && (st.lastOutcome == OutcomeSucceeded || st.lastOutcome == OutcomeEmpty || st.lastOutcome == OutcomePartial) {
 				return Result{RunID: req.RunID, Checkpoint: st.checkpoint, Outcome: st.lastOutcome}, nil
 			}
 			s.log.Warn("run commit refused: not the lock owner", "executionId", req.Owner, "runId", req.RunID, "holder", st.owner, "holderRunId", st.runID)
@@ -77,14 +86,32 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (Result, error) {
 				req.RunID, st.window, events.FormatTime(st.checkpoint))
 		}
 		now := s.now()
-		outcome := OutcomeSucceeded
-		if st.window.Empty() {
+		pend, err := nextPending(st, req.Export, st.runID, now)
+		if err != nil {
+			return Result{}, fmt.Errorf("commit %s: %w", req.RunID, err)
+		}
+		delivered := req.Export
+		if (delivered == nil || delivered.Parts == 0) && st.pending != nil {
+			e := st.pending.Next
+			delivered = &e
+		}
+		outcome, checkpoint, change := OutcomeSucceeded, st.window.Until, pendingChange{clear: st.pending != nil}
+		switch {
+		case pend != nil:
+			outcome, checkpoint, change = OutcomePartial, st.checkpoint, pendingChange{set: pend}
+		case st.window.Empty():
 			outcome = OutcomeEmpty
 		}
 		h := HistoryRecord{RunID: st.runID, ExecutionID: st.owner, StartTime: st.startTime, AcquiredAt: st.lockedAt,
-			EndedAt: now, Window: st.window, Empty: st.window.Empty(), Outcome: outcome,
+			EndedAt: now, Window: st.window, ExportWindow: s.heldExportWindow(st), Empty: st.window.Empty(), Outcome: outcome,
 			ExportJobID: req.ExportJobID, Counts: req.Counts}
-		err = s.transact(ctx, s.releaseWrite(st, now, outcome, "", st.window.Until), s.historyPut(st, h, now))
+		if delivered != nil && delivered.Parts > 0 {
+			h.Part, h.Parts = delivered.Part, delivered.Parts
+			if h.ExportJobID == "" {
+				h.ExportJobID = delivered.JobID
+			}
+		}
+		err = s.transact(ctx, s.releaseWrite(st, now, outcome, "", checkpoint, change), s.historyPut(st, h, now))
 		if conditionFailed(err) {
 			continue
 		}
@@ -92,8 +119,8 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (Result, error) {
 			return Result{}, fmt.Errorf("commit %s: write RUN/STATE: %w", req.RunID, err)
 		}
 		s.log.Info("run committed", "executionId", req.Owner, "runId", req.RunID, "window", st.window.String(),
-			"outcome", string(outcome), "files", req.Counts.Files, "events", req.Counts.Events)
-		return Result{RunID: req.RunID, Checkpoint: st.window.Until, Outcome: outcome, Window: st.window, Released: true}, nil
+			"outcome", string(outcome), "files", req.Counts.Files, "events", req.Counts.Events, "part", h.Part, "parts", h.Parts)
+		return Result{RunID: req.RunID, Checkpoint: checkpoint, Outcome: outcome, Window: st.window, Released: true, Pending: pend}, nil
 	}
 	return Result{}, fmt.Errorf("commit %s: %w after %d attempts", req.RunID, ErrConflict, maxAttempts)
 }
@@ -102,13 +129,20 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (Result, error) {
 // lock, releases it; the checkpoint never moves. When the caller no longer
 // holds the lock, only its history item is marked and Released is false.
 func (s *Store) Fail(ctx context.Context, req FailRequest) (Result, error) {
-	reason := truncate(req.Reason, maxReasonBytes)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		st, err := s.getState(ctx)
 		if err != nil {
 			return Result{}, fmt.Errorf("fail %s: %w", req.RunID, err)
 		}
 		now := s.now()
+		change := pendingChange{clear: st.pending != nil}
+		if change.key = st.redactKey; len(change.key) == 0 {
+			if change.key, err = newRedactKey(); err != nil {
+				return Result{}, fmt.Errorf("fail %s: redaction key: %w", req.RunID, err)
+			}
+			change.newKey = true
+		}
+		reason := truncate(Redact(change.key, req.Reason), maxReasonBytes)
 		if !st.locked() || st.owner != req.Owner {
 			if !req.StartTime.IsZero() {
 				s.markFailed(ctx, historySK(req.StartTime.UTC().Truncate(time.Millisecond), req.RunID), now, req, reason)
@@ -117,9 +151,12 @@ func (s *Store) Fail(ctx context.Context, req FailRequest) (Result, error) {
 			return Result{RunID: req.RunID, Checkpoint: st.checkpoint, Outcome: OutcomeFailed}, nil
 		}
 		h := HistoryRecord{RunID: st.runID, ExecutionID: st.owner, StartTime: st.startTime, AcquiredAt: st.lockedAt,
-			EndedAt: now, Window: st.window, Empty: st.window.Empty(), Outcome: OutcomeFailed, Reason: reason,
-			ExportJobID: req.ExportJobID}
-		err = s.transact(ctx, s.releaseWrite(st, now, OutcomeFailed, reason, st.checkpoint), s.historyPut(st, h, now))
+			EndedAt: now, Window: st.window, ExportWindow: s.heldExportWindow(st), Empty: st.window.Empty(), Outcome: OutcomeFailed,
+			Reason: reason, ExportJobID: req.ExportJobID}
+		if st.pending != nil {
+			h.Part, h.Parts = st.pending.Next.Part, st.pending.Next.Parts
+		}
+		err = s.transact(ctx, s.releaseWrite(st, now, OutcomeFailed, reason, st.checkpoint, change), s.historyPut(st, h, now))
 		if conditionFailed(err) {
 			continue
 		}
@@ -132,18 +169,44 @@ func (s *Store) Fail(ctx context.Context, req FailRequest) (Result, error) {
 	return Result{}, fmt.Errorf("fail %s: %w after %d attempts", req.RunID, ErrConflict, maxAttempts)
 }
 
+// pendingChange says what a release does to the pending export and the
+// redaction key: set a new pending, clear it, or (zero value) keep it.
+type pendingChange struct {
+	set   *Pending
+	clear bool
+	// key is stored when newKey (a record from before keys existed).
+	key    []byte
+	newKey bool
+}
+
 // releaseWrite removes the lock held by st.owner, records the run's outcome
-// on STATE and sets the checkpoint (unchanged unless committing). It only
-// applies while st.owner still holds the lock at the version read.
-func (s *Store) releaseWrite(st state, now time.Time, outcome Outcome, reason string, checkpoint time.Time) types.TransactWriteItem {
+// on STATE and sets the checkpoint (unchanged unless committing) and the
+// pending export. It only applies while st.owner still holds the lock at
+// the version read.
+func (s *Store) releaseWrite(st state, now time.Time, outcome Outcome, reason string, checkpoint time.Time, pc pendingChange) types.TransactWriteItem {
 	update := "SET #cp = :cp, #version = #version + :one, #lastRunId = :run, #lastOutcome = :outcome, #lastEndedAt = :now, " +
 		"#lastReason = :reason, " + lockClear
+	switch {
+	case pc.set != nil:
+		update += ", #pending = :pending"
+	case pc.clear:
+		update += ", #pending = :none"
+	}
+	if pc.newKey {
+		update += ", #rk = :rk"
+	}
 	cond := "#owner = :owner AND #version = :v AND #cp = :oldcp"
 	names := lockNames(map[string]string{"#cp": attrCheckpoint, "#lastRunId": attrLastRunID, "#lastOutcome": attrLastOutcome,
 		"#lastEndedAt": attrLastEndedAt, "#lastReason": attrLastReason})
 	values := map[string]types.AttributeValue{
 		":cp": tm(checkpoint), ":oldcp": tm(st.checkpoint), ":one": n(1), ":run": str(st.runID), ":outcome": str(string(outcome)),
 		":now": tm(now), ":reason": str(reason), ":owner": str(st.owner), ":v": n(st.version), ":none": str(""),
+	}
+	if pc.set != nil {
+		values[":pending"] = pendingAV(*pc.set)
+	}
+	if pc.newKey {
+		values[":rk"] = &types.AttributeValueMemberB{Value: pc.key}
 	}
 	u := &types.Update{TableName: aws.String(s.cfg.Table), Key: stateKey(),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond)}

@@ -34,6 +34,13 @@ const (
 	attrWindowSince = "windowSince"
 	attrWindowUntil = "windowUntil"
 	attrHistorySK   = "historySk"
+	// attrExportSince is the since of the holder's export window (its until
+	// is windowUntil).
+	attrExportSince = "exportSince"
+	// STATE: the rest of a multi-part export (M, or "" when none) and the
+	// per-deployment key of the keyed hash of identifiers (B).
+	attrPending   = "pending"
+	attrRedactKey = "redactKey"
 	// STATE: the last finished run.
 	attrLastRunID   = "lastRunId"
 	attrLastOutcome = "lastOutcome"
@@ -60,6 +67,8 @@ const (
 	attrDurationMs   = "durationMs"
 	attrTookOverFrom = "tookOverFrom"
 	attrCounts       = "counts"
+	attrPart         = "part"
+	attrParts        = "parts"
 
 	// REPLAY.
 	attrAt   = "at"
@@ -202,7 +211,15 @@ type state struct {
 	lockedAt   time.Time
 	leaseUntil time.Time
 	window     events.Window
-	historySK  string
+	// exportSince is the since of the holder's export window; zero on a
+	// lock taken before overlaps existed.
+	exportSince time.Time
+	historySK   string
+
+	// pending is the rest of a multi-part export, nil when none.
+	pending *Pending
+	// redactKey keys the hash that replaces identifiers in stored reasons.
+	redactKey []byte
 
 	lastRunID   string
 	lastOutcome Outcome
@@ -243,6 +260,13 @@ func decodeState(it item) (state, error) {
 	st.window.Since = get(attrWindowSince)
 	st.window.Until = get(attrWindowUntil)
 	st.historySK = getS(it, attrHistorySK)
+	st.exportSince = get(attrExportSince)
+	if b, ok := it[attrRedactKey].(*types.AttributeValueMemberB); ok && len(b.Value) > 0 {
+		st.redactKey = b.Value
+	}
+	if m, ok := it[attrPending].(*types.AttributeValueMemberM); ok && err == nil {
+		st.pending, err = decodePending(m.Value)
+	}
 	st.lastRunID = getS(it, attrLastRunID)
 	st.lastOutcome = Outcome(getS(it, attrLastOutcome))
 	st.lastReason = getS(it, attrLastReason)
@@ -279,6 +303,12 @@ type HistoryRecord struct {
 	ExportJobID  string
 	Counts       Counts
 	TookOverFrom string
+	// ExportWindow is what the run exported and delivered: the window
+	// widened by the overlap.
+	ExportWindow events.Window
+	// Part and Parts: the run delivered part Part (0-based) of an export of
+	// Parts manifest parts; Parts is 0 when unknown (no export, or one part).
+	Part, Parts int
 }
 
 func historyItem(h HistoryRecord, ttl time.Time) item {
@@ -306,6 +336,13 @@ func historyItem(h HistoryRecord, ttl time.Time) item {
 	if h.TookOverFrom != "" {
 		it[attrTookOverFrom] = str(h.TookOverFrom)
 	}
+	if !h.ExportWindow.Since.IsZero() {
+		it[attrExportSince] = tm(h.ExportWindow.Since)
+	}
+	if h.Parts > 0 {
+		it[attrPart] = n(int64(h.Part))
+		it[attrParts] = n(int64(h.Parts))
+	}
 	return it
 }
 
@@ -326,6 +363,10 @@ func decodeHistory(it item) (HistoryRecord, error) {
 		Empty:  getBool(it, attrEmpty), Outcome: Outcome(getS(it, attrOutcome)),
 		Reason: getS(it, attrReason), ExportJobID: getS(it, attrExportJobID),
 		Counts: countsOf(it), TookOverFrom: getS(it, attrTookOverFrom),
+		Part: int(getN(it, attrPart)), Parts: int(getN(it, attrParts)),
+	}
+	if es := get(attrExportSince); !es.IsZero() {
+		h.ExportWindow = events.Window{Since: es, Until: h.Window.Until}
 	}
 	if err != nil {
 		return HistoryRecord{}, fmt.Errorf("decode %s: %w", getS(it, attrSK), err)

@@ -84,18 +84,25 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			it[attrLastReplayAt] = tm(now)
 			it[attrLastReplayBy] = str(req.Actor)
 			it[attrLastReplayTo] = tm(since)
+			key, kerr := newRedactKey()
+			if kerr != nil {
+				return ReplayResult{}, fmt.Errorf("replay: redaction key: %w", kerr)
+			}
+			it[attrRedactKey] = &types.AttributeValueMemberB{Value: key}
 			if rec.Reason != "" {
 				it[attrLastReplayReason] = str(rec.Reason)
 			}
 			stateWrite = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: it,
 				ConditionExpression: aws.String("attribute_not_exists(pk)")}}
 		} else {
+			// A replay drops any pending export: the next run exports its
+			// window afresh.
 			update := "SET #cp = :to, #version = #version + :one, #rAt = :now, #rBy = :by, #rFrom = :from, #rTo = :to"
-			update += ", #rReason = :reason"
+			update += ", #rReason = :reason, #pending = :none"
 			cond := "#version = :v AND #cp = :from AND " + lockFree
 			names, values := used(map[string]string{"#cp": attrCheckpoint, "#version": attrVersion, "#rAt": attrLastReplayAt,
 				"#rBy": attrLastReplayBy, "#rFrom": attrLastReplayFrom, "#rTo": attrLastReplayTo, "#rReason": attrLastReplayReason,
-				"#owner": attrOwner}, map[string]types.AttributeValue{":to": tm(since), ":one": n(1), ":now": tm(now),
+				"#owner": attrOwner, "#pending": attrPending}, map[string]types.AttributeValue{":to": tm(since), ":one": n(1), ":now": tm(now),
 				":by": str(req.Actor), ":from": tm(st.checkpoint), ":reason": str(rec.Reason), ":v": n(st.version), ":none": str("")}, update, cond)
 			stateWrite = types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.cfg.Table), Key: stateKey(),
 				UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
@@ -151,11 +158,21 @@ func (s *Store) Unlock(ctx context.Context, req UnlockRequest) (UnlockResult, er
 		if live.Live && !req.Force {
 			return res, fmt.Errorf("unlock: %w: run %s (%s); wait for it, stop the execution, or pass --force", ErrLockHeld, st.runID, live.Why)
 		}
-		why := "unlocked by " + orUnknown(req.Actor) + " (" + live.Why + ")"
+		// The actor is who asked; the liveness verdict may quote an AWS error.
+		pc := pendingChange{key: st.redactKey}
+		if len(pc.key) == 0 {
+			if pc.key, err = newRedactKey(); err != nil {
+				return UnlockResult{}, fmt.Errorf("unlock: redaction key: %w", err)
+			}
+			pc.newKey = true
+		}
+		why := "unlocked by " + orUnknown(req.Actor) + " (" + Redact(pc.key, live.Why) + ")"
 		if req.Force {
 			why = "force-" + why
 		}
-		err = s.transact(ctx, s.releaseWrite(st, now, OutcomeAbandoned, truncate(why, 500), st.checkpoint))
+		// The pending export stays, as on a take-over: the next run delivers
+		// the part the unlocked run was given again.
+		err = s.transact(ctx, s.releaseWrite(st, now, OutcomeAbandoned, truncate(why, 500), st.checkpoint, pc))
 		if conditionFailed(err) {
 			continue
 		}

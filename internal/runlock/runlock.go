@@ -23,9 +23,15 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultSafetyLag  = 2 * time.Minute
-	DefaultMaxWindow  = 24 * time.Hour
-	DefaultLease      = 26 * time.Hour
+	DefaultSafetyLag = 2 * time.Minute
+	// DefaultOverlap widens every export window back by this much, so a
+	// change HealthLake shows to exports later than the safety lag is
+	// still delivered (as a duplicate with the same eventId at worst).
+	DefaultOverlap = 5 * time.Minute
+	DefaultLease   = 26 * time.Hour
+	// leaseMargin is added to a run timeout to derive the lease when only
+	// the timeout is given (internal/stackconfig uses the same margin).
+	leaseMargin       = time.Hour
 	DefaultHistoryTTL = 30 * 24 * time.Hour
 	DefaultReplayTTL  = 400 * 24 * time.Hour
 )
@@ -42,6 +48,10 @@ const (
 	// OutcomeEmpty: the window was empty; the run released the lock and left
 	// the checkpoint where it was.
 	OutcomeEmpty Outcome = "EMPTY"
+	// OutcomePartial: the run delivered one part of a multi-part export; the
+	// rest is pending in the RUN record and the checkpoint waits for the
+	// last part.
+	OutcomePartial Outcome = "PARTIAL"
 	// OutcomeFailed: the run failed; the checkpoint did not move.
 	OutcomeFailed Outcome = "FAILED"
 	// OutcomeAbandoned: the run stopped without releasing the lock (crash,
@@ -83,12 +93,21 @@ type Config struct {
 	// unless SafetyLagSet, which makes a zero SafetyLag mean no lag at all.
 	SafetyLag    time.Duration
 	SafetyLagSet bool
-	// MaxWindow bounds a window's length so a long outage catches up in
-	// bounded steps. Default 24 h.
+	// MaxWindow caps a window's length; 0 (the default) means no cap: a
+	// window ends at now − lag, and the volume of a catch-up is bounded by
+	// the parts of the export's manifest instead (one part per run).
 	MaxWindow time.Duration
-	// Lease is how long a lock stays valid without its owner being checked;
-	// set it to the state machine's timeout plus a margin. Default 26 h.
+	// Overlap widens the export window back: a run exports and delivers
+	// (since − Overlap, until] while its checkpoint moves over (since,
+	// until]. Default 5 min unless OverlapSet, which makes 0 mean none.
+	Overlap    time.Duration
+	OverlapSet bool
+	// Lease is how long a lock stays valid without its owner being checked.
+	// Default RunTimeout + 1 h when RunTimeout is set, else 26 h.
 	Lease time.Duration
+	// RunTimeout is the state machine's TimeoutSeconds, when known: a lease
+	// not longer than it is refused (the lock could expire under a live run).
+	RunTimeout time.Duration
 	// InitialCheckpoint is the checkpoint the first run starts from on a
 	// fresh table. Zero means none: the first Acquire fails with ErrNoCheckpoint.
 	InitialCheckpoint time.Time
@@ -120,11 +139,14 @@ func New(db DynamoAPI, cfg Config) (*Store, error) {
 	if cfg.SafetyLag == 0 && !cfg.SafetyLagSet {
 		cfg.SafetyLag = DefaultSafetyLag
 	}
-	if cfg.MaxWindow == 0 {
-		cfg.MaxWindow = DefaultMaxWindow
+	if cfg.Overlap == 0 && !cfg.OverlapSet {
+		cfg.Overlap = DefaultOverlap
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
+		if cfg.RunTimeout > 0 {
+			cfg.Lease = cfg.RunTimeout + leaseMargin
+		}
 	}
 	if cfg.HistoryTTL == 0 {
 		cfg.HistoryTTL = DefaultHistoryTTL
@@ -132,8 +154,13 @@ func New(db DynamoAPI, cfg Config) (*Store, error) {
 	if cfg.ReplayTTL == 0 {
 		cfg.ReplayTTL = DefaultReplayTTL
 	}
-	if cfg.SafetyLag < 0 || cfg.MaxWindow < 0 || cfg.Lease < 0 || cfg.HistoryTTL < 0 || cfg.ReplayTTL < 0 {
+	if cfg.SafetyLag < 0 || cfg.MaxWindow < 0 || cfg.Overlap < 0 || cfg.Lease < 0 || cfg.RunTimeout < 0 ||
+		cfg.HistoryTTL < 0 || cfg.ReplayTTL < 0 {
 		return nil, errors.New("runlock: durations must not be negative")
+	}
+	if cfg.RunTimeout > 0 && cfg.Lease <= cfg.RunTimeout {
+		return nil, fmt.Errorf("runlock: lock lease %s must be longer than the run timeout %s, or a live run can lose its lock: set %s above %s",
+			cfg.Lease, cfg.RunTimeout, EnvLease, EnvRunTimeout)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -151,8 +178,8 @@ func (s *Store) Config() Config { return s.cfg }
 func (s *Store) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millisecond) }
 
 // WindowAt computes the window a run starting at now gets from checkpoint:
-// since = checkpoint, until = min(now − lag, since + maxWindow), never
-// before since (an empty window then).
+// since = checkpoint, until = now − lag (capped at since + maxWindow when
+// maxWindow > 0), never before since (an empty window then).
 func WindowAt(checkpoint, now time.Time, lag, maxWindow time.Duration) events.Window {
 	since := checkpoint.UTC().Truncate(time.Millisecond)
 	until := now.UTC().Add(-lag).Truncate(time.Millisecond)
@@ -163,6 +190,11 @@ func WindowAt(checkpoint, now time.Time, lag, maxWindow time.Duration) events.Wi
 		until = since
 	}
 	return events.Window{Since: since, Until: until}
+}
+
+// ExportWindowOf widens w back by overlap: (since − overlap, until].
+func ExportWindowOf(w events.Window, overlap time.Duration) events.Window {
+	return events.Window{Since: w.Since.Add(-overlap), Until: w.Until}
 }
 
 func (s *Store) getState(ctx context.Context) (state, error) {
@@ -205,7 +237,7 @@ func (s *Store) transact(ctx context.Context, items ...types.TransactWriteItem) 
 // empty string). The lock is free when owner is absent or empty. Emptying
 // instead of REMOVE keeps one code path for DynamoDB and emulators whose
 // REMOVE is incomplete.
-const lockClear = "#owner = :none, #runId = :none, #startTime = :none, #lockedAt = :none, #leaseUntil = :none, #ws = :none, #wu = :none, #hsk = :none"
+const lockClear = "#owner = :none, #runId = :none, #startTime = :none, #lockedAt = :none, #leaseUntil = :none, #ws = :none, #wu = :none, #es = :none, #hsk = :none"
 
 // lockFree is the condition that nobody holds the lock.
 const lockFree = "(attribute_not_exists(#owner) OR #owner = :none)"
@@ -213,8 +245,8 @@ const lockFree = "(attribute_not_exists(#owner) OR #owner = :none)"
 func lockNames(extra map[string]string) map[string]string {
 	m := map[string]string{
 		"#owner": attrOwner, "#runId": attrRunID, "#startTime": attrStartTime, "#lockedAt": attrLockedAt,
-		"#leaseUntil": attrLeaseUntil, "#ws": attrWindowSince, "#wu": attrWindowUntil, "#hsk": attrHistorySK,
-		"#version": attrVersion,
+		"#leaseUntil": attrLeaseUntil, "#ws": attrWindowSince, "#wu": attrWindowUntil, "#es": attrExportSince, "#hsk": attrHistorySK,
+		"#version": attrVersion, "#pending": attrPending, "#rk": attrRedactKey,
 	}
 	for k, v := range extra {
 		m[k] = v

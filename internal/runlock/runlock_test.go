@@ -268,7 +268,7 @@ func TestConditionalWriteOnAStaleReadFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A release built from the old read must not apply: version and owner moved on.
-	err = f.store.transact(ctx, f.store.releaseWrite(before, t0, OutcomeFailed, "late", before.checkpoint))
+	err = f.store.transact(ctx, f.store.releaseWrite(before, t0, OutcomeFailed, "late", before.checkpoint, pendingChange{}))
 	if !conditionFailed(err) {
 		t.Fatalf("stale release: err = %v, want a conditional check failure", err)
 	}
@@ -381,7 +381,7 @@ func TestEmptyWindowCommitIsACleanNoOp(t *testing.T) {
 }
 
 func TestLongOutageCatchesUpInBoundedWindows(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.InitialCheckpoint = t0.Add(-50 * time.Hour) })
+	f := newFixture(t, func(c *Config) { c.InitialCheckpoint = t0.Add(-50 * time.Hour); c.MaxWindow = 24 * time.Hour })
 	ctx := context.Background()
 	var got []events.Window
 	for i := range 4 {
@@ -538,7 +538,7 @@ func TestConfigFromEnv(t *testing.T) {
 	for name, bad := range map[string]map[string]string{
 		"no table":      {},
 		"bad lag":       {EnvTable: "t", EnvSafetyLag: "two minutes"},
-		"zero window":   {EnvTable: "t", EnvMaxWindow: "0s"},
+		"zero lease":    {EnvTable: "t", EnvLease: "0s"},
 		"bad timestamp": {EnvTable: "t", EnvInitialCheckpoint: "yesterday"},
 		"negative lag":  {EnvTable: "t", EnvSafetyLag: "-1m"},
 	} {

@@ -24,6 +24,9 @@ type Status struct {
 	Now time.Time
 	// Lock is the current holder, nil when free.
 	Lock *LockInfo
+	// Pending is the rest of a multi-part export the next runs deliver
+	// before the checkpoint moves; nil when none.
+	Pending *Pending
 	// LastRun is the last run that ended, nil if none.
 	LastRun    *LastRun
 	LastReplay *ReplayRecord
@@ -45,7 +48,9 @@ type LockInfo struct {
 	LockedAt   time.Time
 	LeaseUntil time.Time
 	Window     events.Window
-	Liveness   Liveness
+	// ExportWindow is what the holder exports and delivers.
+	ExportWindow events.Window
+	Liveness     Liveness
 }
 
 // LastRun is the STATE item's record of the last run that ended.
@@ -79,13 +84,14 @@ func (s *Store) Status(ctx context.Context, historyLimit int) (Status, error) {
 		out.Lag = now.Sub(st.checkpoint)
 		out.LastReplay = st.lastReplay
 		out.SkippedRuns, out.LastSkippedAt, out.Takeovers = st.skippedRuns, st.lastSkippedAt, st.takeovers
+		out.Pending = st.pending
 		if st.lastRunID != "" {
 			out.LastRun = &LastRun{RunID: st.lastRunID, Outcome: st.lastOutcome, Reason: st.lastReason, EndedAt: st.lastEndedAt}
 		}
 	}
 	if st.locked() {
 		out.Lock = &LockInfo{Owner: st.owner, RunID: st.runID, StartTime: st.startTime, LockedAt: st.lockedAt,
-			LeaseUntil: st.leaseUntil, Window: st.window, Liveness: s.liveness(ctx, st, now)}
+			LeaseUntil: st.leaseUntil, Window: st.window, ExportWindow: s.heldExportWindow(st), Liveness: s.liveness(ctx, st, now)}
 	}
 	if historyLimit > 0 {
 		out.History, err = s.History(ctx, historyLimit)
