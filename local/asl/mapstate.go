@@ -46,6 +46,11 @@ func (rn *run) mapState(ctx context.Context, s *state, raw any, sc stateCtx) (an
 		if err != nil {
 			return nil, err
 		}
+		if !distributed { // a Distributed Map fails the child instead
+			if err := checkSize(v, fmt.Sprintf("input of iteration %d of state '%s' after ItemSelector", i, s.name)); err != nil {
+				return nil, err
+			}
+		}
 		inputs[i] = v
 	}
 	var weights []int // items per child execution; nil: one each
@@ -141,6 +146,9 @@ func (rn *run) parallel(ctx context.Context, s *state, raw any, sc stateCtx) (an
 	}
 	if s.parameters != nil {
 		if eff, err = s.parameters.eval(eff, ctxObj); err != nil {
+			return nil, err
+		}
+		if err := checkSize(eff, "input of state '"+s.name+"' after Parameters"); err != nil {
 			return nil, err
 		}
 	}

@@ -64,6 +64,12 @@ type Config struct {
 	// multiplies every wait (0 or 1: real time).
 	Clock     Clock
 	TimeScale float64
+	// ExpressMaxDuration is the longest an EXPRESS execution (an EXPRESS
+	// machine's or a Distributed Map's child) runs before it ends TIMED_OUT
+	// with States.Timeout; 0 means AWS's DefaultExpressMaxDuration. Like
+	// every duration it is multiplied by TimeScale; tests may set a smaller
+	// one.
+	ExpressMaxDuration time.Duration
 	// Region and AccountID are used in Map Run and child execution ARNs.
 	Region, AccountID string
 	// OnTransition is called for each state transition of every execution.
@@ -91,7 +97,31 @@ func NewRunner(cfg Config) *Runner {
 	if cfg.AccountID == "" {
 		cfg.AccountID = "000000000000"
 	}
+	if cfg.ExpressMaxDuration <= 0 {
+		cfg.ExpressMaxDuration = DefaultExpressMaxDuration
+	}
 	return &Runner{cfg: cfg}
+}
+
+// DefaultExpressMaxDuration is the longest an EXPRESS execution runs in
+// Step Functions (5 minutes).
+const DefaultExpressMaxDuration = 5 * time.Minute
+
+// executionLimit returns how long an execution of type typ may run under
+// the machine's TimeoutSeconds (0: none) and the EXPRESS limit, with the
+// cause it times out with; 0 means no limit.
+func (r *Runner) executionLimit(typ string, timeoutSeconds int64) (time.Duration, string) {
+	var d time.Duration
+	var cause string
+	if timeoutSeconds > 0 {
+		d = time.Duration(timeoutSeconds) * time.Second
+		cause = "The execution ran longer than the state machine's TimeoutSeconds"
+	}
+	if exp := r.cfg.ExpressMaxDuration; typ == TypeExpress && (d == 0 || exp < d) {
+		d = exp
+		cause = fmt.Sprintf("The EXPRESS execution ran longer than %v, the longest an EXPRESS execution runs", exp)
+	}
+	return d, cause
 }
 
 // StartInput names a new execution.
@@ -191,7 +221,11 @@ type abortError struct{ name, cause string }
 
 func (a *abortError) Error() string { return "execution aborted: " + a.name + " " + a.cause }
 
-var errExecutionTimedOut = errors.New("execution timed out")
+// timedOutError is the cancel cause of an execution that reached its
+// TimeoutSeconds or the EXPRESS limit.
+type timedOutError struct{ cause string }
+
+func (e *timedOutError) Error() string { return "execution timed out: " + e.cause }
 
 // Stop aborts a running execution (status ABORTED); no effect once finished.
 func (x *Execution) Stop(errName, cause string) {
@@ -262,17 +296,20 @@ type run struct {
 	input any
 }
 
+// runExecution runs x to its end. timeoutSeconds is the machine's
+// TimeoutSeconds (0: none); an EXPRESS execution also ends at the EXPRESS
+// limit.
 func (r *Runner) runExecution(ctx context.Context, root *processor, timeoutSeconds int64, x *Execution, input any) {
 	defer close(x.done)
 	rn := &run{r: r, x: x, input: input}
 	x.addEvent(Event{Type: "ExecutionStarted", Timestamp: r.cfg.Clock.Now(), Input: x.info.Input, RoleARN: x.roleARN})
-	if timeoutSeconds > 0 {
+	if limit, why := r.executionLimit(x.info.Type, timeoutSeconds); limit > 0 {
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() {
 			select {
-			case <-r.cfg.Clock.After(scale(time.Duration(timeoutSeconds)*time.Second, r.cfg.TimeScale)):
-				x.cancel(errExecutionTimedOut)
+			case <-r.cfg.Clock.After(scale(limit, r.cfg.TimeScale)):
+				x.cancel(&timedOutError{cause: why})
 			case <-stop:
 			case <-ctx.Done():
 			}
@@ -296,12 +333,13 @@ func (r *Runner) runExecution(ctx context.Context, root *processor, timeoutSecon
 	case ctx.Err() != nil:
 		cause := context.Cause(ctx)
 		var ab *abortError
+		var to *timedOutError
 		switch {
 		case errors.As(cause, &ab):
 			x.info.Status, x.info.Error, x.info.Cause = StatusAborted, ab.name, ab.cause
 			ev = Event{Type: "ExecutionAborted", Error: ab.name, Cause: ab.cause}
-		case errors.Is(cause, errExecutionTimedOut):
-			x.info.Status, x.info.Error, x.info.Cause = StatusTimedOut, ErrorTimeout, "The execution ran longer than the state machine's TimeoutSeconds"
+		case errors.As(cause, &to):
+			x.info.Status, x.info.Error, x.info.Cause = StatusTimedOut, ErrorTimeout, to.cause
 			ev = Event{Type: "ExecutionTimedOut", Error: x.info.Error, Cause: x.info.Cause}
 		default:
 			x.info.Status, x.info.Error, x.info.Cause = StatusAborted, "", "the service stopped"
@@ -528,6 +566,9 @@ func (rn *run) pass(s *state, raw any, sc stateCtx) (any, error) {
 	}
 	if s.parameters != nil {
 		if eff, err = s.parameters.eval(eff, ctxObj); err != nil {
+			return nil, err
+		}
+		if err := checkSize(eff, "input of state '"+s.name+"' after Parameters"); err != nil {
 			return nil, err
 		}
 	}

@@ -45,6 +45,11 @@ type Options struct {
 	// TimeScale multiplies every wait (Wait states, Retry intervals,
 	// heartbeats, timeouts); 0 or 1 is real time, 0.001 runs a minute in 60 ms.
 	TimeScale float64
+	// ExpressMaxDuration is the longest an EXPRESS execution (an EXPRESS
+	// machine's, or a Distributed Map child) runs before it ends TIMED_OUT
+	// with States.Timeout; 0 is AWS's 5 minutes. Scaled by TimeScale; tests
+	// may set a smaller one.
+	ExpressMaxDuration time.Duration
 	// OnTransition, when set, is called for each state transition of every
 	// execution (parent and Distributed Map children).
 	OnTransition func(executionARN, stateName string)

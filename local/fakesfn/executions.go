@@ -30,15 +30,16 @@ var nameRE = regexp.MustCompile(`^[^\s<>{}\[\]?*"#%\\^|~` + "`" + `$&,;:/\x00-\x
 func (e *Emulator) runner() *asl.Runner {
 	e.runOnce.Do(func() {
 		e.run = asl.NewRunner(asl.Config{
-			Tasks:            taskRunner{e},
-			Objects:          objectStore{e.opts.S3},
-			Tokens:           e.tokens,
-			Clock:            e.opts.Clock,
-			TimeScale:        e.opts.TimeScale,
-			Region:           e.opts.Region,
-			AccountID:        e.opts.AccountID,
-			OnTransition:     e.opts.OnTransition,
-			OnChildExecution: e.addChild,
+			Tasks:              taskRunner{e},
+			Objects:            objectStore{e.opts.S3},
+			Tokens:             e.tokens,
+			Clock:              e.opts.Clock,
+			TimeScale:          e.opts.TimeScale,
+			ExpressMaxDuration: e.opts.ExpressMaxDuration,
+			Region:             e.opts.Region,
+			AccountID:          e.opts.AccountID,
+			OnTransition:       e.opts.OnTransition,
+			OnChildExecution:   e.addChild,
 		})
 	})
 	return e.run
