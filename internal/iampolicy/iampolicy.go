@@ -1,0 +1,288 @@
+// Package iampolicy is the one definition of what every principal of the
+// pipeline may do: the four Lambdas' execution roles, the state machine's
+// role, the role HealthLake assumes to write exports, and the scheduler's
+// role. The CDK app builds each role's policy from Policy, and cdc-local
+// enforces the same statements on every call (local/iam), so a missing grant
+// is a red local test instead of an AccessDenied in the first deployed hour.
+//
+// Statements are plain values parameterised by Resources: the CDK app passes
+// CloudFormation tokens as strings, cdc-local passes local ARNs.
+package iampolicy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Principal names one role of the stack.
+type Principal string
+
+// The principals of the stack.
+const (
+	StartExport      Principal = "start-export"
+	CheckExport      Principal = "check-export"
+	PrepareChange    Principal = "prepare-change"
+	RunLock          Principal = "run-lock"
+	StateMachine     Principal = "state-machine"
+	HealthLakeExport Principal = "healthlake-export"
+	Scheduler        Principal = "scheduler"
+)
+
+// Principals lists every principal, Lambdas first.
+func Principals() []Principal {
+	return []Principal{StartExport, CheckExport, PrepareChange, RunLock, StateMachine, HealthLakeExport, Scheduler}
+}
+
+// Lambdas lists the principals that are Lambda execution roles.
+func Lambdas() []Principal { return []Principal{StartExport, CheckExport, PrepareChange, RunLock} }
+
+// Conditions is an IAM Condition block: operator → key → values.
+type Conditions map[string]map[string][]string
+
+// Statement is one statement of an identity policy: Allow unless Deny.
+type Statement struct {
+	// Sid names the statement; unique within its principal's policy.
+	Sid string
+	// Deny makes it a Deny statement (the stack has none today; the local
+	// evaluator honours them).
+	Deny      bool
+	Actions   []string
+	Resources []string
+	// Conditions, when set, must all hold.
+	Conditions Conditions
+	// NotExercised, when set, says why a normal local run makes no call
+	// this statement allows (the call is made by an AWS service cdc-local
+	// does not emulate, or only on a failure path); such statements are
+	// deployed and enforced all the same.
+	NotExercised string
+}
+
+// Resources are the ARNs (or, in the CDK app, tokens that resolve to ARNs)
+// the statements name.
+type Resources struct {
+	// BucketARN is the artifact bucket (arn:aws:s3:::name).
+	BucketARN string
+	// TableARN is the RUN table; KeyARN the stack's KMS key.
+	TableARN, KeyARN string
+	// DatastoreARN is the HealthLake data store.
+	DatastoreARN string
+	// StartQueueARN and RecheckQueueARN feed start-export and check-export.
+	StartQueueARN, RecheckQueueARN string
+	// EventBusARN is the change-event bus.
+	EventBusARN string
+	// StateMachineARN is the pipeline; ExecutionsARN matches its executions
+	// (…:execution:<name>:*), MapRunExecutionsARN the Distributed Map's child
+	// executions (…:execution:<name>/*).
+	StateMachineARN, ExecutionsARN, MapRunExecutionsARN string
+	// RunLockFunctionARN and PrepareChangeFunctionARN are the functions the
+	// state machine invokes.
+	RunLockFunctionARN, PrepareChangeFunctionARN string
+	// ExportRoleARN is the role HealthLake assumes to write exports.
+	ExportRoleARN string
+	// LogGroupARNs are the Lambdas' own log groups.
+	LogGroupARNs map[Principal]string
+}
+
+// S3 prefixes of the artifact bucket (docs/ARCHITECTURE.md, "S3 layout").
+const (
+	PrefixExports    = "exports/"
+	PrefixManifests  = "manifests/"
+	PrefixMapResults = "map-results/"
+	PrefixClaimCheck = "claim-check/"
+	PrefixQuarantine = "quarantine/"
+)
+
+// Objects returns the ARN pattern of the bucket's objects under prefix.
+func (r Resources) Objects(prefix string) string { return r.BucketARN + "/" + prefix + "*" }
+
+// HealthLakeService is the service principal the export role is passed to.
+const HealthLakeService = "healthlake.amazonaws.com"
+
+// Policy returns the statements of p's identity policy.
+func Policy(p Principal, r Resources) ([]Statement, error) {
+	var out []Statement
+	logs := func() Statement {
+		return Statement{
+			Sid:          "WriteOwnLogs",
+			Actions:      []string{"logs:CreateLogStream", "logs:PutLogEvents"},
+			Resources:    []string{r.LogGroupARNs[p]},
+			NotExercised: "the Lambda runtime writes the function's logs; cdc-local has no CloudWatch Logs",
+		}
+	}
+	healthlakeFollow := Statement{
+		Sid: "FollowExports",
+		Actions: []string{
+			"healthlake:DescribeFHIRExportJobWithGet", "healthlake:CancelFHIRExportJobWithDelete", "healthlake:ListFHIRExportJobs",
+		},
+		Resources: []string{r.DatastoreARN},
+	}
+	answerToken := Statement{
+		Sid:       "AnswerTaskToken",
+		Actions:   []string{"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"},
+		Resources: []string{r.StateMachineARN},
+	}
+	ledger := Statement{
+		Sid:       "ExportLedger",
+		Actions:   []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		Resources: []string{r.TableARN},
+	}
+	consume := func(queue string) Statement {
+		return Statement{
+			Sid:       "ConsumeQueue",
+			Actions:   []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"},
+			Resources: []string{queue},
+		}
+	}
+	sendRecheck := Statement{Sid: "SendRecheck", Actions: []string{"sqs:SendMessage"}, Resources: []string{r.RecheckQueueARN}}
+
+	switch p {
+	case RunLock:
+		out = []Statement{
+			logs(),
+			// The RUN record: Acquire/Commit/Fail transactions (Put, Update),
+			// status reads (GetItem, Query).
+			{Sid: "RunRecord", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}, Resources: []string{r.TableARN}},
+			// DynamoDB and S3 decrypt the table key and the Map's result
+			// objects with the caller's permission.
+			{Sid: "UseKey", Actions: []string{"kms:Decrypt"}, Resources: []string{r.KeyARN}},
+			{Sid: "ReadMapResults", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixMapResults)}},
+			// Whether the lock holder still runs.
+			{Sid: "LockHolderStatus", Actions: []string{"states:DescribeExecution"}, Resources: []string{r.ExecutionsARN}},
+			// Cancels the export of a failed or abandoned run.
+			healthlakeFollow,
+		}
+	case StartExport:
+		out = []Statement{
+			logs(),
+			consume(r.StartQueueARN),
+			sendRecheck,
+			ledger,
+			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"}, Resources: []string{r.KeyARN}},
+			{Sid: "StartExport", Actions: []string{"healthlake:StartFHIRExportJobWithPost"}, Resources: []string{r.DatastoreARN}},
+			healthlakeFollow,
+			{
+				Sid: "PassExportRole", Actions: []string{"iam:PassRole"}, Resources: []string{r.ExportRoleARN},
+				Conditions: Conditions{"StringEquals": {"iam:PassedToService": {HealthLakeService}}},
+			},
+			answerToken,
+		}
+	case CheckExport:
+		out = []Statement{
+			logs(),
+			consume(r.RecheckQueueARN),
+			sendRecheck,
+			ledger,
+			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
+			healthlakeFollow,
+			// An export whose status carries no output list is listed
+			// (issue 11.1): only the export prefix.
+			{
+				Sid: "ListExports", Actions: []string{"s3:ListBucket"}, Resources: []string{r.BucketARN},
+				Conditions: Conditions{"StringLike": {"s3:prefix": {PrefixExports + "*"}}},
+			},
+			{Sid: "WriteManifests", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixManifests)}},
+			answerToken,
+		}
+	case PrepareChange:
+		out = []Statement{
+			logs(),
+			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
+			{Sid: "ReadExports", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixExports)}},
+			{Sid: "WriteClaimChecksAndQuarantine", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixClaimCheck), r.Objects(PrefixQuarantine)}},
+			// Quarantine objects are written by multipart upload; a failed
+			// upload is aborted (issue 11.11).
+			{Sid: "AbortQuarantineUpload", Actions: []string{"s3:AbortMultipartUpload"}, Resources: []string{r.Objects(PrefixQuarantine)},
+				NotExercised: "only a failed multipart upload is aborted; local/stack TestIAMAbortQuarantineUpload makes that call as prepare-change"},
+			{Sid: "PublishChanges", Actions: []string{"events:PutEvents"}, Resources: []string{r.EventBusARN}},
+		}
+	case StateMachine:
+		out = []Statement{
+			{Sid: "InvokeFunctions", Actions: []string{"lambda:InvokeFunction"}, Resources: []string{
+				r.RunLockFunctionARN, r.RunLockFunctionARN + ":*", r.PrepareChangeFunctionARN, r.PrepareChangeFunctionARN + ":*",
+			}},
+			{Sid: "SendStart", Actions: []string{"sqs:SendMessage"}, Resources: []string{r.StartQueueARN}},
+			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
+			{Sid: "ReadManifests", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixManifests)}},
+			{Sid: "WriteMapResults", Actions: []string{"s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"}, Resources: []string{r.Objects(PrefixMapResults)}},
+			{Sid: "StartMapRuns", Actions: []string{"states:StartExecution"}, Resources: []string{r.StateMachineARN},
+				NotExercised: "the Distributed Map's child executions run inside the local interpreter, not through StartExecution"},
+			{Sid: "ManageMapRuns", Actions: []string{"states:DescribeExecution", "states:StopExecution"}, Resources: []string{r.ExecutionsARN, r.MapRunExecutionsARN},
+				NotExercised: "the Distributed Map's child executions run inside the local interpreter, not through DescribeExecution/StopExecution"},
+		}
+	case HealthLakeExport:
+		out = []Statement{
+			{Sid: "WriteExports", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixExports)}},
+			{Sid: "CheckBucket", Actions: []string{"s3:ListBucket", "s3:GetBucketPublicAccessBlock", "s3:GetEncryptionConfiguration"}, Resources: []string{r.BucketARN}},
+			{Sid: "UseKey", Actions: []string{"kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt"}, Resources: []string{r.KeyARN}},
+		}
+	case Scheduler:
+		out = []Statement{
+			{Sid: "StartPipeline", Actions: []string{"states:StartExecution"}, Resources: []string{r.StateMachineARN}},
+		}
+	default:
+		return nil, fmt.Errorf("iampolicy: unknown principal %q", p)
+	}
+	if err := validate(p, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MustPolicy is Policy for the principals of Principals, which cannot fail
+// unless a Resources field is empty.
+func MustPolicy(p Principal, r Resources) []Statement {
+	s, err := Policy(p, r)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// validate rejects statements with no action, an empty resource or a
+// duplicate Sid.
+func validate(p Principal, stmts []Statement) error {
+	seen := map[string]bool{}
+	for _, s := range stmts {
+		if s.Sid == "" || seen[s.Sid] {
+			return fmt.Errorf("iampolicy: %s: missing or duplicate Sid %q", p, s.Sid)
+		}
+		seen[s.Sid] = true
+		if len(s.Actions) == 0 || len(s.Resources) == 0 {
+			return fmt.Errorf("iampolicy: %s/%s: no actions or resources", p, s.Sid)
+		}
+		for _, r := range s.Resources {
+			if r == "" || strings.HasPrefix(r, "/") || strings.HasPrefix(r, ":") {
+				return fmt.Errorf("iampolicy: %s/%s: empty resource (a Resources field is not set)", p, s.Sid)
+			}
+		}
+	}
+	return nil
+}
+
+// Actions returns the sorted, distinct actions of stmts.
+func Actions(stmts []Statement) []string {
+	set := map[string]bool{}
+	for _, s := range stmts {
+		for _, a := range s.Actions {
+			set[a] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Without returns stmts without the statement named sid.
+func Without(stmts []Statement, sid string) []Statement {
+	out := make([]Statement, 0, len(stmts))
+	for _, s := range stmts {
+		if s.Sid != sid {
+			out = append(out, s)
+		}
+	}
+	return out
+}
