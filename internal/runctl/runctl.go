@@ -1,8 +1,9 @@
 // Package runctl is the logic of the run-lock Lambda: the acquire, commit
 // and fail actions the state machine calls, composed from internal/runlock
 // (the rules), a reader of the Distributed Map's results (the counts) and an
-// export canceller (internal/exportjob). It holds no AWS types; the payloads
-// are those of docs/ARCHITECTURE.md ("run-lock input").
+// export canceller (internal/exportjob). Only NewFromEnv (fromenv.go), the
+// one constructor of the Lambda from its environment, touches AWS types; the
+// payloads are those of docs/ARCHITECTURE.md ("run-lock input").
 package runctl
 
 import (
@@ -17,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
@@ -38,6 +40,10 @@ type Input struct {
 	ExportJobID   string         `json:"exportJobId,omitempty"`
 	// Results is the Distributed Map's output with ResultWriterDetails, or null.
 	Results json.RawMessage `json:"results,omitempty"`
+	// Export is the manifest part the run delivered (commit): the export
+	// wait's output or the acquire's reuse (contract C2), or the state's
+	// placeholder {"jobId":null,"fileCount":0} when nothing was exported.
+	Export json.RawMessage `json:"export,omitempty"`
 	// Error and Cause are the caught error of a failed run.
 	Error string `json:"error,omitempty"`
 	Cause string `json:"cause,omitempty"`
@@ -48,16 +54,26 @@ type AcquireOutput struct {
 	Acquired bool   `json:"acquired"`
 	Reason   string `json:"reason"`
 	RunID    string `json:"runId"`
-	// Window is null when the lock was refused.
-	Window *events.Window `json:"window"`
-	Empty  bool           `json:"empty"`
+	// Window is null when the lock was refused. It is what the checkpoint
+	// covers; ExportWindow (Window widened back by the overlap) is what the
+	// run exports and delivers.
+	Window       *events.Window `json:"window"`
+	ExportWindow *events.Window `json:"exportWindow"`
+	Empty        bool           `json:"empty"`
+	// Reuse is the next part of an export a previous run started (the
+	// state machine then skips the export), null otherwise.
+	Reuse *manifest.Export `json:"reuse"`
 }
 
 // FinishOutput is the answer to commit and fail.
 type FinishOutput struct {
 	RunID      string `json:"runId"`
 	Checkpoint string `json:"checkpoint"`
-	Outcome    string `json:"outcome"`
+	// Outcome is SUCCEEDED, EMPTY, PARTIAL (a part of a multi-part export
+	// was delivered; the next run delivers part NextPart of Parts) or FAILED.
+	Outcome  string `json:"outcome"`
+	NextPart int    `json:"nextPart,omitempty"`
+	Parts    int    `json:"parts,omitempty"`
 }
 
 // Locker is the part of runlock.Store the actions use.
@@ -194,8 +210,8 @@ func (h *Handler) acquire(ctx context.Context, in Input) (AcquireOutput, error) 
 		h.cancelPreviousExport(ctx, in, a)
 	}
 	if a.Acquired {
-		w := a.Window
-		out.Window, out.Empty = &w, a.Empty
+		w, ew := a.Window, a.ExportWindow
+		out.Window, out.ExportWindow, out.Empty, out.Reuse = &w, &ew, a.Empty, a.Reuse
 		h.emit(in, metrics.Seconds(metrics.CheckpointLagSeconds, h.now().Sub(a.Checkpoint)))
 	} else {
 		// A refused run still reports the lag: a lock held too long shows as a growing lag.
@@ -281,16 +297,48 @@ func (h *Handler) commit(ctx context.Context, in Input) (FinishOutput, error) {
 			return FinishOutput{}, &ChildrenFailedError{RunID: in.ExecutionName, Failed: counts.FailedFiles}
 		}
 	}
+	exp, err := ParseExport(in.Export)
+	if err != nil {
+		return FinishOutput{}, err
+	}
 	res, err := h.Lock.Commit(ctx, runlock.CommitRequest{Owner: in.ExecutionID, RunID: in.ExecutionName,
-		ExportJobID: in.ExportJobID, Counts: counts, Window: in.Window})
+		ExportJobID: in.ExportJobID, Counts: counts, Window: in.Window, Export: exp})
 	if errors.Is(err, runlock.ErrNotOwner) {
 		return FinishOutput{}, &LockLostError{RunID: in.ExecutionName, Err: err}
+	}
+	if errors.Is(err, runlock.ErrPartMismatch) || errors.Is(err, runlock.ErrWindowMismatch) {
+		return FinishOutput{}, &InputError{Msg: "commit " + in.ExecutionName + ": " + err.Error()}
 	}
 	if err != nil {
 		return FinishOutput{}, fmt.Errorf("commit %s: %w", in.ExecutionName, err)
 	}
 	h.emit(in, metrics.Seconds(metrics.CheckpointLagSeconds, h.now().Sub(res.Checkpoint)))
-	return FinishOutput{RunID: in.ExecutionName, Checkpoint: events.FormatTime(res.Checkpoint), Outcome: string(res.Outcome)}, nil
+	out := FinishOutput{RunID: in.ExecutionName, Checkpoint: events.FormatTime(res.Checkpoint), Outcome: string(res.Outcome)}
+	if res.Pending != nil {
+		out.NextPart, out.Parts = res.Pending.Next.Part, res.Pending.Next.Parts
+	}
+	return out, nil
+}
+
+// ParseExport reads the export field of a commit: nil for absent, null or
+// an object without parts (no export, or an export wait output from before
+// manifests had parts), else the manifest part the run delivered.
+func ParseExport(raw json.RawMessage) (*manifest.Export, error) {
+	trimmed := strings.TrimSpace(string(raw))
+	if trimmed == "" || trimmed == "null" {
+		return nil, nil
+	}
+	var e manifest.Export
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return nil, &InputError{Msg: "export: not a manifest part object (" + truncate(err.Error(), 200) + ")"}
+	}
+	if e.Parts == 0 {
+		return nil, nil
+	}
+	if err := e.Validate(); err != nil {
+		return nil, &InputError{Msg: err.Error()}
+	}
+	return &e, nil
 }
 
 func (h *Handler) fail(ctx context.Context, in Input) (FinishOutput, error) {

@@ -135,14 +135,16 @@ func TestAcquireOutputMatchesTheContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"acquired": true, "runId": "run-1", "empty": false,
-		"window": map[string]any{"since": "2026-11-21T09:00:00.000Z", "until": "2026-11-21T09:58:00.000Z"}}
+		"window":       map[string]any{"since": "2026-11-21T09:00:00.000Z", "until": "2026-11-21T09:58:00.000Z"},
+		"exportWindow": map[string]any{"since": "2026-11-21T08:55:00.000Z", "until": "2026-11-21T09:58:00.000Z"},
+		"reuse":        nil}
 	for k, v := range want {
 		if fmt.Sprint(got[k]) != fmt.Sprint(v) {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	if _, ok := got["reason"]; !ok || len(got) != 5 {
-		t.Errorf("output keys = %v, want acquired, reason, runId, window, empty", got)
+	if _, ok := got["reason"]; !ok || len(got) != 7 {
+		t.Errorf("output keys = %v, want acquired, reason, runId, window, exportWindow, empty, reuse (contract C3)", got)
 	}
 	f.owners.set(arn("run-2"), "RUNNING")
 	got, err = f.invoke(t, acquirePayload("run-2"))
