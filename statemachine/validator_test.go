@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,4 +100,60 @@ func TestDefinitionPassesASLValidator(t *testing.T) {
 		t.Fatalf("asl-validator reported errors:\n%s", out)
 	}
 	t.Logf("asl-validator: %s", strings.TrimSpace(string(out)))
+}
+
+// TestMapChildRetriesHandlerErrorsWithJitterInsideTheExpressLimit: the Map
+// child keeps the Lambda.* service retrier first and adds one for
+// prepare-change's retryable errors (contract C4), any task failure and
+// timeouts, with backoff and full jitter; its longest total wait between
+// attempts stays small beside the 5-minute EXPRESS limit, so a batch that
+// keeps failing fails its child (and the run, which retries the window)
+// instead of being killed mid-attempt.
+func TestMapChildRetriesHandlerErrorsWithJitterInsideTheExpressLimit(t *testing.T) {
+	def, err := Substitute(Definition(), testValues())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type retrier struct {
+		ErrorEquals                  []string
+		IntervalSeconds, MaxAttempts int
+		BackoffRate                  float64
+		MaxDelaySeconds              int
+		JitterStrategy               string
+	}
+	var m struct {
+		States map[string]struct {
+			ToleratedFailurePercentage *float64
+			ItemBatcher                any
+			ItemProcessor              struct {
+				States map[string]struct{ Retry []retrier }
+			}
+		}
+	}
+	if err := json.Unmarshal(def, &m); err != nil {
+		t.Fatal(err)
+	}
+	pc := m.States["PublishChanges"]
+	if pc.ItemBatcher != nil || pc.ToleratedFailurePercentage == nil || *pc.ToleratedFailurePercentage != 0 {
+		t.Fatalf("PublishChanges: ItemBatcher %v, ToleratedFailurePercentage %v; want none and 0", pc.ItemBatcher, pc.ToleratedFailurePercentage)
+	}
+	rs := pc.ItemProcessor.States["PrepareChange"].Retry
+	if len(rs) != 2 || rs[0].ErrorEquals[0] != "Lambda.ServiceException" {
+		t.Fatalf("PrepareChange retriers = %+v, want the Lambda.* one first and one more", rs)
+	}
+	r := rs[1]
+	want := map[string]bool{"BatchDeadlineExceeded": true, "PublishFailed": true, "ReadFailed": true, "States.TaskFailed": true, "States.Timeout": true}
+	for _, e := range r.ErrorEquals {
+		delete(want, e)
+	}
+	if len(want) != 0 || r.IntervalSeconds <= 0 || r.BackoffRate <= 1 || r.MaxDelaySeconds <= 0 || r.JitterStrategy != "FULL" || r.MaxAttempts < 1 {
+		t.Fatalf("handler retrier = %+v (missing %v)", r, want)
+	}
+	wait := 0.0
+	for i := 0; i < r.MaxAttempts; i++ {
+		wait += math.Min(float64(r.IntervalSeconds)*math.Pow(r.BackoffRate, float64(i)), float64(r.MaxDelaySeconds))
+	}
+	if wait > 60 {
+		t.Fatalf("the handler retrier may wait %.0f s in all; keep it within 60 s of the 300 s EXPRESS limit", wait)
+	}
 }

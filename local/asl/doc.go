@@ -9,7 +9,8 @@
 // ResultSelector, ResultPath, OutputPath); the context object $$; intrinsic
 // functions; Retry and Catch; task timeouts and heartbeats; the callback
 // (waitForTaskToken) pattern; the 256 KiB payload limit
-// (States.DataLimitExceeded). Task resources, S3 objects and task tokens are
+// (States.DataLimitExceeded); the machine's TimeoutSeconds and the 5-minute
+// limit of EXPRESS executions (TIMED_OUT with States.Timeout). Task resources, S3 objects and task tokens are
 // reached through the TaskRunner, ObjectStore and Tokens seams, so the
 // interpreter runs the same way under tests and under the Step Functions
 // emulator (local/fakesfn).
