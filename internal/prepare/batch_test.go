@@ -13,20 +13,22 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
-// batchInput is the payload the Distributed Map's ItemBatcher builds for keys.
+// batchInput is the payload the Distributed Map's ItemSelector builds for a
+// manifest batch of keys.
 func batchInput(keys ...string) prepare.Input {
-	in := prepare.Input{BatchInput: &prepare.BatchInput{
+	in := prepare.Input{
 		Window: events.Window{Since: since, Until: until},
 		Export: events.ExportRef{DatastoreID: "ds1", JobID: "job1"},
 		RunID:  "run-1", ExecutionID: "arn:aws:states:us-east-1:000000000000:execution:cdc:run-1",
-	}}
+	}
 	for _, k := range keys {
-		in.Items = append(in.Items, prepare.FileRef{Bucket: bucket, Key: k, ResourceType: "Patient"})
+		in.Files = append(in.Files, manifest.File{Bucket: bucket, Key: k, ResourceType: "Patient"})
 	}
 	return in
 }
@@ -95,7 +97,7 @@ func TestBatchSharesPutEventsBatchesAcrossFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.File != k || o.Files != 1 || o.QuarantineKey != prepare.QuarantineKey("run-1", k) {
+		if o.Files != 1 || len(o.QuarantineKeys) != 1 || o.QuarantineKeys[0] != prepare.QuarantineKey("run-1", k) {
 			t.Fatalf("single-file summary %+v", o)
 		}
 		calls += o.PutEventsCalls
@@ -112,10 +114,10 @@ func TestBatchPayloadFromStepFunctions(t *testing.T) {
 	r := newRig(t, 0)
 	h := r.handler(t, nil)
 	keys := putFiles(t, r, 2, false)
-	// Exactly what the ItemBatcher hands the child's Task as its Payload.
-	payload := `{"BatchInput":{"window":{"since":"2026-11-21T09:00:00.000Z","until":"2026-11-21T10:00:00.000Z"},` +
-		`"export":{"datastoreId":"ds1","jobId":"job1"},"runId":"run-1","executionId":"arn:aws:states:us-east-1:000000000000:execution:cdc:run-1"},` +
-		`"Items":[{"bucket":"artifacts","key":"` + keys[0] + `","resourceType":"Patient"},{"bucket":"artifacts","key":"` + keys[1] + `","resourceType":"Patient"}]}`
+	// Exactly what the ItemSelector hands the child's Task as its Payload (C4).
+	payload := `{"files":[{"bucket":"artifacts","key":"` + keys[0] + `","resourceType":"Patient","bytes":100},{"bucket":"artifacts","key":"` + keys[1] + `","resourceType":"Patient"}],` +
+		`"window":{"since":"2026-11-21T09:00:00.000Z","until":"2026-11-21T10:00:00.000Z"},` +
+		`"export":{"datastoreId":"ds1","jobId":"job1"},"runId":"run-1","executionId":"arn:aws:states:us-east-1:000000000000:execution:cdc:run-1"}`
 	raw, err := lambda.NewHandler(h.Handle).Invoke(context.Background(), []byte(payload))
 	if err != nil {
 		t.Fatalf("invoke: %v", err)
@@ -246,13 +248,11 @@ func TestInvalidBatchInputFails(t *testing.T) {
 	r := newRig(t, 0)
 	h := r.handler(t, nil)
 	for name, mod := range map[string]func(*prepare.Input){
-		"mixed shapes":     func(in *prepare.Input) { in.File = prepare.FileRef{Bucket: bucket, Key: exportKey} },
-		"mixed run":        func(in *prepare.Input) { in.RunID = "run-1" },
-		"no BatchInput":    func(in *prepare.Input) { in.BatchInput = nil },
-		"no items":         func(in *prepare.Input) { in.Items = []prepare.FileRef{} },
-		"item without key": func(in *prepare.Input) { in.Items[1].Key = "" },
-		"no run":           func(in *prepare.Input) { in.BatchInput.RunID = "" },
-		"empty window":     func(in *prepare.Input) { in.BatchInput.Window.Until = in.BatchInput.Window.Since },
+		"no files":         func(in *prepare.Input) { in.Files = nil },
+		"empty files":      func(in *prepare.Input) { in.Files = []manifest.File{} },
+		"file without key": func(in *prepare.Input) { in.Files[1].Key = "" },
+		"no run":           func(in *prepare.Input) { in.RunID = "" },
+		"empty window":     func(in *prepare.Input) { in.Window.Until = in.Window.Since },
 	} {
 		in := batchInput(exportKey, exportKey+"2")
 		mod(&in)

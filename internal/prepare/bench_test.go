@@ -3,7 +3,7 @@ package prepare_test
 // Benchmarks of the whole prepare-change path: S3 object → fhir reader →
 // change classifier → detail builder → publisher → an in-memory bus that
 // keeps nothing but counts, one invocation per file or (the "-batch"
-// corpora) all files in one ItemBatcher batch. Run them on one core:
+// corpora) all files in one batch. Run them on one core:
 //
 //	go test -run '^$' -bench 'BenchmarkHandler' -benchtime 3x -cpu 1 ./internal/prepare
 //	go test -run '^$' -bench 'BenchmarkPeakHeap1GB' -benchtime 1x -cpu 1 ./internal/prepare
@@ -36,6 +36,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -215,14 +216,14 @@ func benchHandler(b *testing.B, files []benchFile, overHTTP, batched bool) {
 		start, cpu0 := time.Now(), cpuSeconds()
 		var inputs []prepare.Input
 		if batched {
-			in := prepare.Input{BatchInput: &prepare.BatchInput{Window: benchWindow, Export: benchExport, RunID: "bench"}}
+			in := prepare.Input{Window: benchWindow, Export: benchExport, RunID: "bench"}
 			for _, f := range files {
-				in.Items = append(in.Items, prepare.FileRef{Bucket: bucket, Key: f.key, ResourceType: f.typ})
+				in.Files = append(in.Files, manifest.File{Bucket: bucket, Key: f.key, ResourceType: f.typ})
 			}
 			inputs = append(inputs, in)
 		} else {
 			for _, f := range files {
-				inputs = append(inputs, prepare.Input{File: prepare.FileRef{Bucket: bucket, Key: f.key, ResourceType: f.typ}, Window: benchWindow,
+				inputs = append(inputs, prepare.Input{Files: []manifest.File{{Bucket: bucket, Key: f.key, ResourceType: f.typ}}, Window: benchWindow,
 					Export: benchExport, RunID: "bench"})
 			}
 		}
@@ -348,7 +349,7 @@ func BenchmarkPeakHeap1GB(b *testing.B) {
 		runtime.GC()
 		sampler := startHeapSampler()
 		start, cpu0 := time.Now(), cpuSeconds()
-		out, err := h.Handle(ctx, prepare.Input{File: prepare.FileRef{Bucket: bucket, Key: "exports/gen/Observation-1-1-0.ndjson", ResourceType: "Observation"},
+		out, err := h.Handle(ctx, prepare.Input{Files: []manifest.File{{Bucket: bucket, Key: "exports/gen/Observation-1-1-0.ndjson", ResourceType: "Observation"}},
 			Window: benchWindow, Export: benchExport, RunID: "bench"})
 		elapsed, cpu := time.Since(start).Seconds(), cpuSeconds()-cpu0
 		peak := sampler.Stop()

@@ -1,21 +1,30 @@
 package prepare
 
 import (
-	"log/slog"
-
+	"context"
 	"errors"
 	"fmt"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 )
 
 // DefaultQuarantineRawBytes caps the raw bytes one quarantine record keeps.
 const DefaultQuarantineRawBytes = 256 << 10
+
+// DefaultDeadlineMargin is CDC_DEADLINE_MARGIN's default: the invocation
+// stops taking lines this long before its context's deadline.
+const DefaultDeadlineMargin = 30 * time.Second
 
 // Config configures the prepare-change handler.
 type Config struct {
@@ -24,9 +33,15 @@ type Config struct {
 	// KMSKeyID encrypts claim-checks and quarantine objects with SSE-KMS
 	// (CDC_KMS_KEY_ID); empty sends no encryption header (local emulators).
 	KMSKeyID string
-	// Publish configures the bus, source, detail type, size limit and retries
-	// (CDC_EVENT_BUS, CDC_EVENT_SOURCE, CDC_DETAIL_TYPE, CDC_MAX_ENTRY_BYTES).
+	// Publish configures the bus, source, detail type, size limit, rate and
+	// retries (CDC_EVENT_BUS, CDC_EVENT_SOURCE, CDC_DETAIL_TYPE,
+	// CDC_MAX_ENTRY_BYTES, CDC_PUTEVENTS_RATE).
 	Publish publish.Config
+	// DeadlineMargin is how long before its context's deadline an
+	// invocation stops taking lines and fails with BatchDeadlineExceeded
+	// (CDC_DEADLINE_MARGIN; ConfigFromEnv defaults it to 30 s). 0 = at the
+	// deadline itself; a context without a deadline has none.
+	DeadlineMargin time.Duration
 	// Validation is how strictly lines are checked (CDC_VALIDATE, default json).
 	Validation fhir.Validation
 	// Filter keeps or drops resource types (CDC_RESOURCE_TYPES, CDC_EXCLUDE_TYPES).
@@ -80,5 +95,43 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("prepare-change configuration: CDC_VALIDATE: %w", err)
 	}
 	cfg.Validation = v
+	cfg.DeadlineMargin = DefaultDeadlineMargin
+	if s := strings.TrimSpace(getenv("CDC_DEADLINE_MARGIN")); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return Config{}, fmt.Errorf("prepare-change configuration: CDC_DEADLINE_MARGIN=%q is not a duration ≥ 0 such as 30s", s)
+		}
+		cfg.DeadlineMargin = d
+	}
+	if s := strings.TrimSpace(getenv("CDC_PUTEVENTS_RATE")); s != "" {
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil || r < 0 || r != r {
+			return Config{}, fmt.Errorf("prepare-change configuration: CDC_PUTEVENTS_RATE=%q is not a rate ≥ 0 in requests per second", s)
+		}
+		cfg.Publish.Rate = r
+	}
 	return cfg, nil
+}
+
+// NewFromEnv is the one way the prepare-change Lambda is built, deployed
+// (cmd/prepare-change) and in cdc-local: configuration from getenv, S3 and
+// EventBridge clients from awsCfg, one log line per invocation to logger
+// and EMF metrics to rec (either may be nil).
+func NewFromEnv(getenv func(string) string, awsCfg aws.Config, logger *slog.Logger, rec *metrics.Recorder) (*Handler, error) {
+	cfg, err := ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger, cfg.Metrics = logger, rec
+	return New(awsclient.NewS3(awsCfg), eventbridge.NewFromConfig(awsCfg), cfg)
+}
+
+// internalDeadline returns ctx bounded by its deadline less DeadlineMargin
+// (ctx itself, cancellable, when it has no deadline).
+func (c Config) internalDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, dl.Add(-c.DeadlineMargin))
 }

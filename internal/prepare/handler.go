@@ -1,24 +1,24 @@
 // Package prepare is the prepare-change Lambda: the Distributed Map child for
-// one batch of manifest items (ItemBatcher) or, in the older shape, for one
-// item. It streams each NDJSON export object from S3 through the fhir reader
-// (never a whole file in memory or on disk), classifies each line against
-// the run's window and type filter, publishes one event per in-window
-// resource version through internal/publish (claim-checking large ones) with
-// one publisher for the whole batch, so PutEvents batches span files and only
-// the last one is partial, writes each file's bad lines to that file's
-// quarantine object, and returns a small summary of counts.
+// one batch of export files. It streams each NDJSON export object from S3
+// through the fhir reader (never a whole file in memory or on disk),
+// classifies each line against the run's window and type filter, publishes
+// one event per in-window resource version through internal/publish
+// (claim-checking large ones) with one publisher for the whole batch, so
+// PutEvents batches span files and only the last one is partial, writes each
+// file's bad lines to that file's quarantine object, and returns a small
+// summary of counts. It stops taking lines at its internal deadline and
+// fails with BatchDeadlineExceeded, so the Map retries the batch (same
+// eventIds) instead of the invocation being killed.
 package prepare
 
 import (
-	"sort"
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"io"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -26,44 +26,22 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 )
 
-// FileRef is one manifest item: an NDJSON export object of one resource type.
-type FileRef struct {
-	Bucket       string `json:"bucket"`
-	Key          string `json:"key"`
-	ResourceType string `json:"resourceType"`
-}
-
-// BatchInput is the run context every file of a batch shares: the
-// ItemBatcher's BatchInput.
-type BatchInput struct {
+// Input is the payload of one invocation, built by the Distributed Map's
+// ItemSelector from one manifest batch and the run's context:
+// {"files": [{"bucket","key","resourceType","bytes"}...], "window",
+// "export": {"datastoreId","jobId"}, "runId", "executionId"}.
+type Input struct {
+	Files       []manifest.File  `json:"files"`
 	Window      events.Window    `json:"window"`
 	Export      events.ExportRef `json:"export"`
 	RunID       string           `json:"runId"`
-	ExecutionID string           `json:"executionId"`
-}
-
-// Input is the payload of one invocation, in one of two shapes:
-//
-//   - a batch, built by the Distributed Map's ItemBatcher:
-//     {"BatchInput": {"window", "export", "runId", "executionId"},
-//     "Items": [{"bucket", "key", "resourceType"}, ...]};
-//   - one file, built by an ItemSelector per item (the older shape):
-//     {"file": {"bucket", "key", "resourceType"}, "window", "export",
-//     "runId", "executionId"}.
-//
-// Setting fields of both shapes is an error.
-type Input struct {
-	File        FileRef          `json:"file,omitzero"`
-	Window      events.Window    `json:"window,omitzero"`
-	Export      events.ExportRef `json:"export,omitzero"`
-	RunID       string           `json:"runId,omitempty"`
 	ExecutionID string           `json:"executionId,omitempty"`
-
-	BatchInput *BatchInput `json:"BatchInput,omitempty"`
-	Items      []FileRef   `json:"Items,omitempty"`
 }
 
 // MaxListedQuarantineKeys bounds Output.QuarantineKeys; Output.QuarantineObjects
@@ -75,17 +53,13 @@ const MaxListedQuarantineKeys = 10
 // state limit for any batch. Lines counts non-blank lines; each ends as
 // exactly one of Events, OutsideWindow, Filtered and Quarantined.
 type Output struct {
-	// File is the file's key in the single-file shape, empty for a batch.
-	File          string `json:"file,omitempty"`
-	Files         int64  `json:"files"`
-	Lines         int64  `json:"lines"`
-	Events        int64  `json:"events"`
-	OutsideWindow int64  `json:"outsideWindow"`
-	Quarantined   int64  `json:"quarantined"`
-	ClaimChecked  int64  `json:"claimChecked"`
-	Bytes         int64  `json:"bytes"`
-	// QuarantineKey is the file's quarantine object in the single-file shape.
-	QuarantineKey string `json:"quarantineKey,omitempty"`
+	Files         int64 `json:"files"`
+	Lines         int64 `json:"lines"`
+	Events        int64 `json:"events"`
+	OutsideWindow int64 `json:"outsideWindow"`
+	Quarantined   int64 `json:"quarantined"`
+	ClaimChecked  int64 `json:"claimChecked"`
+	Bytes         int64 `json:"bytes"`
 	// QuarantineKeys lists the first MaxListedQuarantineKeys quarantine
 	// objects written, in file order; QuarantineObjects counts them all.
 	QuarantineKeys    []string `json:"quarantineKeys,omitempty"`
@@ -98,7 +72,10 @@ type Output struct {
 	Blank          int64 `json:"blank"`
 	PutEventsCalls int64 `json:"putEventsCalls"`
 	EntriesRetried int64 `json:"entriesRetried"`
-	Chunks         int64 `json:"chunks"`
+	// Throttled counts PutEvents calls that failed as a whole (throttled,
+	// 5xx) and were retried.
+	Throttled int64 `json:"throttled"`
+	Chunks    int64 `json:"chunks"`
 }
 
 // S3API is the part of the S3 client the handler uses.
@@ -136,6 +113,7 @@ func New(s3c S3API, eb publish.PutEventsAPI, cfg Config) (*Handler, error) {
 	if cfg.QuarantinePartBytes < 5<<20 {
 		cfg.QuarantinePartBytes = 5 << 20 // S3's minimum size of a part but the last
 	}
+	cfg.Publish.Rejectable = []string{CodeMalformedDetail}
 	if _, err := publish.New(eb, cfg.Publish); err != nil {
 		return nil, fmt.Errorf("prepare-change: %w", err)
 	}
@@ -147,89 +125,350 @@ func New(s3c S3API, eb publish.PutEventsAPI, cfg Config) (*Handler, error) {
 // hide the call latency (a file of 5,000 resources is 500 calls).
 const DefaultPutConcurrency = 4
 
-// ReasonEventTooLarge quarantines a resource whose event exceeds the size
-// limit even with a resourceRef instead of the resource.
-const ReasonEventTooLarge = "event exceeds the PutEvents size limit even with a resourceRef"
+// Quarantine reasons prepare-change adds to those of the reader and the
+// classifier. They name the cause, never content.
+const (
+	// ReasonEventTooLarge: the event exceeds the size limit even with a resourceRef.
+	ReasonEventTooLarge = "event exceeds the PutEvents size limit even with a resourceRef"
+	// ReasonNotJSON: a line too large for an inline event that is not one
+	// JSON object (possible at validation level none); inline, EventBridge
+	// would have rejected it with MalformedDetail.
+	ReasonNotJSON = "the line is not one valid JSON object (checked before claim-checking it)"
+	// ReasonMalformedDetail: EventBridge rejected the line's event with
+	// MalformedDetail (possible at validation level none).
+	ReasonMalformedDetail = "EventBridge rejected the event with MalformedDetail: the line is not valid JSON"
+)
 
-// ReasonNotJSON quarantines a line too large for an inline event that is not
-// one JSON object (possible at validation level none); inline, EventBridge
-// would have rejected it with MalformedDetail.
-const ReasonNotJSON = "the line is not one valid JSON object (checked before claim-checking it)"
+// CodeMalformedDetail is the PutEvents per-entry error code for a detail
+// EventBridge cannot parse as JSON. The envelope is always well-formed, so
+// the cause is the exported line, and no retry can fix it: the line is
+// quarantined.
+const CodeMalformedDetail = "MalformedDetail"
 
-// files returns the invocation's files and run context, checked.
-func (in Input) files() ([]FileRef, BatchInput, error) {
-	batched := in.BatchInput != nil || in.Items != nil
-	var files []FileRef
-	var run BatchInput
-	switch {
-	case batched && (in.File != FileRef{} || in.Export != events.ExportRef{} || in.RunID != "" || in.ExecutionID != "" || !in.Window.Since.IsZero() || !in.Window.Until.IsZero()):
-		return nil, run, errors.New("prepare-change: input mixes the batch shape (BatchInput, Items) with the single-file shape")
-	case batched && in.BatchInput == nil:
-		return nil, run, errors.New("prepare-change: input BatchInput is required with Items")
-	case batched && len(in.Items) == 0:
-		return nil, run, errors.New("prepare-change: input Items is empty")
-	case batched:
-		files, run = in.Items, *in.BatchInput
-	default:
-		files, run = []FileRef{in.File}, BatchInput{Window: in.Window, Export: in.Export, RunID: in.RunID, ExecutionID: in.ExecutionID}
+// check returns the invocation's input checked.
+func (in Input) check() error {
+	if len(in.Files) == 0 {
+		return errors.New("prepare-change: input files is empty")
 	}
-	for i, f := range files {
+	for i, f := range in.Files {
 		if f.Bucket == "" || f.Key == "" {
-			if batched {
-				return nil, run, fmt.Errorf("prepare-change: input Items[%d].bucket and .key are required", i)
-			}
-			return nil, run, errors.New("prepare-change: input file.bucket and file.key are required")
+			return fmt.Errorf("prepare-change: input files[%d].bucket and .key are required", i)
 		}
 	}
 	switch {
-	case run.Window.Since.IsZero() && run.Window.Until.IsZero():
-		return nil, run, errors.New("prepare-change: input window is required")
-	case run.Window.Empty():
-		return nil, run, fmt.Errorf("prepare-change: input window %s is empty", run.Window)
-	case run.RunID == "":
-		return nil, run, errors.New("prepare-change: input runId is required")
+	case in.Window.Since.IsZero() && in.Window.Until.IsZero():
+		return errors.New("prepare-change: input window is required")
+	case in.Window.Empty():
+		return fmt.Errorf("prepare-change: input window %s is empty", in.Window)
+	case in.RunID == "":
+		return errors.New("prepare-change: input runId is required")
 	}
-	return files, run, nil
+	return nil
 }
 
-// fileState is one file of an invocation: its counts and quarantine object.
+// fileState is one file of an invocation: its counts, its quarantine
+// object, and its events without an outcome yet.
 type fileState struct {
-	ref      FileRef
+	ref      manifest.File
 	q        *quarantine
 	counts   change.Counts
 	blank    int64
 	bytes    int64
 	rejected int64  // lines quarantined after EventBridge rejected their event
 	key      string // the quarantine object, once written
-
-	// guarded by the tracker's mutex
-	pending  int  // events queued or in flight
-	readDone bool // every line read
-	closed   bool // quarantine object closed (main goroutine only)
+	pending  int    // events handed to the publisher without an outcome
+	readDone bool   // every line read
+	closed   bool   // quarantine object closed
 }
 
-// Handle processes one batch of export files, or one file. It fails (and
-// Step Functions retries the whole invocation) only when S3 or EventBridge
-// fail for good on any file; bad lines are quarantined and counted, never
-// fatal, and so is a line whose event EventBridge rejects as malformed. A
-// retried invocation publishes the same eventIds and rewrites the same
-// claim-check and quarantine objects.
+// lineRef is the token an event carries through the publisher: where its
+// line is, to quarantine it if EventBridge rejects the event. raw is kept
+// only at validation level none, the one level where that can happen.
+type lineRef struct {
+	file   *fileState
+	number int64
+	offset int64
+	raw    []byte
+}
+
+// batch is one invocation's work: its files, publisher and emitter.
+type batch struct {
+	h        *Handler
+	in       Input
+	pub      *publish.Publisher
+	em       *publish.Emitter
+	files    []*fileState
+	outcomes []publish.Outcome // reused buffer
+}
+
+// Handle processes one batch of export files. It fails (and Step Functions
+// retries the whole batch) with a *ReadFailed or *PublishFailed when S3 or
+// EventBridge fail for good, and with a *BatchDeadlineExceeded at the
+// internal deadline; bad lines are quarantined and counted, never fatal, and
+// so is a line whose event EventBridge rejects as malformed. A retried
+// invocation publishes the same eventIds and rewrites the same claim-check
+// and quarantine objects.
 func (h *Handler) Handle(ctx context.Context, in Input) (Output, error) {
 	start := time.Now()
-	out, perType, err := h.handle(ctx, in)
-	h.observe(in, out, perType, time.Since(start), err)
+	b := &batch{h: h, in: in}
+	err := in.check()
+	if err == nil {
+		err = b.run(ctx)
+	}
+	out := b.summary()
+	h.observe(in, out, b.linesPerType(), time.Since(start), err)
 	return out, err
+}
+
+// run reads, classifies and publishes every file of the batch.
+func (b *batch) run(parent context.Context) error {
+	h := b.h
+	ctx, cancel := h.cfg.internalDeadline(parent)
+	defer cancel()
+	pub, err := publish.New(h.eb, h.cfg.Publish)
+	if err != nil {
+		return fmt.Errorf("prepare-change: %w", err)
+	}
+	b.pub = pub
+	defer func() { _ = pub.Wait() }() // no send outlives the invocation, also on error
+	b.em = &publish.Emitter{
+		Publisher:  pub,
+		ClaimCheck: &publish.ClaimCheck{S3: h.s3, Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID},
+		Window:     b.in.Window,
+		Export:     b.in.Export,
+		CheckJSON:  h.cfg.Validation == fhir.ValidateNone,
+	}
+	defer func() {
+		for _, fs := range b.files {
+			fs.q.abort(context.WithoutCancel(ctx)) // no-op unless a multipart upload was left open
+		}
+	}()
+	for _, f := range b.in.Files {
+		fs := &fileState{ref: f, q: &quarantine{
+			s3: h.s3, bucket: h.cfg.Bucket, key: QuarantineKey(b.in.RunID, f.Key), kmsKeyID: h.cfg.KMSKeyID,
+			rawCap: h.cfg.QuarantineRawBytes, partSize: h.cfg.QuarantinePartBytes,
+		}}
+		b.files = append(b.files, fs)
+		if err := b.file(ctx, fs); err != nil {
+			return b.failure(parent, ctx, err)
+		}
+		fs.readDone = true
+		if err := b.closeReady(ctx); err != nil {
+			return b.failure(parent, ctx, err)
+		}
+	}
+	if err := pub.Flush(ctx); err != nil {
+		return b.failure(parent, ctx, b.publishFailed("", err))
+	}
+	if err := b.settle(ctx); err != nil {
+		return b.failure(parent, ctx, err)
+	}
+	if err := b.closeReady(ctx); err != nil {
+		return b.failure(parent, ctx, err)
+	}
+	for _, fs := range b.files {
+		if !fs.closed {
+			return fmt.Errorf("prepare-change: %d events of %s have no PutEvents outcome", fs.pending, fs.ref.Key)
+		}
+		if !fs.counts.Balanced() {
+			return fmt.Errorf("prepare-change: line counts of %s do not balance: %+v", fs.ref.Key, fs.counts)
+		}
+	}
+	return nil
+}
+
+// file streams one export file through the classifier and the emitter.
+func (b *batch) file(ctx context.Context, fs *fileState) error {
+	f, cfg := fs.ref, b.h.cfg
+	obj, err := b.h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key)})
+	if err != nil {
+		return &ReadFailed{Err: fmt.Errorf("prepare-change: get s3://%s/%s: %w", f.Bucket, f.Key, err)}
+	}
+	defer obj.Body.Close()
+	rd := fhir.NewReader(obj.Body, fhir.Options{
+		File: f.Key, DeclaredType: f.ResourceType, MaxLineBytes: cfg.MaxLineBytes, Validation: cfg.Validation,
+	})
+	defer func() {
+		st := rd.Stats()
+		fs.blank, fs.bytes = st.Blank, st.Bytes
+	}()
+	cls := change.Classifier{Window: b.in.Window, Filter: cfg.Filter}
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err() // the internal deadline: take no more lines
+		}
+		line, err := rd.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &ReadFailed{Err: fmt.Errorf("prepare-change: read s3://%s/%s after line %d: %w", f.Bucket, f.Key, fs.counts.Lines, err)}
+		}
+		kind, reason := cls.Classify(line)
+		if kind == change.KindEvent {
+			tok := &lineRef{file: fs, number: line.Number, offset: line.Offset}
+			if cfg.Validation == fhir.ValidateNone {
+				tok.raw = append([]byte(nil), line.Raw...)
+			}
+			fs.pending++
+			r := events.Resource{ResourceType: line.ResourceType, ID: line.ID, VersionID: line.VersionID, LastUpdated: line.LastUpdated, Raw: line.Raw}
+			_, err := b.em.Emit(ctx, r, tok)
+			var tooLarge *publish.EntryTooLargeError
+			var invalid *publish.InvalidResourceError
+			switch {
+			case errors.As(err, &tooLarge):
+				fs.pending-- // nothing queued
+				kind, reason = change.KindQuarantined, ReasonEventTooLarge
+			case errors.As(err, &invalid):
+				fs.pending--
+				kind, reason = change.KindQuarantined, ReasonNotJSON
+			case err != nil:
+				return b.publishFailed(fmt.Sprintf(" (line %d of s3://%s/%s)", line.Number, f.Bucket, f.Key), err)
+			}
+		}
+		if kind == change.KindQuarantined {
+			if err := fs.q.add(ctx, line, reason); err != nil {
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
+			}
+		}
+		fs.counts.Add(kind)
+		if err := b.settle(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// settle takes the outcomes the publisher reported: it quarantines the
+// lines whose event EventBridge rejected for good, moving them from events
+// to quarantined in their file's counts, then closes what became ready.
+func (b *batch) settle(ctx context.Context) error {
+	b.outcomes = b.pub.Outcomes(b.outcomes[:0])
+	if len(b.outcomes) == 0 {
+		return nil
+	}
+	defer clear(b.outcomes) // drop the tokens
+	for _, o := range b.outcomes {
+		lr := o.Token.(*lineRef)
+		fs := lr.file
+		fs.pending--
+		if o.Code != CodeMalformedDetail {
+			continue // accepted, or failed: the publisher's error fails the invocation
+		}
+		if fs.closed {
+			return fmt.Errorf("prepare-change: a rejected event of %s arrived after its quarantine object was closed", fs.ref.Key)
+		}
+		l := &fhir.Line{File: fs.ref.Key, Number: lr.number, Offset: lr.offset, Raw: lr.raw}
+		if err := fs.q.add(ctx, l, ReasonMalformedDetail); err != nil {
+			return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
+		}
+		fs.counts.Events--
+		fs.counts.Quarantined++
+		fs.rejected++
+	}
+	return b.closeReady(ctx)
+}
+
+// closeReady closes the quarantine object of every file that is read and
+// whose events all have an outcome.
+func (b *batch) closeReady(ctx context.Context) error {
+	for _, fs := range b.files {
+		if !fs.closed && fs.readDone && fs.pending == 0 {
+			key, err := fs.q.close(ctx)
+			if err != nil {
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
+			}
+			fs.key, fs.closed = key, true
+		}
+	}
+	return nil
+}
+
+// publishFailed wraps a publisher error with where its entries came from:
+// file keys and line numbers, never a resource id.
+func (b *batch) publishFailed(where string, err error) error {
+	var fe *publish.FailedEntriesError
+	if where == "" {
+		where = " of " + b.where()
+	}
+	if errors.As(err, &fe) && len(fe.Tokens) > 0 {
+		var lines []string
+		for _, t := range fe.Tokens {
+			lr := t.(*lineRef)
+			lines = append(lines, fmt.Sprintf("%s line %d", lr.file.ref.Key, lr.number))
+		}
+		where += "; first failed: " + strings.Join(lines, ", ")
+	}
+	return &PublishFailed{Err: fmt.Errorf("prepare-change: publish events%s: %w", where, err)}
+}
+
+// where names the files of the batch in an error.
+func (b *batch) where() string {
+	f := b.in.Files
+	if len(f) == 1 {
+		return "s3://" + f[0].Bucket + "/" + f[0].Key
+	}
+	return fmt.Sprintf("a batch of %d files (s3://%s/%s first)", len(f), f[0].Bucket, f[0].Key)
+}
+
+// failure turns an error met after the internal deadline passed into a
+// *BatchDeadlineExceeded: whatever failed, it failed because time ran out.
+func (b *batch) failure(parent, ctx context.Context, err error) error {
+	if ctx.Err() == nil || parent.Err() != nil && !errors.Is(parent.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	var lines, events int64
+	for _, fs := range b.files {
+		lines += fs.counts.Lines
+		events += fs.counts.Events
+	}
+	return &BatchDeadlineExceeded{Files: len(b.files), Of: len(b.in.Files), Lines: lines, Events: events, Margin: b.h.cfg.DeadlineMargin}
+}
+
+func (b *batch) summary() Output {
+	var out Output
+	out.Files = int64(len(b.files))
+	for _, fs := range b.files {
+		c := fs.counts
+		out.Lines += c.Lines
+		out.Events += c.Events
+		out.OutsideWindow += c.OutsideWindow
+		out.Quarantined += c.Quarantined
+		out.Filtered += c.Filtered
+		out.Blank += fs.blank
+		out.Bytes += fs.bytes
+		out.Rejected += fs.rejected
+		if fs.key != "" {
+			out.QuarantineObjects++
+			if len(out.QuarantineKeys) < MaxListedQuarantineKeys {
+				out.QuarantineKeys = append(out.QuarantineKeys, fs.key)
+			}
+		}
+	}
+	if b.pub != nil {
+		ps := b.pub.Stats()
+		out.ClaimChecked = b.em.ClaimChecked()
+		out.PutEventsCalls, out.EntriesRetried, out.Throttled, out.Chunks = ps.Calls, ps.Retried, ps.Throttled, ps.Chunks
+	}
+	return out
+}
+
+// linesPerType returns the lines read per resource type.
+func (b *batch) linesPerType() map[string]int64 {
+	perType := map[string]int64{}
+	for _, fs := range b.files {
+		perType[fs.ref.ResourceType] += fs.counts.Lines
+	}
+	return perType
 }
 
 // observe logs the invocation's outcome with its run context and emits its
 // metrics: totals, and the resources exported per resource type.
 func (h *Handler) observe(in Input, out Output, perType map[string]int64, took time.Duration, err error) {
-	_, run, _ := in.files()
 	if h.cfg.Logger != nil {
-		log := logging.Run(h.cfg.Logger, run.ExecutionID, run.RunID, run.Export.JobID, run.Window.String())
+		log := logging.Run(h.cfg.Logger, in.ExecutionID, in.RunID, in.Export.JobID, in.Window.String())
 		attrs := []any{"files", out.Files, "lines", out.Lines, "events", out.Events, "outsideWindow", out.OutsideWindow,
 			"quarantined", out.Quarantined, "claimChecked", out.ClaimChecked, "putEventsCalls", out.PutEventsCalls,
-			"entriesRetried", out.EntriesRetried, "bytes", out.Bytes, "durationMs", took.Milliseconds()}
+			"entriesRetried", out.EntriesRetried, "throttled", out.Throttled, "bytes", out.Bytes, "durationMs", took.Milliseconds()}
 		if err != nil {
 			log.Error("prepare-change failed", append(attrs, "error", err.Error())...)
 		} else {
@@ -239,13 +478,11 @@ func (h *Handler) observe(in Input, out Output, perType map[string]int64, took t
 	if h.cfg.Metrics == nil {
 		return
 	}
-	props := map[string]any{"executionId": run.ExecutionID, "runId": run.RunID, "jobId": run.Export.JobID}
+	props := map[string]any{"executionId": in.ExecutionID, "runId": in.RunID, "jobId": in.Export.JobID}
 	failed := int64(0)
-	if err != nil {
-		var fe *publish.FailedEntriesError
-		if errors.As(err, &fe) {
-			failed = int64(fe.Count)
-		}
+	var fe *publish.FailedEntriesError
+	if errors.As(err, &fe) {
+		failed = int64(fe.Count)
 	}
 	_ = h.cfg.Metrics.Emit([]metrics.Value{
 		metrics.Count(metrics.EventsPublished, out.Events),
@@ -265,219 +502,42 @@ func (h *Handler) observe(in Input, out Output, perType map[string]int64, took t
 	}
 }
 
-// handle is Handle without the logging and metrics; it also returns the
-// lines read per resource type.
-func (h *Handler) handle(ctx context.Context, in Input) (Output, map[string]int64, error) {
-	out, states, err := h.process(ctx, in)
-	perType := map[string]int64{}
-	for _, fs := range states {
-		perType[fs.ref.ResourceType] += fs.counts.Lines
-	}
-	return out, perType, err
+// Errors Handle returns for Step Functions to retry the batch. Their Go type
+// names are the Lambda errorType the Map child's Retry matches (the Go
+// runtime reports the type name), so they break the Error suffix rule on
+// purpose. Messages name files, line numbers and counts, never resources.
+
+// BatchDeadlineExceeded: the invocation reached its internal deadline (the
+// context's deadline less Config.DeadlineMargin) and stopped taking lines.
+// What it published is harmless on retry: the same eventIds.
+type BatchDeadlineExceeded struct {
+	Files, Of     int   // files begun, of the batch's
+	Lines, Events int64 // lines read and events emitted before stopping
+	Margin        time.Duration
 }
 
-// process reads, classifies and publishes every file of the invocation and
-// returns the summary and the per-file states it built.
-func (h *Handler) process(ctx context.Context, in Input) (Output, []*fileState, error) {
-	var out Output
-	if in.BatchInput == nil && in.Items == nil {
-		out.File = in.File.Key
-	}
-	files, run, err := in.files()
-	if err != nil {
-		return out, nil, err
-	}
-	tr := newTracker()
-	pub, err := publish.New(&rejectingBus{api: h.eb, tr: tr}, h.cfg.Publish)
-	if err != nil {
-		return out, nil, fmt.Errorf("prepare-change: %w", err)
-	}
-	tr.entrySize = pub.EntrySize
-	defer func() { _ = pub.Wait() }() // no send outlives the invocation, also on error
-	em := &publish.Emitter{
-		Publisher:  pub,
-		ClaimCheck: &publish.ClaimCheck{S3: h.s3, Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID},
-		Window:     run.Window,
-		Export:     run.Export,
-		CheckJSON:  h.cfg.Validation == fhir.ValidateNone,
-	}
-	states := make([]*fileState, 0, len(files))
-	defer func() {
-		for _, fs := range states {
-			fs.q.abort(context.WithoutCancel(ctx)) // no-op unless a multipart upload was left open
-		}
-	}()
-	fail := func(err error) (Output, []*fileState, error) {
-		return h.summary(out, states, pub, em, tr), states, err
-	}
-	for _, f := range files {
-		fs := &fileState{ref: f, q: &quarantine{
-			s3: h.s3, bucket: h.cfg.Bucket, key: QuarantineKey(run.RunID, f.Key), kmsKeyID: h.cfg.KMSKeyID,
-			rawCap: h.cfg.QuarantineRawBytes, partSize: h.cfg.QuarantinePartBytes,
-		}}
-		states = append(states, fs)
-		if err := h.file(ctx, fs, run, em, tr, states); err != nil {
-			return fail(err)
-		}
-		tr.mu.Lock()
-		fs.readDone = true
-		tr.mu.Unlock()
-		if err := h.settle(ctx, states, tr); err != nil {
-			return fail(err)
-		}
-	}
-	if err := pub.Flush(ctx); err != nil {
-		return fail(fmt.Errorf("prepare-change: publish events of %s: %w", where(files), err))
-	}
-	if err := h.settle(ctx, states, tr); err != nil {
-		return fail(err)
-	}
-	for _, fs := range states {
-		if !fs.closed {
-			return fail(fmt.Errorf("prepare-change: %d events of %s have no PutEvents outcome", fs.pending, fs.ref.Key))
-		}
-	}
-	out = h.summary(out, states, pub, em, tr)
-	for _, fs := range states {
-		if !fs.counts.Balanced() {
-			return out, states, fmt.Errorf("prepare-change: line counts of %s do not balance: %+v", fs.ref.Key, fs.counts)
-		}
-	}
-	return out, states, nil
+// Error implements error.
+func (e *BatchDeadlineExceeded) Error() string {
+	return fmt.Sprintf("prepare-change: stopped %v before the invocation's deadline, in file %d of %d after %d lines (%d events, which a retry publishes again with the same eventIds)",
+		e.Margin, e.Files, e.Of, e.Lines, e.Events)
 }
 
-// where names the files of an invocation in an error.
-func where(files []FileRef) string {
-	if len(files) == 1 {
-		return "s3://" + files[0].Bucket + "/" + files[0].Key
-	}
-	return fmt.Sprintf("a batch of %d files (s3://%s/%s first)", len(files), files[0].Bucket, files[0].Key)
-}
+// PublishFailed: writing the batch's output failed for good: PutEvents
+// entries or calls whose retries were spent, a claim-check or a quarantine
+// object.
+type PublishFailed struct{ Err error }
 
-// file streams one export file through the classifier and the emitter.
-func (h *Handler) file(ctx context.Context, fs *fileState, run BatchInput, em *publish.Emitter, tr *tracker, states []*fileState) error {
-	f := fs.ref
-	obj, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key)})
-	if err != nil {
-		return fmt.Errorf("prepare-change: get s3://%s/%s: %w", f.Bucket, f.Key, err)
-	}
-	defer obj.Body.Close()
-	rd := fhir.NewReader(obj.Body, fhir.Options{
-		File: f.Key, DeclaredType: f.ResourceType, MaxLineBytes: h.cfg.MaxLineBytes, Validation: h.cfg.Validation,
-	})
-	defer func() {
-		st := rd.Stats()
-		fs.blank, fs.bytes = st.Blank, st.Bytes
-	}()
-	cls := change.Classifier{Window: run.Window, Filter: h.cfg.Filter}
-	for {
-		line, err := rd.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("prepare-change: read s3://%s/%s after line %d: %w", f.Bucket, f.Key, fs.counts.Lines, err)
-		}
-		kind, reason := cls.Classify(line)
-		if kind == change.KindEvent {
-			r := events.Resource{ResourceType: line.ResourceType, ID: line.ID, VersionID: line.VersionID, LastUpdated: line.LastUpdated, Raw: line.Raw}
-			id := events.EventID(r.ResourceType, r.ID, events.VersionOf(r))
-			tr.register(id, fs, line.Number, line.Offset, len(line.Raw))
-			_, err := em.Emit(ctx, r)
-			var tooLarge *publish.EntryTooLargeError
-			var invalid *publish.InvalidResourceError
-			switch {
-			case errors.As(err, &tooLarge):
-				tr.unregister(id)
-				kind, reason = change.KindQuarantined, ReasonEventTooLarge
-			case errors.As(err, &invalid):
-				tr.unregister(id)
-				kind, reason = change.KindQuarantined, ReasonNotJSON
-			case err != nil:
-				return fmt.Errorf("prepare-change: publish events of s3://%s/%s (line %d): %w", f.Bucket, f.Key, line.Number, err)
-			}
-		}
-		if kind == change.KindQuarantined {
-			if err := fs.q.add(ctx, line, reason); err != nil {
-				return fmt.Errorf("prepare-change: %w", err)
-			}
-		}
-		fs.counts.Add(kind)
-		if tr.work.Load() {
-			if err := h.settle(ctx, states, tr); err != nil {
-				return err
-			}
-		}
-	}
-}
+// Error implements error.
+func (e *PublishFailed) Error() string { return e.Err.Error() }
 
-// settle quarantines the lines EventBridge rejected for good, moving them
-// from events to quarantined in their file's counts, and closes the
-// quarantine object of every file that is read and whose events all have
-// an outcome. Runs on the handler's goroutine.
-func (h *Handler) settle(ctx context.Context, states []*fileState, tr *tracker) error {
-	tr.work.Store(false)
-	// One snapshot: a rejection resolved after it belongs to a file that
-	// still had pending events, so it is not closed below.
-	tr.mu.Lock()
-	rejected := tr.rejected
-	tr.rejected = nil
-	var ready []*fileState
-	for _, fs := range states {
-		if !fs.closed && fs.readDone && fs.pending == 0 {
-			ready = append(ready, fs)
-		}
-	}
-	tr.mu.Unlock()
-	for _, p := range rejected {
-		fs := p.file
-		if fs.closed {
-			return fmt.Errorf("prepare-change: a rejected event of %s arrived after its quarantine object was closed", fs.ref.Key)
-		}
-		l := &fhir.Line{File: fs.ref.Key, Number: p.number, Offset: p.offset, Raw: p.raw}
-		if err := fs.q.add(ctx, l, ReasonMalformedDetail); err != nil {
-			return fmt.Errorf("prepare-change: %w", err)
-		}
-		fs.counts.Events--
-		fs.counts.Quarantined++
-		fs.rejected++
-	}
-	for _, fs := range ready {
-		key, err := fs.q.close(ctx)
-		if err != nil {
-			return fmt.Errorf("prepare-change: %w", err)
-		}
-		fs.key, fs.closed = key, true
-	}
-	return nil
-}
+// Unwrap returns the cause.
+func (e *PublishFailed) Unwrap() error { return e.Err }
 
-func (h *Handler) summary(out Output, states []*fileState, pub *publish.Publisher, em *publish.Emitter, tr *tracker) Output {
-	out.Files = int64(len(states))
-	out.Lines, out.Events, out.OutsideWindow, out.Quarantined, out.Filtered, out.Blank, out.Bytes = 0, 0, 0, 0, 0, 0, 0
-	out.QuarantineKeys, out.QuarantineObjects, out.Rejected = nil, 0, 0
-	for _, fs := range states {
-		c := fs.counts
-		out.Lines += c.Lines
-		out.Events += c.Events
-		out.OutsideWindow += c.OutsideWindow
-		out.Quarantined += c.Quarantined
-		out.Filtered += c.Filtered
-		out.Blank += fs.blank
-		out.Bytes += fs.bytes
-		out.Rejected += fs.rejected
-		if fs.key != "" {
-			out.QuarantineObjects++
-			if len(out.QuarantineKeys) < MaxListedQuarantineKeys {
-				out.QuarantineKeys = append(out.QuarantineKeys, fs.key)
-			}
-		}
-	}
-	if out.File != "" && len(states) == 1 {
-		out.QuarantineKey = states[0].key
-	}
-	ps := pub.Stats()
-	out.ClaimChecked = em.ClaimChecked()
-	out.PutEventsCalls, out.EntriesRetried, out.Chunks = ps.Calls, ps.Retried, ps.Chunks-tr.dropped()
-	return out
-}
+// ReadFailed: an export file could not be read from S3.
+type ReadFailed struct{ Err error }
+
+// Error implements error.
+func (e *ReadFailed) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *ReadFailed) Unwrap() error { return e.Err }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
@@ -124,7 +125,7 @@ func invoke(t testing.TB, h *prepare.Handler, in prepare.Input) (prepare.Output,
 
 func input(key string) prepare.Input {
 	return prepare.Input{
-		File:   prepare.FileRef{Bucket: bucket, Key: key, ResourceType: "Patient"},
+		Files:  []manifest.File{{Bucket: bucket, Key: key, ResourceType: "Patient"}},
 		Window: events.Window{Since: since, Until: until},
 		Export: events.ExportRef{DatastoreID: "ds1", JobID: "job1"},
 		RunID:  "run-1", ExecutionID: "arn:aws:states:us-east-1:000000000000:execution:cdc:run-1",
@@ -193,8 +194,8 @@ func TestHandlerWindowQuarantineClaimCheckAndSummary(t *testing.T) {
 		t.Fatalf("invoke: %v", err)
 	}
 	wantKey := "quarantine/run-1/" + exportKey + ".ndjson"
-	want := prepare.Output{File: exportKey, Lines: 11, Events: 4, OutsideWindow: 3, Quarantined: 4, ClaimChecked: 1,
-		Bytes: int64(len(strings.Join(lines, "\n")) + 1), QuarantineKey: wantKey, Blank: 1, PutEventsCalls: 1, Chunks: 4,
+	want := prepare.Output{Lines: 11, Events: 4, OutsideWindow: 3, Quarantined: 4, ClaimChecked: 1,
+		Bytes: int64(len(strings.Join(lines, "\n")) + 1), Blank: 1, PutEventsCalls: 1, Chunks: 4,
 		Files: 1, QuarantineKeys: []string{wantKey}, QuarantineObjects: 1}
 	if !reflect.DeepEqual(out, want) {
 		t.Fatalf("summary\n got %+v\nwant %+v", out, want)
@@ -264,7 +265,7 @@ func TestRetriedInvocationPublishesTheSameEventIDs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first: %v", err)
 	}
-	q1 := r.get(t, first.QuarantineKey)
+	q1 := r.get(t, first.QuarantineKeys[0])
 	ids1 := eventIDs(t, r.sink)
 	r.sink.Reset()
 	second, err := invoke(t, h, input(exportKey))
@@ -275,7 +276,7 @@ func TestRetriedInvocationPublishesTheSameEventIDs(t *testing.T) {
 	if !reflect.DeepEqual(first, second) || len(ids1) != 23 || fmt.Sprint(ids1) != fmt.Sprint(ids2) {
 		t.Fatalf("runs differ:\n%+v %v\n%+v %v", first, ids1, second, ids2)
 	}
-	if !bytes.Equal(q1, r.get(t, second.QuarantineKey)) {
+	if !bytes.Equal(q1, r.get(t, second.QuarantineKeys[0])) {
 		t.Fatal("quarantine object differs between runs")
 	}
 	if first.PutEventsCalls != 3 {
@@ -301,8 +302,8 @@ func TestPartialFailuresAreRetriedAndPersistentOnesFailTheInvocation(t *testing.
 	if out.Events != 12 || out.EntriesRetried != 13 || r.sink.Len() != 12 {
 		t.Fatalf("summary %+v, delivered %d", out, r.sink.Len())
 	}
-	if out.QuarantineKey != "" {
-		t.Fatalf("a quarantine object for a clean file: %q", out.QuarantineKey)
+	if len(out.QuarantineKeys) != 0 || out.QuarantineObjects != 0 {
+		t.Fatalf("a quarantine object for a clean file: %q", out.QuarantineKeys)
 	}
 	if _, err := r.s3.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(prepare.QuarantineKey("run-1", exportKey))}); err == nil {
 		t.Fatal("quarantine object written for a clean file")
@@ -395,7 +396,7 @@ func TestOverLongLinesAreQuarantinedWithoutRaw(t *testing.T) {
 	if err != nil || out.Events != 2 || out.Quarantined != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}
-	recs := quarantineRecords(t, r.get(t, out.QuarantineKey))
+	recs := quarantineRecords(t, r.get(t, out.QuarantineKeys[0]))
 	if len(recs) != 1 || recs[0].Line != 2 || recs[0].Offset != int64(len(ok)+1) || recs[0].Raw != "" || recs[0].RawBase64 != "" || recs[0].Reason == "" {
 		t.Fatalf("records = %+v", recs)
 	}
@@ -422,7 +423,7 @@ func TestLargeQuarantineIsUploadedInParts(t *testing.T) {
 	if calls := r.env.Gateway.Calls(); calls["s3:POSTObject"] != 2 || calls["s3:PUTObject"] != 3 || calls["s3:DELETEObject"] != 0 {
 		t.Fatalf("expected a two-part multipart upload, gateway calls %v", calls)
 	}
-	recs := quarantineRecords(t, r.get(t, out.QuarantineKey))
+	recs := quarantineRecords(t, r.get(t, out.QuarantineKeys[0]))
 	if len(recs) != 24 {
 		t.Fatalf("%d records", len(recs))
 	}
@@ -437,7 +438,7 @@ func TestInvalidInputFails(t *testing.T) {
 	r := newRig(t, 0)
 	h := r.handler(t, nil)
 	for name, mod := range map[string]func(*prepare.Input){
-		"no key":       func(in *prepare.Input) { in.File.Key = "" },
+		"no key":       func(in *prepare.Input) { in.Files[0].Key = "" },
 		"no window":    func(in *prepare.Input) { in.Window = events.Window{} },
 		"empty window": func(in *prepare.Input) { in.Window.Until = in.Window.Since },
 		"no run":       func(in *prepare.Input) { in.RunID = "" },
@@ -452,7 +453,7 @@ func TestInvalidInputFails(t *testing.T) {
 		t.Errorf("missing object: %v", err)
 	}
 	// The Lambda payload must carry the window as {"since","until"}.
-	_, err := lambda.NewHandler(h.Handle).Invoke(context.Background(), []byte(`{"file":{"bucket":"artifacts","key":"k"},"window":{"since":"x"},"runId":"r"}`))
+	_, err := lambda.NewHandler(h.Handle).Invoke(context.Background(), []byte(`{"files":[{"bucket":"artifacts","key":"k"}],"window":{"since":"x"},"runId":"r"}`))
 	if err == nil {
 		t.Error("a malformed window was accepted")
 	}
@@ -554,7 +555,7 @@ func TestSyntheaSampleEndToEnd(t *testing.T) {
 		key := "exports/ds1-FHIR_EXPORT-job1/" + typ + "/" + typ + "-1-1-0.ndjson"
 		r.put(t, key, exp[typ])
 		in := input(key)
-		in.File.ResourceType = typ
+		in.Files[0].ResourceType = typ
 		out, err := invoke(t, h, in)
 		if err != nil {
 			t.Fatalf("%s: %v", typ, err)
@@ -583,7 +584,7 @@ func TestSyntheaSampleEndToEnd(t *testing.T) {
 	}
 	t.Logf("one invocation per file: %d events from %d files in %d PutEvents calls, %d claim-checks", total, len(types), calls, claims)
 
-	// The 13 files as one ItemBatcher batch share their PutEvents batches:
+	// The 13 files as one batch share their PutEvents batches:
 	// ⌈events ÷ 10⌉ calls, ≤ 101 per 1,000 resources.
 	r.sink.Reset()
 	var keys []string
@@ -592,7 +593,7 @@ func TestSyntheaSampleEndToEnd(t *testing.T) {
 	}
 	in := batchInput(keys...)
 	for i, typ := range types {
-		in.Items[i].ResourceType = typ
+		in.Files[i].ResourceType = typ
 	}
 	out, err := invoke(t, h, in)
 	if err != nil {

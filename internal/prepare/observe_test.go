@@ -22,7 +22,7 @@ func TestInvocationLogsRunContextAndEmitsMetrics(t *testing.T) {
 	})
 	keys := putFiles(t, r, 3, true) // 1 + 2 + 3 = 6 events, 3 bad lines
 	in := batchInput(keys...)
-	in.Items[2].ResourceType = "Observation" // counted under its own type
+	in.Files[2].ResourceType = "Observation" // counted under its own type
 	// The third file declares Observation but holds Patients: its lines are quarantined.
 	if _, err := invoke(t, h, in); err != nil {
 		t.Fatalf("invoke: %v", err)
@@ -31,8 +31,8 @@ func TestInvocationLogsRunContextAndEmitsMetrics(t *testing.T) {
 	if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
 		t.Fatalf("want one JSON log line, got %q: %v", logs.String(), err)
 	}
-	for k, want := range map[string]any{"executionId": in.BatchInput.ExecutionID, "runId": "run-1", "jobId": "job1",
-		"window": in.BatchInput.Window.String(), "files": 3.0, "events": 3.0, "quarantined": 6.0} {
+	for k, want := range map[string]any{"executionId": in.ExecutionID, "runId": "run-1", "jobId": "job1",
+		"window": in.Window.String(), "files": 3.0, "events": 3.0, "quarantined": 6.0} {
 		if line[k] != want {
 			t.Errorf("log %s = %v, want %v", k, line[k], want)
 		}

@@ -35,22 +35,28 @@ func ClaimCheckKey(resourceType, id, versionID string) string {
 // ClaimCheck stores resources too large for an event in S3, encrypted with
 // SSE-KMS under KMSKeyID (no encryption header when KMSKeyID is empty, as
 // with the local emulator). Storing is idempotent: a retried invocation
-// writes the same bytes under the same key.
+// writes the same bytes under the same key. With DryRun it computes the
+// reference and stores nothing (S3 may be nil).
 type ClaimCheck struct {
 	S3       PutObjectAPI
 	Bucket   string
 	KMSKeyID string
+	DryRun   bool
 }
 
 // Store writes raw, the exported line byte for byte, under the key of the
 // resource version and returns the reference an event carries.
 func (c *ClaimCheck) Store(ctx context.Context, resourceType, id, versionID string, raw []byte) (events.ResourceRef, error) {
-	if c == nil || c.S3 == nil || c.Bucket == "" {
+	if c == nil || c.S3 == nil && !c.DryRun || c.Bucket == "" {
 		return events.ResourceRef{}, errors.New("claim-check: no bucket configured")
 	}
 	key := ClaimCheckKey(resourceType, id, versionID)
 	sum := sha256.Sum256(raw)
 	digest := hex.EncodeToString(sum[:])
+	ref := events.ResourceRef{Bucket: c.Bucket, Key: key, Size: int64(len(raw)), SHA256: digest}
+	if c.DryRun {
+		return ref, nil
+	}
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(c.Bucket),
 		Key:           aws.String(key),
@@ -64,7 +70,8 @@ func (c *ClaimCheck) Store(ctx context.Context, resourceType, id, versionID stri
 		in.SSEKMSKeyId = aws.String(c.KMSKeyID)
 	}
 	if _, err := c.S3.PutObject(ctx, in); err != nil {
-		return events.ResourceRef{}, fmt.Errorf("claim-check: put s3://%s/%s (%d bytes): %w", c.Bucket, key, len(raw), err)
+		// The key holds the resource id: the error names the prefix only.
+		return events.ResourceRef{}, fmt.Errorf("claim-check: put %d bytes under s3://%s/%s: %w", len(raw), c.Bucket, ClaimCheckPrefix, err)
 	}
-	return events.ResourceRef{Bucket: c.Bucket, Key: key, Size: int64(len(raw)), SHA256: digest}, nil
+	return ref, nil
 }

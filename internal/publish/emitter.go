@@ -14,6 +14,8 @@ import (
 // size limit is claim-checked first: stored in S3, its event carrying
 // resourceRef instead of resource. The object is written before the event
 // is queued, so a consumer can always resolve a reference it receives.
+// With a dry-run Publisher (NewDryRun) and a dry-run ClaimCheck it builds
+// exactly the events it would publish and publishes and stores nothing.
 // Not safe for concurrent use.
 type Emitter struct {
 	Publisher  *Publisher
@@ -40,12 +42,14 @@ type Result struct {
 // ClaimChecked returns how many resources were claim-checked so far.
 func (e *Emitter) ClaimChecked() int64 { return e.claimChecked }
 
-// Emit builds the event of r and queues it. The detail never grows past the
+// Emit builds the event of r and queues it with token, which comes back with
+// the event's Outcome (Publisher.Outcomes). The detail never grows past the
 // size limit: an inline detail is only built when it fits. Errors: an
 // *EntryTooLargeError when the event does not fit even with a resourceRef
-// (absurdly long ids; nothing was queued), a claim-check error, or the
-// publisher's send error for the batch the event completed.
-func (e *Emitter) Emit(ctx context.Context, r events.Resource) (Result, error) {
+// (absurdly long ids), an *InvalidResourceError (CheckJSON) — for both
+// nothing was stored or queued —, a claim-check error, or the publisher's
+// send error for the batch the event completed. No error names the resource.
+func (e *Emitter) Emit(ctx context.Context, r events.Resource, token any) (Result, error) {
 	r.VersionID = events.VersionOf(r)
 	id := events.EventID(r.ResourceType, r.ID, r.VersionID)
 	res := Result{EventID: id}
@@ -57,39 +61,37 @@ func (e *Emitter) Emit(ctx context.Context, r events.Resource) (Result, error) {
 	if e.Publisher.Fits(inline) {
 		r.Raw = raw
 		e.buf = events.AppendDetail(e.buf[:0], r, e.Window, e.Export, nil)
-		return res, e.Publisher.Add(ctx, id, e.buf)
+		return res, e.Publisher.Add(ctx, e.buf, token)
 	}
 	if e.ClaimCheck == nil {
-		return res, &EntryTooLargeError{ID: id, Size: e.Publisher.EntrySize(inline), Limit: e.Publisher.Config().MaxEntryBytes}
+		return res, &EntryTooLargeError{Size: e.Publisher.EntrySize(inline), Limit: e.Publisher.Config().MaxEntryBytes}
 	}
 	if e.CheckJSON && !isJSONObject(raw) {
-		return res, &InvalidResourceError{ID: id}
+		return res, &InvalidResourceError{}
 	}
 	// Check that the reference fits before writing the object.
 	ref := events.ResourceRef{Bucket: e.ClaimCheck.Bucket, Key: ClaimCheckKey(r.ResourceType, r.ID, r.VersionID), Size: int64(len(raw)), SHA256: zeroDigest}
 	e.buf = events.AppendDetail(e.buf[:0], r, e.Window, e.Export, &ref)
 	if !e.Publisher.Fits(len(e.buf)) {
-		return res, &EntryTooLargeError{ID: id, Size: e.Publisher.EntrySize(len(e.buf)), Limit: e.Publisher.Config().MaxEntryBytes}
+		return res, &EntryTooLargeError{Size: e.Publisher.EntrySize(len(e.buf)), Limit: e.Publisher.Config().MaxEntryBytes}
 	}
 	stored, err := e.ClaimCheck.Store(ctx, r.ResourceType, r.ID, r.VersionID, raw)
 	if err != nil {
-		return res, fmt.Errorf("emit %s: %w", id, err)
+		return res, fmt.Errorf("emit: %w", err)
 	}
 	e.buf = events.AppendDetail(e.buf[:0], r, e.Window, e.Export, &stored)
 	res.ClaimChecked = true
 	e.claimChecked++
-	return res, e.Publisher.Add(ctx, id, e.buf)
+	return res, e.Publisher.Add(ctx, e.buf, token)
 }
 
 // InvalidResourceError is returned by Emit (with Emitter.CheckJSON) for a
 // resource to claim-check that is not one JSON object.
-type InvalidResourceError struct {
-	ID string // the eventId
-}
+type InvalidResourceError struct{}
 
 // Error implements error.
 func (e *InvalidResourceError) Error() string {
-	return "publish: resource of " + e.ID + " is not one JSON object; not claim-checked"
+	return "publish: a resource to claim-check is not one JSON object; not claim-checked"
 }
 
 // isJSONObject reports whether b is valid JSON whose value is an object.

@@ -80,7 +80,7 @@ func TestEmitInlineIsTheByteExactDetail(t *testing.T) {
 	em := &publish.Emitter{Publisher: p, Window: testWindow, Export: testExport}
 	ctx := context.Background()
 	line := patientLine("p1", "", 10)
-	res, err := em.Emit(ctx, resourceOf(line, "p1", ""))
+	res, err := em.Emit(ctx, resourceOf(line, "p1", ""), nil)
 	if err != nil {
 		t.Fatalf("Emit: %v", err)
 	}
@@ -112,12 +112,12 @@ func TestClaimCheckLargeResource(t *testing.T) {
 			big := patientLine("big-1", "7", 5000) // ~10 KB of two-byte characters
 			small := patientLine("small-1", "1", 10)
 			for _, rr := range []events.Resource{resourceOf(big, "big-1", "7"), resourceOf(small, "small-1", "1")} {
-				if _, err := em.Emit(ctx, rr); err != nil {
+				if _, err := em.Emit(ctx, rr, nil); err != nil {
 					t.Fatalf("Emit: %v", err)
 				}
 			}
 			// A retried invocation writes the same object again and publishes the same eventId.
-			res, err := em.Emit(ctx, resourceOf(big, "big-1", "7"))
+			res, err := em.Emit(ctx, resourceOf(big, "big-1", "7"), nil)
 			if err != nil || !res.ClaimChecked || res.EventID != "Patient/big-1/_history/7" {
 				t.Fatalf("Emit again: %+v %v", res, err)
 			}
@@ -179,14 +179,14 @@ func TestOversizedWithoutClaimCheckOrEvenWithIt(t *testing.T) {
 	p := r.publisher(t, publish.Config{MaxEntryBytes: 2000})
 	em := &publish.Emitter{Publisher: p, Window: testWindow, Export: testExport}
 	var tl *publish.EntryTooLargeError
-	if _, err := em.Emit(context.Background(), resourceOf(patientLine("x", "1", 2000), "x", "1")); !errors.As(err, &tl) {
+	if _, err := em.Emit(context.Background(), resourceOf(patientLine("x", "1", 2000), "x", "1"), nil); !errors.As(err, &tl) {
 		t.Fatalf("no claim-check: err = %v", err)
 	}
 	// An id so long that not even the reference fits: nothing is written.
 	s3c, hdrs := newS3(t, r.env)
 	em.ClaimCheck = &publish.ClaimCheck{S3: s3c, Bucket: "artifacts"}
 	longID := strings.Repeat("a", 900)
-	if _, err := em.Emit(context.Background(), resourceOf(patientLine(longID, "1", 2000), longID, "1")); !errors.As(err, &tl) {
+	if _, err := em.Emit(context.Background(), resourceOf(patientLine(longID, "1", 2000), longID, "1"), nil); !errors.As(err, &tl) {
 		t.Fatalf("huge id: err = %v", err)
 	}
 	if n := len(hdrs.all()); n != 1 { // only the CreateBucket PUT
@@ -206,17 +206,17 @@ func TestCheckJSONKeepsBrokenLinesOutOfClaimChecks(t *testing.T) {
 	line := patientLine("x", "1", 2000)
 	broken := append(append([]byte(nil), line[:len(line)-1]...), `,"a":tru}`...)
 	var inv *publish.InvalidResourceError
-	if _, err := em.Emit(context.Background(), resourceOf(broken, "x", "1")); !errors.As(err, &inv) || inv.ID != "Patient/x/_history/1" {
-		t.Fatalf("broken line: err = %v", err)
+	if _, err := em.Emit(context.Background(), resourceOf(broken, "x", "1"), nil); !errors.As(err, &inv) || strings.Contains(err.Error(), "Patient/x") {
+		t.Fatalf("broken line: err = %v (must not name the resource)", err)
 	}
 	if n := len(hdrs.all()); n != 1 || p.Pending() != 0 { // only the CreateBucket PUT
 		t.Fatalf("%d PUTs, %d pending: a broken line was stored or queued", n, p.Pending())
 	}
-	if res, err := em.Emit(context.Background(), resourceOf(line, "x", "1")); err != nil || !res.ClaimChecked {
+	if res, err := em.Emit(context.Background(), resourceOf(line, "x", "1"), nil); err != nil || !res.ClaimChecked {
 		t.Fatalf("valid line: %+v %v", res, err)
 	}
 	em.CheckJSON = false // the lines were validated: no second check
-	if res, err := em.Emit(context.Background(), resourceOf(broken, "x", "1")); err != nil || !res.ClaimChecked {
+	if res, err := em.Emit(context.Background(), resourceOf(broken, "x", "1"), nil); err != nil || !res.ClaimChecked {
 		t.Fatalf("unchecked: %+v %v", res, err)
 	}
 }
@@ -258,11 +258,11 @@ func TestEmitterInlineExactlyAtTheLimitAndOneByteOver(t *testing.T) {
 	}
 	at := lineOfEntrySize("at", limit)
 	over := lineOfEntrySize("over", limit+1)
-	resAt, err := em.Emit(ctx, resourceOf(at, "at", "1"))
+	resAt, err := em.Emit(ctx, resourceOf(at, "at", "1"), nil)
 	if err != nil || resAt.ClaimChecked {
 		t.Fatalf("entry at the limit: %+v %v", resAt, err)
 	}
-	resOver, err := em.Emit(ctx, resourceOf(over, "over", "1"))
+	resOver, err := em.Emit(ctx, resourceOf(over, "over", "1"), nil)
 	if err != nil || !resOver.ClaimChecked {
 		t.Fatalf("entry one byte over: %+v %v", resOver, err)
 	}

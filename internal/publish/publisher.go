@@ -1,9 +1,11 @@
 // Package publish puts change events on an Amazon EventBridge bus. It batches
 // entries by count (at most 10 per PutEvents call) and by size (each entry
 // measured by AWS's documented formula, the sum per call within a configurable
-// limit), retries only the failed entries of a partial failure with
-// exponential backoff and full jitter for a bounded number of attempts, and
-// claim-checks resources too large for an entry by writing them to S3.
+// limit), paces its calls with a token bucket, retries only the failed
+// entries of a partial failure with capped exponential backoff and full
+// jitter, reports each entry's outcome to the caller through the token it
+// passed to Add, and claim-checks resources too large for an entry by writing
+// them to S3.
 package publish
 
 import (
@@ -14,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,12 +24,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
-// Defaults of Config.
+// Defaults of Config. Source and detail type are the consumer package's.
 const (
-	DefaultSource        = "healthlake.cdc"
-	DefaultDetailType    = "FHIR Resource Changed"
+	DefaultSource        = cdcevent.DefaultSource
+	DefaultDetailType    = cdcevent.DefaultDetailType
 	DefaultMaxEntryBytes = 256 * 1024
 	DefaultMaxAttempts   = 8
 	DefaultBaseDelay     = 100 * time.Millisecond
@@ -53,7 +58,11 @@ type Config struct {
 	// of entry sizes, exceeds it. Default 262144.
 	MaxEntryBytes int
 	// MaxAttempts bounds the PutEvents attempts per entry (first try
-	// included). Default 8.
+	// included) that end in a retryable entry error such as InternalFailure.
+	// Throttling (a ThrottlingException for the call or the entry) and
+	// retryable call errors (5xx, transport) are retried until ctx is done
+	// (the invocation's deadline) and do not count; only under a ctx without
+	// a deadline (tools, tests) does MaxAttempts bound them too. Default 8.
 	MaxAttempts int
 	// BaseDelay and MaxDelay shape the backoff before retry n (n from 1): a
 	// uniformly random duration in [0, min(MaxDelay, BaseDelay·2^(n-1))).
@@ -67,6 +76,19 @@ type Config struct {
 	// Rand must be safe for concurrent use and events may arrive out of
 	// order (EventBridge promises no order anyway).
 	Concurrency int
+	// Rate is the most PutEvents requests per second this publisher sends,
+	// retries included: a token bucket of Burst tokens refilled at Rate per
+	// second, waited on (with Sleep) before every request. 0 = unlimited.
+	Rate float64
+	// Burst is the token bucket's size; default 1 (requests evenly spaced).
+	Burst int
+	// Now is the bucket's clock; default time.Now.
+	Now func() time.Time
+	// Rejectable lists per-entry error codes the caller handles itself from
+	// the entry's Outcome (prepare-change quarantines a MalformedDetail
+	// line): such an entry is not retried, not counted as failed and does
+	// not fail the publisher.
+	Rejectable []string
 }
 
 func (c Config) withDefaults() Config {
@@ -96,6 +118,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 1
+	}
+	if c.Burst <= 0 {
+		c.Burst = 1
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -143,29 +171,32 @@ type Stats struct {
 	Published int64 // entries accepted by EventBridge
 	Retried   int64 // entry re-sends after a failure (one entry retried twice counts 2)
 	Failed    int64 // entries that finally failed
-	Throttled int64 // calls that failed as a whole and were retried
+	Rejected  int64 // entries that failed with a Config.Rejectable code (left to the caller)
+	Throttled int64 // calls that failed as a whole (throttled, 5xx, transport) and were retried
 	Bytes     int64 // sum of the sizes of accepted entries
 	Chunks    int64 // billed 64 KB chunks of accepted entries
 }
 
 // EntryTooLargeError is returned by Add for an entry larger than the limit.
+// It names sizes only, never the entry's resource.
 type EntryTooLargeError struct {
-	ID          string // the caller's id of the entry (an eventId)
 	Size, Limit int
 }
 
 // Error implements error.
 func (e *EntryTooLargeError) Error() string {
-	return fmt.Sprintf("publish: entry %s is %d bytes, over the PutEvents limit of %d", e.ID, e.Size, e.Limit)
+	return fmt.Sprintf("publish: an entry of %d bytes is over the PutEvents limit of %d", e.Size, e.Limit)
 }
 
 // FailedEntriesError reports entries that still failed after the bounded
-// retries, or were rejected with a permanent error code.
+// retries, or were rejected with a permanent error code. Its message names
+// counts and codes only; Tokens lets the caller say where the entries came
+// from (prepare-change names line numbers).
 type FailedEntriesError struct {
 	Count    int            // entries that failed
 	Attempts int            // PutEvents attempts made for the batch
 	Codes    map[string]int // entries per final ErrorCode
-	IDs      []string       // the caller's ids of the failed entries (eventIds), at most 10
+	Tokens   []any          // the Add tokens of the first failed entries, at most 10
 }
 
 // Error implements error: it names the count and the error codes.
@@ -179,11 +210,7 @@ func (e *FailedEntriesError) Error() string {
 	for i, c := range codes {
 		parts[i] = fmt.Sprintf("%s×%d", c, e.Codes[c])
 	}
-	msg := fmt.Sprintf("publish: %d entries failed after %d PutEvents attempts (error codes: %s)", e.Count, e.Attempts, strings.Join(parts, ", "))
-	if len(e.IDs) > 0 {
-		msg += "; first event " + e.IDs[0]
-	}
-	return msg
+	return fmt.Sprintf("publish: %d entries failed after %d PutEvents attempts (error codes: %s)", e.Count, e.Attempts, strings.Join(parts, ", "))
 }
 
 // CallError reports a PutEvents call that failed as a whole after the
@@ -203,15 +230,27 @@ func (e *CallError) Error() string {
 // Unwrap returns the last call error.
 func (e *CallError) Unwrap() error { return e.Err }
 
+// Outcome is what became of one entry added with a token: accepted by
+// EventBridge (Code ""), or failed for good with Code, the entry's final
+// ErrorCode (a Config.Rejectable code, a permanent one, or one whose retries
+// were spent) or the failed call's error code ("RequestFailed" when it has
+// none).
+type Outcome struct {
+	Token any
+	Code  string
+}
+
 type pending struct {
-	id    string
+	token any
 	entry types.PutEventsRequestEntry
 	size  int
+	tries int // attempts that ended in a retryable entry error counted against MaxAttempts
 }
 
 // Publisher batches entries and sends them with PutEvents, with up to
 // Config.Concurrency calls in flight. Add and Flush must be called from one
-// goroutine; Stats may be called from any. Call Flush after the last Add.
+// goroutine; Stats and Outcomes may be called from any. Call Flush after the
+// last Add.
 type Publisher struct {
 	api    PutEventsAPI
 	cfg    Config
@@ -219,6 +258,9 @@ type Publisher struct {
 	source *string
 	dtype  *string
 	fixed  int // bytes of Source and DetailType per entry
+	reject map[string]bool
+	bucket *bucket                   // nil: no rate limit
+	dry    func(detail []byte) error // dry run: where details go instead of PutEvents
 
 	batch     []pending
 	batchSize int
@@ -226,9 +268,11 @@ type Publisher struct {
 	slots chan struct{} // one token per send in flight
 	wg    sync.WaitGroup
 
-	mu    sync.Mutex
-	stats Stats
-	err   error // the first send error; FailedEntriesErrors of later batches are merged into it
+	mu       sync.Mutex
+	stats    Stats
+	err      error     // the first send error; FailedEntriesErrors of later batches are merged into it
+	outcomes []Outcome // settled, not yet taken
+	settled  atomic.Bool
 }
 
 // New returns a Publisher that sends through api.
@@ -236,14 +280,38 @@ func New(api PutEventsAPI, cfg Config) (*Publisher, error) {
 	if api == nil {
 		return nil, errors.New("publish: nil PutEventsAPI")
 	}
+	return newPublisher(api, nil, cfg)
+}
+
+// NewDryRun returns a Publisher that sends nothing: Add checks the entry's
+// size as New's would and hands the detail to write at once (a token comes
+// back as accepted). cdcctl inspect drives the emitter through it.
+func NewDryRun(write func(detail []byte) error, cfg Config) (*Publisher, error) {
+	if write == nil {
+		return nil, errors.New("publish: nil writer for a dry run")
+	}
+	return newPublisher(nil, write, cfg)
+}
+
+func newPublisher(api PutEventsAPI, dry func([]byte) error, cfg Config) (*Publisher, error) {
 	cfg = cfg.withDefaults()
-	p := &Publisher{api: api, cfg: cfg, source: aws.String(cfg.Source), dtype: aws.String(cfg.DetailType)}
+	p := &Publisher{api: api, dry: dry, cfg: cfg, source: aws.String(cfg.Source), dtype: aws.String(cfg.DetailType)}
 	if cfg.EventBus != "" {
 		p.bus = aws.String(cfg.EventBus)
 	}
 	p.fixed = EntrySize(cfg.Source, cfg.DetailType, 0, nil, false)
 	if p.fixed >= cfg.MaxEntryBytes {
 		return nil, fmt.Errorf("publish: source and detail type alone (%d bytes) reach the limit of %d", p.fixed, cfg.MaxEntryBytes)
+	}
+	if cfg.Rate < 0 {
+		return nil, fmt.Errorf("publish: negative rate %v", cfg.Rate)
+	}
+	if cfg.Rate > 0 {
+		p.bucket = newBucket(cfg.Rate, cfg.Burst, cfg.Now)
+	}
+	p.reject = map[string]bool{}
+	for _, c := range cfg.Rejectable {
+		p.reject[c] = true
 	}
 	p.batch = make([]pending, 0, MaxBatchEntries)
 	p.slots = make(chan struct{}, cfg.Concurrency)
@@ -270,18 +338,42 @@ func (p *Publisher) Stats() Stats {
 // Pending returns the number of entries added but not yet handed to a send.
 func (p *Publisher) Pending() int { return len(p.batch) }
 
-// Add queues one entry whose detail is the JSON object detail; id names it in
-// errors (an eventId: an id, never content). The detail is copied. Add hands
-// the batch to a send when it is full (10 entries) or when the entry would
-// not fit the size limit beside the entries already queued; with
-// Concurrency > 1 it waits only while that many sends are in flight.
-// It returns an *EntryTooLargeError for an entry over the limit on its own,
-// and the first send error (*FailedEntriesError or *CallError) once one is
-// known; Flush returns it too.
-func (p *Publisher) Add(ctx context.Context, id string, detail []byte) error {
+// Outcomes appends to dst the outcomes of the entries with a token settled
+// since the last call, and returns the extended slice. Cheap when nothing
+// settled.
+func (p *Publisher) Outcomes(dst []Outcome) []Outcome {
+	if !p.settled.Load() {
+		return dst
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	dst = append(dst, p.outcomes...)
+	clear(p.outcomes)
+	p.outcomes = p.outcomes[:0]
+	p.settled.Store(false)
+	return dst
+}
+
+// Add queues one entry whose detail is the JSON object detail. token, when
+// not nil, comes back with the entry's Outcome (see Outcomes); it is how the
+// caller tells its entries apart, so the detail is never parsed back. The
+// detail is copied. Add hands the batch to a send when it is full (10
+// entries) or when the entry would not fit the size limit beside the entries
+// already queued; with Concurrency > 1 it waits only while that many sends
+// are in flight. It returns an *EntryTooLargeError for an entry over the
+// limit on its own (nothing queued, no outcome), and the first send error
+// (*FailedEntriesError or *CallError) once one is known; Flush returns it too.
+func (p *Publisher) Add(ctx context.Context, detail []byte, token any) error {
 	size := p.EntrySize(len(detail))
 	if size > p.cfg.MaxEntryBytes {
-		return &EntryTooLargeError{ID: id, Size: size, Limit: p.cfg.MaxEntryBytes}
+		return &EntryTooLargeError{Size: size, Limit: p.cfg.MaxEntryBytes}
+	}
+	if p.dry != nil {
+		if err := p.dry(detail); err != nil {
+			return err
+		}
+		p.finish(Stats{Published: 1, Bytes: int64(size), Chunks: int64(Chunks(size))}, []Outcome{{Token: token}}, nil)
+		return nil
 	}
 	if len(p.batch) > 0 && p.batchSize+size > p.cfg.MaxEntryBytes {
 		if err := p.dispatch(ctx); err != nil {
@@ -289,8 +381,8 @@ func (p *Publisher) Add(ctx context.Context, id string, detail []byte) error {
 		}
 	}
 	p.batch = append(p.batch, pending{
-		id:   id,
-		size: size,
+		token: token,
+		size:  size,
 		entry: types.PutEventsRequestEntry{
 			EventBusName: p.bus, Source: p.source, DetailType: p.dtype, Detail: aws.String(string(detail)),
 		},
@@ -340,7 +432,8 @@ func (p *Publisher) dispatch(ctx context.Context) error {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		p.finish(Stats{Failed: int64(len(batch))}, &CallError{Entries: len(batch), Err: ctx.Err()})
+		err := &CallError{Entries: len(batch), Err: ctx.Err()}
+		p.finish(Stats{Failed: int64(len(batch))}, failedAll(nil, batch, "RequestFailed"), err)
 		return p.firstError()
 	}
 	p.wg.Add(1)
@@ -352,17 +445,34 @@ func (p *Publisher) dispatch(ctx context.Context) error {
 	return p.firstError()
 }
 
-// finish adds the counters of one send and keeps its error.
-func (p *Publisher) finish(st Stats, err error) {
+// failedAll appends an outcome with code for every entry of batch with a token.
+func failedAll(dst []Outcome, batch []pending, code string) []Outcome {
+	for _, pe := range batch {
+		if pe.token != nil {
+			dst = append(dst, Outcome{Token: pe.token, Code: code})
+		}
+	}
+	return dst
+}
+
+// finish adds the counters and outcomes of one send and keeps its error.
+func (p *Publisher) finish(st Stats, outs []Outcome, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Calls += st.Calls
 	p.stats.Published += st.Published
 	p.stats.Retried += st.Retried
 	p.stats.Failed += st.Failed
+	p.stats.Rejected += st.Rejected
 	p.stats.Throttled += st.Throttled
 	p.stats.Bytes += st.Bytes
 	p.stats.Chunks += st.Chunks
+	for _, o := range outs {
+		if o.Token != nil {
+			p.outcomes = append(p.outcomes, o)
+			p.settled.Store(true)
+		}
+	}
 	if err == nil {
 		return
 	}
@@ -377,9 +487,9 @@ func (p *Publisher) finish(st Stats, err error) {
 		for c, n := range from.Codes {
 			into.Codes[c] += n
 		}
-		for _, id := range from.IDs {
-			if len(into.IDs) < 10 {
-				into.IDs = append(into.IDs, id)
+		for _, tok := range from.Tokens {
+			if len(into.Tokens) < 10 {
+				into.Tokens = append(into.Tokens, tok)
 			}
 		}
 	}
@@ -432,7 +542,8 @@ func retryableCallError(ctx context.Context, err error) (code string, retry bool
 	return "", true // transport error: the request may not have arrived
 }
 
-// backoff returns the full-jitter delay before retry n (n from 1).
+// backoff returns the full-jitter delay before retry n (n from 1): uniform
+// in [0, min(MaxDelay, BaseDelay·2^(n-1))).
 func (p *Publisher) backoff(n int) time.Duration {
 	ceil := p.cfg.BaseDelay
 	for i := 1; i < n && ceil < p.cfg.MaxDelay; i++ {
@@ -444,9 +555,15 @@ func (p *Publisher) backoff(n int) time.Duration {
 	return time.Duration(p.cfg.Rand() * float64(ceil))
 }
 
-// send puts batch, retrying only failed entries, for at most MaxAttempts
-// attempts, and returns its counters and error.
-func (p *Publisher) send(ctx context.Context, batch []pending) (st Stats, _ error) {
+// isThrottle reports whether an error code is EventBridge throttling.
+func isThrottle(code string) bool { return strings.Contains(code, "Throttl") }
+
+// send puts batch, retrying only failed entries, and returns its counters,
+// the outcomes of its entries and its error. Throttling and retryable call
+// errors are retried until ctx is done when ctx has a deadline; other
+// retryable entry errors for at most MaxAttempts attempts per entry.
+func (p *Publisher) send(ctx context.Context, batch []pending) (st Stats, outs []Outcome, _ error) {
+	_, untilDeadline := ctx.Deadline()
 	todo := batch
 	entries := make([]types.PutEventsRequestEntry, 0, len(batch))
 	var final *FailedEntriesError
@@ -456,20 +573,33 @@ func (p *Publisher) send(ctx context.Context, batch []pending) (st Stats, _ erro
 		}
 		final.Count++
 		final.Codes[code]++
-		if len(final.IDs) < 10 {
-			final.IDs = append(final.IDs, pe.id)
+		if pe.token != nil && len(final.Tokens) < 10 {
+			final.Tokens = append(final.Tokens, pe.token)
 		}
 		st.Failed++
+		outs = append(outs, Outcome{Token: pe.token, Code: code})
+	}
+	callFailed := func(attempts int, code string, err error) (Stats, []Outcome, error) {
+		st.Failed += int64(len(todo))
+		c := code
+		if c == "" {
+			c = "RequestFailed"
+		}
+		return st, failedAll(outs, todo, c), &CallError{Entries: len(todo), Attempts: attempts, Code: code, Err: err}
 	}
 	attempt := 0
 	for len(todo) > 0 {
 		attempt++
 		if attempt > 1 {
 			if err := p.cfg.Sleep(ctx, p.backoff(attempt-1)); err != nil {
-				st.Failed += int64(len(todo))
-				return st, &CallError{Entries: len(todo), Attempts: attempt - 1, Err: fmt.Errorf("wait before retry: %w", err)}
+				return callFailed(attempt-1, "", fmt.Errorf("wait before retry: %w", err))
 			}
 			st.Retried += int64(len(todo))
+		}
+		if p.bucket != nil {
+			if err := p.bucket.wait(ctx, p.cfg.Sleep); err != nil {
+				return callFailed(attempt-1, "", fmt.Errorf("wait for the PutEvents rate: %w", err))
+			}
 		}
 		entries = entries[:0]
 		for _, pe := range todo {
@@ -479,17 +609,19 @@ func (p *Publisher) send(ctx context.Context, batch []pending) (st Stats, _ erro
 		out, err := p.api.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
 		if err != nil {
 			code, retry := retryableCallError(ctx, err)
-			if !retry || attempt >= p.cfg.MaxAttempts {
-				st.Failed += int64(len(todo))
-				return st, &CallError{Entries: len(todo), Attempts: attempt, Code: code, Err: err}
+			if !untilDeadline {
+				for i := range todo {
+					todo[i].tries++
+				}
+			}
+			if !retry || !untilDeadline && attempt >= p.cfg.MaxAttempts {
+				return callFailed(attempt, code, err)
 			}
 			st.Throttled++
 			continue
 		}
 		if len(out.Entries) != len(entries) {
-			st.Failed += int64(len(todo))
-			return st, &CallError{Entries: len(todo), Attempts: attempt,
-				Err: fmt.Errorf("response has %d result entries for %d request entries", len(out.Entries), len(entries))}
+			return callFailed(attempt, "", fmt.Errorf("response has %d result entries for %d request entries", len(out.Entries), len(entries)))
 		}
 		var next []pending
 		for i, r := range out.Entries {
@@ -499,12 +631,23 @@ func (p *Publisher) send(ctx context.Context, batch []pending) (st Stats, _ erro
 				st.Published++
 				st.Bytes += int64(pe.size)
 				st.Chunks += int64(Chunks(pe.size))
+				if pe.token != nil {
+					outs = append(outs, Outcome{Token: pe.token})
+				}
 				continue
 			}
 			if code == "" {
 				code = "MissingEventId"
 			}
-			if !RetryableEntryCode(code) || attempt >= p.cfg.MaxAttempts {
+			if p.reject[code] {
+				st.Rejected++
+				outs = append(outs, Outcome{Token: pe.token, Code: code})
+				continue
+			}
+			if !isThrottle(code) || !untilDeadline {
+				pe.tries++
+			}
+			if !RetryableEntryCode(code) || pe.tries >= p.cfg.MaxAttempts {
 				fail(pe, code)
 				continue
 			}
@@ -514,7 +657,7 @@ func (p *Publisher) send(ctx context.Context, batch []pending) (st Stats, _ erro
 	}
 	if final != nil {
 		final.Attempts = attempt
-		return st, final
+		return st, outs, final
 	}
-	return st, nil
+	return st, outs, nil
 }

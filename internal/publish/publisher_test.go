@@ -116,7 +116,7 @@ func TestBatchesOfAtMostTenInOrder(t *testing.T) {
 	p := r.publisher(t, publish.Config{})
 	ctx := context.Background()
 	for i := 0; i < 25; i++ {
-		if err := p.Add(ctx, fmt.Sprint(i), detailN(i)); err != nil {
+		if err := p.Add(ctx, detailN(i), fmt.Sprint(i)); err != nil {
 			t.Fatalf("Add %d: %v", i, err)
 		}
 	}
@@ -146,7 +146,7 @@ func TestExactlyTenEntriesIsOneCall(t *testing.T) {
 	p := r.publisher(t, publish.Config{Source: "my.source", DetailType: "My Type"})
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
-		if err := p.Add(ctx, fmt.Sprint(i), detailN(i)); err != nil {
+		if err := p.Add(ctx, detailN(i), fmt.Sprint(i)); err != nil {
 			t.Fatalf("Add: %v", err)
 		}
 	}
@@ -177,26 +177,26 @@ func TestEntryExactlyAtTheLimitWithMultiByteUTF8(t *testing.T) {
 	if !p.Fits(len(at)) || p.Fits(len(at)+1) {
 		t.Fatalf("Fits is off by one")
 	}
-	if err := p.Add(ctx, "at", at); err != nil {
+	if err := p.Add(ctx, at, "at"); err != nil {
 		t.Fatalf("Add at limit: %v", err)
 	}
 	over := detailOfEntrySize(t, limit+1)
 	var tooLarge *publish.EntryTooLargeError
-	if err := p.Add(ctx, "Patient/x/_history/1", over); !errors.As(err, &tooLarge) || tooLarge.Size != limit+1 || tooLarge.Limit != limit {
+	if err := p.Add(ctx, over, "Patient/x/_history/1"); !errors.As(err, &tooLarge) || tooLarge.Size != limit+1 || tooLarge.Limit != limit {
 		t.Fatalf("Add over limit: %v", err)
 	}
 	// Two entries of half the limit share a call; one byte more and they do not.
 	half := detailOfEntrySize(t, limit/2)
 	for i := 0; i < 2; i++ {
-		if err := p.Add(ctx, "h", half); err != nil {
+		if err := p.Add(ctx, half, "h"); err != nil {
 			t.Fatalf("Add half: %v", err)
 		}
 	}
 	halfPlus := detailOfEntrySize(t, limit/2+1)
-	if err := p.Add(ctx, "hp", halfPlus); err != nil {
+	if err := p.Add(ctx, halfPlus, "hp"); err != nil {
 		t.Fatalf("Add half+1: %v", err)
 	}
-	if err := p.Add(ctx, "hp", half); err != nil {
+	if err := p.Add(ctx, half, "hp"); err != nil {
 		t.Fatalf("Add half: %v", err)
 	}
 	if err := p.Flush(ctx); err != nil {
@@ -242,7 +242,7 @@ func TestPartialFailureRetriesOnlyFailedEntries(t *testing.T) {
 		return "", ""
 	})
 	for i := 0; i < 10; i++ {
-		if err := p.Add(ctx, fmt.Sprint(i), detailN(i)); err != nil {
+		if err := p.Add(ctx, detailN(i), fmt.Sprint(i)); err != nil {
 			t.Fatalf("Add: %v", err)
 		}
 	}
@@ -286,7 +286,7 @@ func TestEntriesThatKeepFailingFailWithCountAndCodes(t *testing.T) {
 		return "", ""
 	})
 	for i := 0; i < 4; i++ {
-		if err := p.Add(ctx, fmt.Sprintf("Patient/%d/_history/1", i), detailN(i)); err != nil {
+		if err := p.Add(ctx, detailN(i), fmt.Sprintf("Patient/%d/_history/1", i)); err != nil {
 			t.Fatalf("Add: %v", err)
 		}
 	}
@@ -299,10 +299,14 @@ func TestEntriesThatKeepFailingFailWithCountAndCodes(t *testing.T) {
 		t.Fatalf("error = %+v", fe)
 	}
 	msg := err.Error()
-	for _, want := range []string{"2 entries failed", "4 PutEvents attempts", "InternalFailure×1", "ThrottlingException×1", "Patient/1/_history/1"} {
+	for _, want := range []string{"2 entries failed", "4 PutEvents attempts", "InternalFailure×1", "ThrottlingException×1"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
 		}
+	}
+	// The failed entries come back as their tokens; the message names no resource.
+	if fmt.Sprint(fe.Tokens) != "[Patient/1/_history/1 Patient/2/_history/1]" || strings.Contains(msg, "Patient/") {
+		t.Errorf("tokens %v, message %q", fe.Tokens, msg)
 	}
 	if got := fmt.Sprint(r.client.callSizes()); got != "[4 2 2 2]" {
 		t.Fatalf("entries per call = %s", got)
@@ -321,11 +325,11 @@ func TestPermanentEntryErrorsAreNotRetried(t *testing.T) {
 	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{})
 	ctx := context.Background()
-	_ = p.Add(ctx, "good", []byte(`{"ok":1}`))
-	_ = p.Add(ctx, "bad", []byte(`[1]`))
+	_ = p.Add(ctx, []byte(`{"ok":1}`), "good")
+	_ = p.Add(ctx, []byte(`[1]`), "bad")
 	err := p.Flush(ctx)
 	var fe *publish.FailedEntriesError
-	if !errors.As(err, &fe) || fe.Count != 1 || fe.Codes["MalformedDetail"] != 1 || fe.Attempts != 1 || fe.IDs[0] != "bad" {
+	if !errors.As(err, &fe) || fe.Count != 1 || fe.Codes["MalformedDetail"] != 1 || fe.Attempts != 1 || fe.Tokens[0] != "bad" {
 		t.Fatalf("err = %v (%+v)", err, fe)
 	}
 	if len(r.client.callSizes()) != 1 || r.sink.Len() != 1 {
@@ -343,7 +347,7 @@ func TestDocumentedNonRetryableEntryCodesAreNotRetried(t *testing.T) {
 		p := r.publisher(t, publish.Config{})
 		ctx := context.Background()
 		r.em.FailNextEntries(1, code)
-		_ = p.Add(ctx, "Patient/1/_history/1", []byte(`{"ok":1}`))
+		_ = p.Add(ctx, []byte(`{"ok":1}`), "Patient/1/_history/1")
 		err := p.Flush(ctx)
 		var fe *publish.FailedEntriesError
 		if !errors.As(err, &fe) || fe.Count != 1 || fe.Codes[code] != 1 || fe.Attempts != 1 {
@@ -366,7 +370,7 @@ func TestThrottledCallsAreRetriedWhole(t *testing.T) {
 	ctx := context.Background()
 	r.em.ThrottleNextCalls(2)
 	for i := 0; i < 3; i++ {
-		_ = p.Add(ctx, fmt.Sprint(i), detailN(i))
+		_ = p.Add(ctx, detailN(i), fmt.Sprint(i))
 	}
 	if err := p.Flush(ctx); err != nil {
 		t.Fatalf("Flush: %v", err)
@@ -384,7 +388,7 @@ func TestThrottledCallsAreRetriedWhole(t *testing.T) {
 	// Throttled past the bound: a CallError naming the code.
 	r.em.ThrottleNextCalls(100)
 	p2 := r.publisher(t, publish.Config{MaxAttempts: 3})
-	_ = p2.Add(ctx, "x", detailN(1))
+	_ = p2.Add(ctx, detailN(1), "x")
 	err := p2.Flush(ctx)
 	var ce *publish.CallError
 	if !errors.As(err, &ce) || ce.Attempts != 3 || ce.Code != "ThrottlingException" || ce.Entries != 1 {
@@ -397,7 +401,7 @@ func TestValidationErrorsAreNotRetried(t *testing.T) {
 	r := newRig(t, fakeeventbridge.Options{MaxRequestBytes: 1000})
 	p := r.publisher(t, publish.Config{MaxEntryBytes: 5000})
 	ctx := context.Background()
-	_ = p.Add(ctx, "big", detailOfEntrySize(t, 2000))
+	_ = p.Add(ctx, detailOfEntrySize(t, 2000), "big")
 	err := p.Flush(ctx)
 	var ce *publish.CallError
 	if !errors.As(err, &ce) || ce.Attempts != 1 || ce.Code != "ValidationException" {
@@ -411,7 +415,7 @@ func TestValidationErrorsAreNotRetried(t *testing.T) {
 func TestUnknownBusFailsLoudly(t *testing.T) {
 	r := newRig(t, fakeeventbridge.Options{})
 	p := r.publisher(t, publish.Config{EventBus: "missing-bus"})
-	_ = p.Add(context.Background(), "e", detailN(1))
+	_ = p.Add(context.Background(), detailN(1), "e")
 	err := p.Flush(context.Background())
 	var fe *publish.FailedEntriesError
 	if !errors.As(err, &fe) || fe.Codes["ResourceNotFoundException"] != 1 || fe.Attempts != 1 {
@@ -427,7 +431,7 @@ func TestCancelledContextStopsRetrying(t *testing.T) {
 		cancel()
 		return ctx.Err()
 	}})
-	_ = p.Add(ctx, "e", detailN(1))
+	_ = p.Add(ctx, detailN(1), "e")
 	err := p.Flush(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -511,7 +515,7 @@ func TestConcurrentSendsAreBoundedAndDeliverEverythingOnce(t *testing.T) {
 	r.em.FailNextEntries(5, "InternalFailure")
 	ctx := context.Background()
 	for i := 0; i < 95; i++ {
-		if err := p.Add(ctx, fmt.Sprint(i), detailN(i)); err != nil {
+		if err := p.Add(ctx, detailN(i), fmt.Sprint(i)); err != nil {
 			t.Fatalf("Add %d: %v", i, err)
 		}
 	}
@@ -550,14 +554,14 @@ func TestConcurrentFailuresAreMergedIntoOneError(t *testing.T) {
 		Sleep: func(context.Context, time.Duration) error { return nil }})
 	ctx := context.Background()
 	for i := 0; i < 20; i++ {
-		_ = p.Add(ctx, fmt.Sprintf("Patient/%d/_history/1", i), detailN(i))
+		_ = p.Add(ctx, detailN(i), fmt.Sprintf("Patient/%d/_history/1", i))
 	}
 	err := p.Flush(ctx)
 	var fe *publish.FailedEntriesError
 	if !errors.As(err, &fe) || fe.Count != 2 || fe.Codes["InternalFailure"] != 1 || fe.Codes["MalformedDetail"] != 1 {
 		t.Fatalf("err = %v", err)
 	}
-	if err := p.Add(ctx, "late", detailN(99)); !errors.Is(err, fe) {
+	if err := p.Add(ctx, detailN(99), "late"); !errors.Is(err, fe) {
 		t.Fatalf("Add after a failure = %v, want the first error", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
@@ -63,12 +62,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	getenv := s.getenv()
 
 	// prepare-change
-	pcfg, err := prepare.ConfigFromEnv(getenv)
-	if err != nil {
-		return fmt.Errorf("stack: %w", err)
-	}
-	pcfg.Logger, pcfg.Metrics = s.log, s.Metrics
-	ph, err := prepare.New(awsclient.NewS3(s.Config), eventbridge.NewFromConfig(s.Config), pcfg)
+	ph, err := prepare.NewFromEnv(getenv, s.Config, s.log, s.Metrics)
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
