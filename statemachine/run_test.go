@@ -24,6 +24,9 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
+// timeScale runs Retry intervals of seconds in microseconds.
+const timeScale = 0.0001
+
 const (
 	runLockFn = "arn:aws:lambda:us-east-1:000000000000:function:run-lock"
 	prepareFn = "arn:aws:lambda:us-east-1:000000000000:function:prepare-change"
@@ -96,7 +99,10 @@ func newHarnessWith(t *testing.T, overrides map[string]string, handle func(fn st
 	h := &harness{t: t, l: &lambdas{handle: handle}}
 	h.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	h.sqs = sqs.NewFromConfig(cfg)
-	h.em = fakesfn.New(fakesfn.Options{Region: env.Region, AccountID: env.AccountID, Lambda: h.l, SQS: h.sqs, S3: h.s3, TimeScale: 0.0001})
+	// The EXPRESS limit stays 5 minutes of real time: a busy machine must not
+	// time a Map child out (scaled, it would be 30 ms).
+	h.em = fakesfn.New(fakesfn.Options{Region: env.Region, AccountID: env.AccountID, Lambda: h.l, SQS: h.sqs, S3: h.s3,
+		TimeScale: timeScale, ExpressMaxDuration: time.Duration(float64(asl.DefaultExpressMaxDuration) / timeScale)})
 	t.Cleanup(h.em.Close)
 	env.Gateway.Handle(localaws.ServiceSFN, h.em)
 	h.client = awssfn.NewFromConfig(cfg)

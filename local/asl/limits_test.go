@@ -126,18 +126,25 @@ func TestExpressExecutionEndsAtTheExpressLimitBeforeItsTimeoutSeconds(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock := NewManualClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	r := NewRunner(Config{Clock: clock})
+	xs := map[string]*Execution{}
 	for _, typ := range []string{TypeExpress, TypeStandard} {
-		x, err := NewRunner(Config{TimeScale: 0.0001}).Start(context.Background(), m, StartInput{ExecutionARN: "arn:x:" + typ, Name: "x", Type: typ})
+		x, err := r.Start(context.Background(), m, StartInput{ExecutionARN: "arn:x:" + typ, Name: "x", Type: typ})
 		if err != nil {
 			t.Fatal(err)
 		}
-		info := finish(t, x)
-		switch {
-		case typ == TypeExpress && (info.Status != StatusTimedOut || !strings.Contains(info.Cause, "EXPRESS")):
-			t.Fatalf("EXPRESS execution = %s %s", info.Status, info.Cause)
-		case typ == TypeStandard && info.Status != StatusSucceeded:
-			t.Fatalf("STANDARD execution = %s %s", info.Status, info.Cause)
-		}
+		xs[typ] = x
+	}
+	// Each has armed its execution limit and its Wait state.
+	waitFor(t, "both executions to wait", func() bool { return clock.Waiters() == 4 })
+	clock.Advance(DefaultExpressMaxDuration)
+	if info := finish(t, xs[TypeExpress]); info.Status != StatusTimedOut || info.Error != ErrorTimeout || !strings.Contains(info.Cause, "EXPRESS") {
+		t.Fatalf("EXPRESS execution = %s %s %s", info.Status, info.Error, info.Cause)
+	}
+	clock.Advance(3000*time.Second - DefaultExpressMaxDuration)
+	if info := finish(t, xs[TypeStandard]); info.Status != StatusSucceeded {
+		t.Fatalf("STANDARD execution = %s %s %s", info.Status, info.Error, info.Cause)
 	}
 }
 
