@@ -26,6 +26,9 @@ type replayView struct {
 	By      string `json:"by"`
 	Reason  string `json:"reason,omitempty"`
 	Created bool   `json:"created"`
+	// DroppedPending is the multi-part export the replay dropped (its
+	// remaining parts are exported again by the next runs).
+	DroppedPending *runlock.Pending `json:"droppedPending,omitempty"`
 }
 
 func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -64,7 +67,8 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	}
 	r := res.Record
 	if f.json {
-		v := replayView{Table: f.table, To: events.FormatTime(r.To), At: events.FormatTime(r.At), By: r.By, Reason: r.Reason, Created: res.Created}
+		v := replayView{Table: f.table, To: events.FormatTime(r.To), At: events.FormatTime(r.At), By: r.By, Reason: r.Reason, Created: res.Created,
+			DroppedPending: res.DroppedPending}
 		if !r.From.IsZero() {
 			v.From = events.FormatTime(r.From)
 		}
@@ -77,6 +81,10 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		fmt.Fprintf(stdout, "checkpoint set to %s (new RUN record) by %s\n", events.FormatTime(r.To), r.By)
 	} else {
 		fmt.Fprintf(stdout, "checkpoint moved back from %s to %s by %s\n", events.FormatTime(r.From), events.FormatTime(r.To), r.By)
+	}
+	if p := res.DroppedPending; p != nil {
+		fmt.Fprintf(stdout, "dropped the pending export (parts %d-%d of %d of job %s): the next run exports afresh\n",
+			p.Next.Part+1, p.Next.Parts, p.Next.Parts, orDash(p.Next.JobID))
 	}
 	fmt.Fprintln(stdout, "the next runs re-emit every change after it, with the same event ids; run `cdcctl run` to start one now")
 	return exitOK

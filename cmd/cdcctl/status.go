@@ -21,12 +21,14 @@ func init() {
 
 // statusView is the JSON form of `cdcctl status`.
 type statusView struct {
-	Table       string                  `json:"table"`
-	Exists      bool                    `json:"exists"`
-	Now         string                  `json:"now"`
-	Checkpoint  string                  `json:"checkpoint,omitempty"`
-	LagSeconds  float64                 `json:"lagSeconds"`
-	Lock        *lockView               `json:"lock"`
+	Table      string    `json:"table"`
+	Exists     bool      `json:"exists"`
+	Now        string    `json:"now"`
+	Checkpoint string    `json:"checkpoint,omitempty"`
+	LagSeconds float64   `json:"lagSeconds"`
+	Lock       *lockView `json:"lock"`
+	// Pending is the rest of a multi-part export, null when none.
+	Pending     *runlock.Pending        `json:"pending"`
 	ExportJob   *runlock.ExportJob      `json:"exportJob,omitempty"`
 	LastRun     *runlock.LastRun        `json:"lastRun,omitempty"`
 	LastReplay  *runlock.ReplayRecord   `json:"lastReplay,omitempty"`
@@ -38,14 +40,15 @@ type statusView struct {
 }
 
 type lockView struct {
-	Owner       string           `json:"owner"`
-	RunID       string           `json:"runId"`
-	LockedAt    string           `json:"lockedAt"`
-	LeaseUntil  string           `json:"leaseUntil"`
-	Window      events.Window    `json:"window"`
-	OwnerStatus string           `json:"ownerStatus,omitempty"`
-	Live        bool             `json:"live"`
-	Liveness    runlock.Liveness `json:"liveness"`
+	Owner        string           `json:"owner"`
+	RunID        string           `json:"runId"`
+	LockedAt     string           `json:"lockedAt"`
+	LeaseUntil   string           `json:"leaseUntil"`
+	Window       events.Window    `json:"window"`
+	ExportWindow events.Window    `json:"exportWindow"`
+	OwnerStatus  string           `json:"ownerStatus,omitempty"`
+	Live         bool             `json:"live"`
+	Liveness     runlock.Liveness `json:"liveness"`
 }
 
 func runStatus(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -68,13 +71,13 @@ func runStatus(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	}
 	v := statusView{Table: f.table, Exists: st.Exists, Now: events.FormatTime(st.Now), LagSeconds: st.Lag.Seconds(),
 		ExportJob: st.ExportJob, LastRun: st.LastRun, LastReplay: st.LastReplay, SkippedRuns: st.SkippedRuns,
-		Takeovers: st.Takeovers, History: st.History}
+		Takeovers: st.Takeovers, History: st.History, Pending: st.Pending}
 	if st.Exists {
 		v.Checkpoint = events.FormatTime(st.Checkpoint)
 	}
 	if l := st.Lock; l != nil {
 		v.Lock = &lockView{Owner: l.Owner, RunID: l.RunID, LockedAt: events.FormatTime(l.LockedAt),
-			LeaseUntil: events.FormatTime(l.LeaseUntil), Window: l.Window, OwnerStatus: l.Liveness.Status,
+			LeaseUntil: events.FormatTime(l.LeaseUntil), Window: l.Window, ExportWindow: l.ExportWindow, OwnerStatus: l.Liveness.Status,
 			Live: l.Liveness.Live, Liveness: l.Liveness}
 	}
 	lm, haveLocal := fetchLocalMetrics(ctx, f.endpoint)
@@ -109,10 +112,16 @@ func printStatus(w io.Writer, st runlock.Status, table string) {
 		}
 		fmt.Fprintf(w, "lock         held by %s since %s (%s; %s)\n", l.RunID, events.FormatTime(l.LockedAt), l.Liveness.Why, state)
 		fmt.Fprintf(w, "  owner      %s\n", l.Owner)
-		fmt.Fprintf(w, "  window     %s\n", l.Window)
+		fmt.Fprintf(w, "  window     %s (exports %s)\n", l.Window, l.ExportWindow)
 		fmt.Fprintf(w, "  lease      until %s\n", events.FormatTime(l.LeaseUntil))
 	} else {
 		fmt.Fprintln(w, "lock         free")
+	}
+	if p := st.Pending; p != nil {
+		n := p.Next
+		fmt.Fprintf(w, "pending      part %d of %d (%d files) of export job %s (run %s) over %s;\n", n.Part+1, n.Parts,
+			n.FileCount, orDash(n.JobID), n.ManifestRunID, n.Window)
+		fmt.Fprintf(w, "             the next run delivers it; the checkpoint moves to %s after the last part\n", events.FormatTime(p.Window.Until))
 	}
 	if j := st.ExportJob; j != nil {
 		fmt.Fprintf(w, "export job   %s %s (run %s, started %s)\n", orDash(j.JobID), orDash(j.Status), j.RunID, orDash(j.StartedAt))
@@ -142,10 +151,14 @@ func printStatus(w io.Writer, st runlock.Status, table string) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "last runs (newest first):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STARTED\tRUN\tOUTCOME\tWINDOW\tFILES\tEVENTS\tQUARANTINED\tJOB\tREASON")
+	fmt.Fprintln(tw, "STARTED\tRUN\tOUTCOME\tWINDOW\tPART\tFILES\tEVENTS\tQUARANTINED\tJOB\tREASON")
 	for _, h := range st.History {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", events.FormatTime(h.StartTime), h.RunID, h.Outcome, h.Window,
-			h.Counts.Files, h.Counts.Events, h.Counts.Quarantined, orDash(h.ExportJobID), oneLine(h.Reason, 80))
+		part := "-"
+		if h.Parts > 0 {
+			part = fmt.Sprintf("%d/%d", h.Part+1, h.Parts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", events.FormatTime(h.StartTime), h.RunID, h.Outcome, h.Window,
+			part, h.Counts.Files, h.Counts.Events, h.Counts.Quarantined, orDash(h.ExportJobID), oneLine(h.Reason, 80))
 	}
 	_ = tw.Flush()
 }

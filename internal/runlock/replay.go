@@ -25,6 +25,8 @@ type ReplayResult struct {
 	Record ReplayRecord
 	// Created: the RUN record did not exist and was created at Since.
 	Created bool
+	// DroppedPending is the pending export the replay dropped, nil if none.
+	DroppedPending *Pending
 }
 
 // Replay sets the checkpoint to req.Since (not after the current one) and
@@ -116,7 +118,7 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			return ReplayResult{}, fmt.Errorf("replay: write RUN/STATE: %w", err)
 		}
 		s.log.Warn("checkpoint replayed", "from", events.FormatTime(rec.From), "to", events.FormatTime(since))
-		return ReplayResult{Record: rec, Created: !st.exists}, nil
+		return ReplayResult{Record: rec, Created: !st.exists, DroppedPending: st.pending}, nil
 	}
 	return ReplayResult{}, fmt.Errorf("replay: %w after %d attempts", ErrConflict, maxAttempts)
 }
