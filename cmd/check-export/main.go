@@ -14,11 +14,11 @@ import (
 )
 
 func main() {
-	cfg, deps, err := exportjob.Load(context.Background(), os.Getenv, "check-export")
+	rt, err := exportjob.LambdaRuntime(context.Background(), "check-export")
 	if err != nil {
 		exit(err)
 	}
-	h, err := exportjob.NewCheckHandler(cfg, deps)
+	h, err := exportjob.NewCheckFromEnv(os.Getenv, rt)
 	if err != nil {
 		exit(err)
 	}

@@ -13,11 +13,11 @@ import (
 )
 
 func main() {
-	cfg, deps, err := exportjob.Load(context.Background(), os.Getenv, "start-export")
+	rt, err := exportjob.LambdaRuntime(context.Background(), "start-export")
 	if err != nil {
 		exit(err)
 	}
-	h, err := exportjob.NewStartHandler(cfg, deps)
+	h, err := exportjob.NewStartFromEnv(os.Getenv, rt)
 	if err != nil {
 		exit(err)
 	}

@@ -23,10 +23,12 @@ func NewCanceller(cfg Config, d Deps) (*Canceller, error) {
 	return &Canceller{newCore(cfg, d)}, nil
 }
 
-// CancelRunExport looks the run's export up in the ledger (or, when a start
-// was interrupted before recording it, by its job name) and DELETEs the job
-// when it is SUBMITTED, QUEUED or IN_PROGRESS. A run without an export, or
-// whose export has finished, is not an error.
+// CancelRunExport cancels every export of the run that is SUBMITTED, QUEUED
+// or IN_PROGRESS: the job the ledger records and any other job with the
+// run's deterministic name (an ambiguous POST attempt may have started one
+// the ledger never saw, also for a run HealthLake refused at start). A run
+// without a ledger item never posted an export and needs nothing; a run
+// whose exports have finished is not an error.
 func (c *Canceller) CancelRunExport(ctx context.Context, runID string) error {
 	entry, found, err := c.ledger.Get(ctx, runID)
 	if err != nil {
@@ -35,38 +37,51 @@ func (c *Canceller) CancelRunExport(ctx context.Context, runID string) error {
 	if !found {
 		return nil
 	}
-	jobID := entry.JobID
-	if jobID == "" {
-		if entry.Status == LedgerStartFailed {
-			return nil
-		}
-		jobID, _, err = findJob(ctx, c.d.Jobs, c.cfg.DatastoreID, JobName(runID))
+	var firstErr error
+	if entry.JobID != "" {
+		status, err := c.cancelJob(ctx, runID, entry.JobID)
 		if err != nil {
-			return fmt.Errorf("cancel export of run %s: %w", runID, err)
-		}
-		if jobID == "" {
-			return nil
+			firstErr = err
+		} else if status != "" {
+			if err := c.ledger.SetStatus(ctx, runID, status); err != nil {
+				c.log.WarnContext(ctx, "ledger status not recorded", "runId", runID, "error", err.Error())
+			}
 		}
 	}
-	job, err := c.d.Export.DescribeExport(ctx, c.cfg.DatastoreID, jobID)
-	if healthlake.IsNotFound(err) {
-		return nil
-	}
+	jobs, err := listJobs(ctx, c.d.Jobs, c.cfg.DatastoreID, JobName(runID))
 	if err != nil {
+		if firstErr != nil {
+			return firstErr
+		}
 		return fmt.Errorf("cancel export of run %s: %w", runID, err)
 	}
-	if !healthlake.Running(job.JobStatus) {
-		if err := c.ledger.SetStatus(ctx, runID, job.JobStatus); err != nil {
-			c.log.WarnContext(ctx, "ledger status not recorded", "runId", runID, "error", err.Error())
+	for _, j := range jobs {
+		if j.id == entry.JobID || !healthlake.Running(j.status) {
+			continue
 		}
-		return nil
+		if _, err := c.cancelJob(ctx, runID, j.id); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// cancelJob DELETEs one job when it may still run and returns the status to
+// record ("" when the job is unknown).
+func (c *Canceller) cancelJob(ctx context.Context, runID, jobID string) (string, error) {
+	job, err := c.d.Export.DescribeExport(ctx, c.cfg.DatastoreID, jobID)
+	if healthlake.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("cancel export of run %s: %w", runID, err)
+	}
+	if !healthlake.Running(job.JobStatus) {
+		return job.JobStatus, nil
 	}
 	if err := c.d.Export.CancelExport(ctx, c.cfg.DatastoreID, jobID); err != nil {
-		return fmt.Errorf("cancel export job %s of run %s: %w", jobID, runID, err)
+		return "", fmt.Errorf("cancel export job %s of run %s: %w", jobID, runID, err)
 	}
 	c.log.InfoContext(ctx, "export cancelled", "runId", runID, "jobId", jobID)
-	if err := c.ledger.SetStatus(ctx, runID, healthlake.StatusCancelSubmitted); err != nil {
-		c.log.WarnContext(ctx, "ledger status not recorded", "runId", runID, "error", err.Error())
-	}
-	return nil
+	return healthlake.StatusCancelSubmitted, nil
 }

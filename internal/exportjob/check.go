@@ -14,8 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 )
 
@@ -49,13 +51,40 @@ func (h *CheckHandler) Handle(ctx context.Context, ev events.SQSEvent) (events.S
 }
 
 func (h *CheckHandler) handleRecord(ctx context.Context, rec events.SQSMessage) error {
+	if messageKind([]byte(rec.Body)) == KindJobEvent {
+		return h.handleJobEvent(ctx, rec)
+	}
 	msg, err := ParseRecheckMessage([]byte(rec.Body))
 	if err != nil {
 		return h.rejectMessage(ctx, rec.MessageId, err)
 	}
+	return h.check(ctx, msg, true)
+}
+
+// check performs one check of the run's job: heartbeat, maximum wait,
+// describe, then act on the status. requeue is false for a check driven by a
+// job event: the polling chain of the run goes on by itself, so a running
+// job needs nothing more.
+func (h *CheckHandler) check(ctx context.Context, msg RecheckMessage, requeue bool) error {
 	log := logging.Run(h.log, msg.ExecutionID, msg.RunID, msg.JobID, msg.Window.String()).With("attempt", msg.Attempt)
-	startedAt, _ := parseTime(msg.StartedAt)
+	startedAt, _ := cdcevents.ParseTime(msg.StartedAt)
 	waited := h.d.Now().Sub(startedAt)
+
+	// Heartbeat first, whatever follows: a check that fails and is retried
+	// after the queue's visibility timeout must not outlive HeartbeatSeconds.
+	stale, err := h.heartbeat(ctx, msg.TaskToken)
+	if stale && h.superseded(ctx, msg.RunID, msg.TaskToken) {
+		log.InfoContext(ctx, "task token is stale but a newer one of the run polls the export; this chain stops")
+		return nil
+	}
+	if stale {
+		log.WarnContext(ctx, "task token is stale: the run is gone; cancelling the export")
+		h.cancelIfRunning(ctx, msg.RunID, msg.DatastoreID, msg.JobID)
+		return nil
+	}
+	if err != nil {
+		log.WarnContext(ctx, "heartbeat failed", "error", err.Error())
+	}
 
 	if h.cfg.MaxWait > 0 && waited >= h.cfg.MaxWait {
 		log.WarnContext(ctx, "export exceeded the maximum wait; cancelling", "waitedSeconds", int(waited.Seconds()))
@@ -79,11 +108,11 @@ func (h *CheckHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 	case healthlake.StatusCompleted:
 		return h.complete(ctx, msg, job)
 	case healthlake.StatusCompletedWithErrors:
-		if h.cfg.AllowCompletedWithErrors {
-			log.WarnContext(ctx, "export completed with errors; continuing as configured", "errorFiles", len(job.Errors))
-			return h.complete(ctx, msg, job)
+		if h.cfg.ErrorsPolicy == ErrorsStrict {
+			return h.failRun(ctx, msg, job.JobStatus, ErrExportCompletedWithErrors, completedWithErrorsCause(job))
 		}
-		return h.failRun(ctx, msg, job.JobStatus, ErrExportCompletedWithErrors, completedWithErrorsCause(job))
+		log.WarnContext(ctx, "export completed with errors; publishing the good files and quarantining the errors", "errorFiles", len(job.Errors))
+		return h.complete(ctx, msg, job)
 	case healthlake.StatusFailed:
 		return h.failRun(ctx, msg, job.JobStatus, ErrExportFailed, jobCause(job))
 	case healthlake.StatusCancelSubmitted, healthlake.StatusCancelInProgress, healthlake.StatusCancelCompleted:
@@ -93,18 +122,9 @@ func (h *CheckHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 	}
 
 	// SUBMITTED, QUEUED, IN_PROGRESS (and any status AWS may add): wait more.
-	stale, err := h.heartbeat(ctx, msg.TaskToken)
-	if stale && h.superseded(ctx, msg.RunID, msg.TaskToken) {
-		log.InfoContext(ctx, "task token is stale but a newer one of the run polls the export; this chain stops")
+	if !requeue {
+		log.InfoContext(ctx, "job event: export still running; polling goes on")
 		return nil
-	}
-	if stale {
-		log.WarnContext(ctx, "task token is stale: the run is gone; cancelling the export")
-		h.cancelIfRunning(ctx, msg.RunID, msg.DatastoreID, msg.JobID)
-		return nil
-	}
-	if err != nil {
-		log.WarnContext(ctx, "heartbeat failed", "error", err.Error())
 	}
 	next := msg
 	next.Attempt = msg.Attempt + 1
@@ -119,6 +139,43 @@ func (h *CheckHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 	}
 	log.InfoContext(ctx, "export still running; re-check queued", "delaySeconds", int(delay.Seconds()), "waitedSeconds", int(waited.Seconds()))
 	return nil
+}
+
+// handleJobEvent checks the run of the job a HealthLake job event names at
+// once: the ledger's job pointer gives the run, its entry the task token the
+// run waits on. An event for a job of no run (another export of the account,
+// or a run whose ledger has expired) or of another data store is dropped.
+func (h *CheckHandler) handleJobEvent(ctx context.Context, rec events.SQSMessage) error {
+	ev, err := ParseJobEventMessage([]byte(rec.Body))
+	if err != nil {
+		h.log.WarnContext(ctx, "job event dropped", "messageId", rec.MessageId, "problem", err.Error())
+		return nil
+	}
+	if h.cfg.DatastoreID != "" && ev.DatastoreID != h.cfg.DatastoreID {
+		h.log.InfoContext(ctx, "job event of another data store dropped", "messageId", rec.MessageId)
+		return nil
+	}
+	runID, found, err := h.ledger.RunOfJob(ctx, ev.JobID)
+	if err != nil {
+		return err
+	}
+	if !found {
+		h.log.InfoContext(ctx, "job event for a job of no run dropped", "jobId", ev.JobID, "event", ev.JobStatus)
+		return nil
+	}
+	entry, found, err := h.ledger.Get(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if !found || entry.TaskToken == "" || entry.JobID != ev.JobID {
+		h.log.InfoContext(ctx, "job event for a run that is not waiting on this job dropped", "runId", runID, "jobId", ev.JobID, "event", ev.JobStatus)
+		return nil
+	}
+	h.log.InfoContext(ctx, "job event: checking the run's export now", "runId", runID, "jobId", ev.JobID, "event", ev.JobStatus)
+	return h.check(ctx, RecheckMessage{
+		TaskToken: entry.TaskToken, ExecutionID: entry.ExecutionID, RunID: runID, Window: entry.Window,
+		DatastoreID: ev.DatastoreID, JobID: ev.JobID, StartedAt: fmtTime(entry.StartedAt), Attempt: 0,
+	}, false)
 }
 
 // failRun answers SendTaskFailure, cancels the job when the token is stale
@@ -167,9 +224,24 @@ func completedWithErrorsCause(job *healthlake.ExportJob) string {
 	return b.String()
 }
 
-// complete writes the manifest and answers SendTaskSuccess.
+// complete quarantines the entries of the job's error files (a job that
+// completed with errors), plans the manifest, writes its parts and answers
+// SendTaskSuccess with the first part (contract C2).
 func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *healthlake.ExportJob) error {
-	items, err := BuildManifest(ctx, h.d.S3, job, 0)
+	withErrors := job.JobStatus == healthlake.StatusCompletedWithErrors
+	var errorEntries int64
+	if withErrors {
+		n, err := h.quarantineExportErrors(ctx, msg.RunID, job)
+		if err != nil {
+			var me *ManifestError
+			if errors.As(err, &me) {
+				return h.failRun(ctx, msg, job.JobStatus, ErrManifestFailed, fmt.Sprintf("export job %s: %v", job.JobID, err))
+			}
+			return err
+		}
+		errorEntries = n
+	}
+	files, err := BuildManifest(ctx, h.d.S3, job, 0)
 	if err != nil {
 		var me *ManifestError
 		if errors.As(err, &me) {
@@ -177,34 +249,51 @@ func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *he
 		}
 		return err
 	}
-	body, err := json.Marshal(items)
-	if err != nil {
-		return fmt.Errorf("encode manifest: %w", err)
+	parts := manifest.Split(manifest.Plan(files, h.cfg.BatchLimits), h.cfg.PartBatches)
+	for i, part := range parts {
+		body, err := json.Marshal(part)
+		if err != nil {
+			return fmt.Errorf("encode manifest part %d: %w", i, err)
+		}
+		key := manifest.PartKey(msg.RunID, i)
+		if _, err := h.d.S3.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key),
+			Body: bytes.NewReader(body), ContentType: aws.String("application/json"),
+		}); err != nil {
+			return fmt.Errorf("write manifest s3://%s/%s: %w", h.cfg.Bucket, key, err)
+		}
 	}
-	key := h.cfg.ManifestPrefix + msg.RunID + ".json"
-	if _, err := h.d.S3.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key),
-		Body: bytes.NewReader(body), ContentType: aws.String("application/json"),
-	}); err != nil {
-		return fmt.Errorf("write manifest s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	out := TaskOutput{
+		Bucket: h.cfg.Bucket, ManifestKey: manifest.PartKey(msg.RunID, 0), ManifestRunID: msg.RunID,
+		Part: 0, Parts: len(parts), PartFiles: manifest.PartFiles(parts),
+		FileCount: manifest.FileCount(parts[0]), BatchCount: len(parts[0]),
+		JobID: job.JobID, DatastoreID: msg.DatastoreID, Window: msg.Window, CompletedWithErrors: withErrors,
 	}
-	out, err := json.Marshal(TaskOutput{
-		Bucket: h.cfg.Bucket, ManifestKey: key, JobID: job.JobID, DatastoreID: msg.DatastoreID,
-		Window: msg.Window, FileCount: len(items),
-	})
+	body, err := json.Marshal(out)
 	if err != nil {
 		return fmt.Errorf("encode task output: %w", err)
 	}
-	_, err = h.d.SFN.SendTaskSuccess(ctx, &sfn.SendTaskSuccessInput{TaskToken: aws.String(msg.TaskToken), Output: aws.String(string(out))})
+	_, err = h.d.SFN.SendTaskSuccess(ctx, &sfn.SendTaskSuccessInput{TaskToken: aws.String(msg.TaskToken), Output: aws.String(string(body))})
 	stale := IsStaleToken(err)
 	if err != nil && !stale {
 		return fmt.Errorf("send task success for job %s: %w", job.JobID, err)
 	}
-	waited := h.d.Now().Sub(mustTime(msg.StartedAt))
+	now := h.d.Now()
+	waited := now.Sub(mustTime(msg.StartedAt))
+	values := []metrics.Value{metrics.Seconds(metrics.ExportWaitSeconds, waited)}
+	var noticed time.Duration
+	if !job.EndTime.IsZero() {
+		noticed = max(now.Sub(job.EndTime), 0)
+		values = append(values, metrics.Seconds(MetricExportNoticeSeconds, noticed))
+	}
+	if withErrors {
+		values = append(values, metrics.Count(MetricExportErrors, max(errorEntries, 1)))
+	}
 	logging.Run(h.log, msg.ExecutionID, msg.RunID, job.JobID, msg.Window.String()).InfoContext(ctx, "export done; manifest written",
-		"files", len(items), "staleToken", stale, "waitedSeconds", int(waited.Seconds()))
-	if err := h.d.Metrics.Emit([]metrics.Value{metrics.Seconds(metrics.ExportWaitSeconds, waited)}, nil,
-		map[string]any{"runId": msg.RunID, "jobId": job.JobID, "files": len(items)}); err != nil {
+		"files", len(files), "parts", len(parts), "staleToken", stale, "waitedSeconds", int(waited.Seconds()),
+		"noticedAfterSeconds", noticed.Seconds(), "completedWithErrors", withErrors, "errorEntries", errorEntries)
+	if err := h.d.Metrics.Emit(values, nil,
+		map[string]any{"runId": msg.RunID, "jobId": job.JobID, "files": len(files)}); err != nil {
 		h.log.WarnContext(ctx, "metrics not written", "error", err.Error())
 	}
 	if err := h.ledger.SetStatus(ctx, msg.RunID, job.JobStatus); err != nil {
@@ -213,7 +302,11 @@ func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *he
 	return nil
 }
 
+// MetricExportNoticeSeconds is the time from the job's end (HealthLake's
+// endTime) to the manifest: how late the pipeline noticed the export finished.
+const MetricExportNoticeSeconds = "ExportNoticeSeconds"
+
 func mustTime(s string) time.Time {
-	t, _ := parseTime(s)
+	t, _ := cdcevents.ParseTime(s)
 	return t
 }

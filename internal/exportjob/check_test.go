@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
 func TestCheckRunningStatusesHeartbeatAndBackOff(t *testing.T) {
@@ -65,8 +66,6 @@ func TestCheckDelayNeverExceedsTheSQSMaximum(t *testing.T) {
 	}
 }
 
-type manifestItem = exportjob.ManifestItem
-
 func TestCheckCompletedWritesManifestAndSucceeds(t *testing.T) {
 	w := newWorld(t, nil)
 	w.loadPatients(3)
@@ -84,16 +83,17 @@ func TestCheckCompletedWritesManifestAndSucceeds(t *testing.T) {
 		t.Fatalf("failures %+v; logs %s", resp, w.logs)
 	}
 	job, _ := w.hl.Job(m.JobID)
-	var want []manifestItem
+	var want []manifest.File
 	for _, o := range job.Output {
-		want = append(want, manifestItem{Bucket: bucket, Key: strings.TrimPrefix(o.URL, "s3://"+bucket+"/"), ResourceType: o.Type})
+		key := strings.TrimPrefix(o.URL, "s3://"+bucket+"/")
+		want = append(want, manifest.File{Bucket: bucket, Key: key, ResourceType: o.Type, Bytes: int64(len(w.getObject(key)))})
 	}
 	if len(want) != 2 {
 		t.Fatalf("emulator output = %+v", job.Output)
 	}
-	body := w.getObject("manifests/run-done.json")
-	if body != mustJSON(want) {
-		t.Errorf("manifest = %s\nwant       %s", body, mustJSON(want))
+	body := w.getObject("manifests/run-done/part-00000.json")
+	if wantBody := mustJSON(manifest.Plan(want, manifest.Limits{MaxFiles: 10})); body != wantBody {
+		t.Errorf("manifest = %s\nwant       %s", body, wantBody)
 	}
 	for _, it := range want {
 		if !strings.HasPrefix(it.Key, "exports/ds1-FHIR_EXPORT-"+m.JobID+"/"+it.ResourceType+"/") {
@@ -101,7 +101,11 @@ func TestCheckCompletedWritesManifestAndSucceeds(t *testing.T) {
 		}
 	}
 	o := w.outcome(token)
-	wantOut := exportjob.TaskOutput{Bucket: bucket, ManifestKey: "manifests/run-done.json", JobID: m.JobID, DatastoreID: dsID, Window: window(), FileCount: 2}
+	wantOut := exportjob.TaskOutput{
+		Bucket: bucket, ManifestKey: "manifests/run-done/part-00000.json", ManifestRunID: "run-done",
+		Part: 0, Parts: 1, PartFiles: []int{2}, FileCount: 2, BatchCount: 1,
+		JobID: m.JobID, DatastoreID: dsID, Window: window(),
+	}
 	if o.Status != "SUCCEEDED" || o.Output != mustJSON(wantOut) {
 		t.Errorf("outcome = %+v\nwant output %s", o, mustJSON(wantOut))
 	}
@@ -111,8 +115,8 @@ func TestCheckCompletedWritesManifestAndSucceeds(t *testing.T) {
 	if len(w.newMessages()) != 0 {
 		t.Errorf("re-queued after completion")
 	}
-	if w.calls("s3:ListObjects") != 0 {
-		t.Errorf("listed S3 although the job had an output list")
+	if w.calls("s3:ListObjects") != 1 {
+		t.Errorf("S3 listing calls = %d, want 1 (the sizes of the job's files)", w.calls("s3:ListObjects"))
 	}
 	if !contains(w.logs.String(), `"files":2`, `"waitedSeconds":95`, `"executionId":"`+m.ExecutionID+`"`, `"window":"(`) {
 		t.Errorf("completion log lacks counts or run context: %s", w.logs)
@@ -132,12 +136,12 @@ func TestCheckNothingChangedWritesEmptyArray(t *testing.T) {
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %+v; logs %s", resp, w.logs)
 	}
-	if body := w.getObject("manifests/run-empty.json"); body != "[]" {
+	if body := w.getObject("manifests/run-empty/part-00000.json"); body != "[]" {
 		t.Errorf("manifest = %q, want []", body)
 	}
 	var out exportjob.TaskOutput
 	o := w.outcome(token)
-	if err := json.Unmarshal([]byte(o.Output), &out); err != nil || o.Status != "SUCCEEDED" || out.FileCount != 0 || out.ManifestKey != "manifests/run-empty.json" {
+	if err := json.Unmarshal([]byte(o.Output), &out); err != nil || o.Status != "SUCCEEDED" || out.FileCount != 0 || out.Parts != 1 || out.ManifestKey != "manifests/run-empty/part-00000.json" {
 		t.Errorf("outcome = %+v", o)
 	}
 	if w.calls("s3:ListObjects") != 1 {
@@ -158,43 +162,78 @@ func TestCheckManyFilesKeepTaskOutputSmall(t *testing.T) {
 		t.Fatalf("failures %+v", resp)
 	}
 	o := w2.outcome(token)
-	if o.Status != "SUCCEEDED" || len(o.Output) > 1024 || !strings.Contains(o.Output, `"fileCount":250`) {
+	if o.Status != "SUCCEEDED" || len(o.Output) > 1024 || !strings.Contains(o.Output, `"fileCount":250`) || !strings.Contains(o.Output, `"batchCount":25`) {
 		t.Errorf("output (%d bytes) = %s", len(o.Output), o.Output)
 	}
-	var items []manifestItem
-	if err := json.Unmarshal([]byte(w2.getObject("manifests/run-many.json")), &items); err != nil || len(items) != 250 {
-		t.Errorf("manifest items = %d, %v", len(items), err)
+	var batches []manifest.Batch
+	if err := json.Unmarshal([]byte(w2.getObject("manifests/run-many/part-00000.json")), &batches); err != nil || manifest.FileCount(batches) != 250 || len(batches) != 25 {
+		t.Errorf("manifest batches = %d holding %d files, %v; want 25 batches of 10", len(batches), manifest.FileCount(batches), err)
 	}
 }
 
+// COMPLETED_WITH_ERRORS: lenient (the default) publishes the good files,
+// quarantines each entry of HealthLake's error files with a reason that
+// carries no resource value, counts them (ExportErrors) and lets the run
+// commit; strict fails the run as before.
 func TestCheckCompletedWithErrors(t *testing.T) {
-	for _, allow := range []bool{false, true} {
-		t.Run(fmt.Sprintf("allow=%v", allow), func(t *testing.T) {
-			w := newWorld(t, func(c *exportjob.Config) { c.AllowCompletedWithErrors = allow })
-			w.loadPatients(2)
+	for _, policy := range []string{"", exportjob.ErrorsStrict} {
+		t.Run("policy="+policy, func(t *testing.T) {
+			w := newWorld(t, func(c *exportjob.Config) { c.ErrorsPolicy = policy })
+			w.loadPatients(4)
 			token, m := w.startedRun("run-cwe")
-			w.hl.CompleteNextJobWithErrors("1 resource could not be exported")
+			w.hl.CompleteNextJobWithErrorsLosing("2 resources could not be exported", 2)
 			if err := w.hl.RunJobs(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			resp := w.invoke(w.checkHandler().Handle, record("c1", m))
 			if len(resp.BatchItemFailures) != 0 {
-				t.Fatalf("failures %+v", resp)
+				t.Fatalf("failures %+v; logs %s", resp, w.logs)
 			}
 			o := w.outcome(token)
 			job, _ := w.hl.Job(m.JobID)
-			if allow {
-				if o.Status != "SUCCEEDED" || !strings.Contains(o.Output, `"fileCount":1`) {
+			if led := w.ledger("run-cwe"); led["status"] != "COMPLETED_WITH_ERRORS" {
+				t.Errorf("ledger = %v", led)
+			}
+			if policy == exportjob.ErrorsStrict {
+				if o.Status != "FAILED" || o.Error != "ExportCompletedWithErrors" ||
+					!contains(o.Cause, m.JobID, "2 resources could not be exported", "1 error file(s)", job.Errors[0].URL) {
 					t.Errorf("outcome = %+v", o)
 				}
 				return
 			}
-			if o.Status != "FAILED" || o.Error != "ExportCompletedWithErrors" ||
-				!contains(o.Cause, m.JobID, "1 resource could not be exported", "1 error file(s)", job.Errors[0].URL) {
-				t.Errorf("outcome = %+v", o)
+			var out exportjob.TaskOutput
+			if err := json.Unmarshal([]byte(o.Output), &out); err != nil || o.Status != "SUCCEEDED" || !out.CompletedWithErrors || out.FileCount != 1 {
+				t.Fatalf("outcome = %+v (%v)", o, err)
 			}
-			if led := w.ledger("run-cwe"); led["status"] != "COMPLETED_WITH_ERRORS" {
-				t.Errorf("ledger = %v", led)
+			var batches []manifest.Batch
+			if err := json.Unmarshal([]byte(w.getObject(out.ManifestKey)), &batches); err != nil || manifest.FileCount(batches) != 1 {
+				t.Fatalf("manifest %v (%v): want the one good file", batches, err)
+			}
+			for _, f := range batches[0].Files {
+				if strings.Contains(f.Key, "OperationOutcome") {
+					t.Errorf("the error file is in the manifest: %s", f.Key)
+				}
+			}
+			errKey := strings.TrimPrefix(job.Errors[0].URL, "s3://"+bucket+"/")
+			q := w.getObject("quarantine/run-cwe/" + errKey + ".ndjson")
+			lines := strings.Split(strings.TrimSpace(q), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("quarantine = %q, want one record per error entry", q)
+			}
+			for i, l := range lines {
+				var rec exportjob.ErrorRecord
+				if err := json.Unmarshal([]byte(l), &rec); err != nil {
+					t.Fatal(err)
+				}
+				if rec.File != errKey || rec.Line != int64(i+1) || rec.Reason != "export error: HealthLake could not export a resource (issue code exception)" || rec.Raw == "" {
+					t.Errorf("record %d = %+v", i, rec)
+				}
+			}
+			if !contains(w.emf.String(), `"ExportErrors":2`) {
+				t.Errorf("no ExportErrors metric: %s", w.emf)
+			}
+			if strings.Contains(w.logs.String(), "Patient/p0") {
+				t.Errorf("logs name a resource: %s", w.logs)
 			}
 		})
 	}
@@ -316,8 +355,10 @@ func TestCheckThrottledDescribeGoesBackToSQS(t *testing.T) {
 	if mustJSON(resp.BatchItemFailures) != `[{"itemIdentifier":"c1"}]` {
 		t.Errorf("failures = %+v", resp)
 	}
-	if o := w.outcome(token); o.Status != "PENDING" || o.Heartbeats != 2 { // start-export's two; none from the throttled check
-		t.Errorf("token = %+v", o)
+	// A check heartbeats before it describes: one that fails and comes
+	// back after the visibility timeout has still kept the run alive.
+	if o := w.outcome(token); o.Status != "PENDING" || o.Heartbeats != 3 { // start-export's two, then the throttled check's
+		t.Errorf("token = %+v, want 3 heartbeats", o)
 	}
 	if len(w.newMessages()) != 0 {
 		t.Errorf("re-queued although the record is retried by SQS")

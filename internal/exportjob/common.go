@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -140,6 +141,25 @@ func findJob(ctx context.Context, lister JobLister, datastoreID, jobName string)
 	}
 	var best hlsdkJob
 	for _, j := range jobs {
+		if best.id == "" || j.submit.After(best.submit) {
+			best = j
+		}
+	}
+	return best.id, best.submit, nil
+}
+
+// findLiveJob is findJob ignoring jobs that were cancelled: a job an
+// ambiguous attempt started and the pipeline cancelled is not the run's.
+func findLiveJob(ctx context.Context, lister JobLister, datastoreID, jobName string) (string, time.Time, error) {
+	jobs, err := listJobs(ctx, lister, datastoreID, jobName)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	var best hlsdkJob
+	for _, j := range jobs {
+		if strings.HasPrefix(j.status, "CANCEL_") {
+			continue
+		}
 		if best.id == "" || j.submit.After(best.submit) {
 			best = j
 		}

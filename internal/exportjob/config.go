@@ -20,11 +20,36 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 )
 
 // MaxSQSDelay is the largest DelaySeconds SQS accepts.
 const MaxSQSDelay = 900 * time.Second
+
+// DefaultMaxCheckDelay is the default re-check cap (contract C7): polling is
+// the fallback of HealthLake's job events, so it stays short.
+const DefaultMaxCheckDelay = 60 * time.Second
+
+// Manifest defaults (contract C1).
+const (
+	DefaultBatchMaxFiles    = 10
+	DefaultBatchMaxBytes    = 128 << 20
+	DefaultPartBatches      = 1000
+	defaultQuarantinePrefix = "quarantine/"
+)
+
+// What check-export does with a job that ended COMPLETED_WITH_ERRORS
+// (CDC_EXPORT_ERRORS_POLICY).
+const (
+	// ErrorsLenient publishes the good files, quarantines the entries of
+	// HealthLake's error files with their reasons, counts them (ExportErrors)
+	// and lets the run commit. The default.
+	ErrorsLenient = "lenient"
+	// ErrorsStrict fails the run (ExportCompletedWithErrors); the checkpoint
+	// stays until someone acts.
+	ErrorsStrict = "strict"
+)
 
 // Config is the export Lambdas' configuration (see ConfigFromEnv for the
 // environment variables).
@@ -48,12 +73,20 @@ type Config struct {
 	ResourceTypes []string
 	// ExportPrefix is the key prefix exports are written under; default "exports/".
 	ExportPrefix string
-	// ManifestPrefix is the key prefix of manifests; default "manifests/".
-	ManifestPrefix string
+	// QuarantinePrefix is where the entries of export error files are
+	// quarantined: {prefix}{runId}/{error file key}.ndjson; default "quarantine/".
+	QuarantinePrefix string
+	// BatchLimits bound one prepare-change batch of the manifest
+	// (CDC_BATCH_MAX_FILES, default 10; CDC_BATCH_MAX_BYTES, default 128 MiB).
+	BatchLimits manifest.Limits
+	// PartBatches is the most batches per manifest part
+	// (CDC_MANIFEST_PART_BATCHES, default 1000).
+	PartBatches int
 	// FirstCheckDelay delays the first re-check (CDC_RECHECK_DELAY; default 30 s).
 	FirstCheckDelay time.Duration
 	// MaxCheckDelay caps the backed-off re-check delay (CDC_RECHECK_MAX_DELAY;
-	// default and maximum 900 s). Keep it below the wait's HeartbeatSeconds.
+	// default 60 s, at most 900 s). The wait's HeartbeatSeconds is derived
+	// from it (internal/stackconfig).
 	MaxCheckDelay time.Duration
 	// MaxWait fails the run and cancels the job when the export has run this
 	// long (CDC_EXPORT_MAX_WAIT; default 2 h; a negative value disables it).
@@ -63,9 +96,9 @@ type Config struct {
 	ClaimLease time.Duration
 	// LedgerTTL is how long ledger items live (CDC_EXPORT_LEDGER_TTL; default 30 days).
 	LedgerTTL time.Duration
-	// AllowCompletedWithErrors treats COMPLETED_WITH_ERRORS like COMPLETED
-	// (CDC_ALLOW_COMPLETED_WITH_ERRORS=true); by default it fails the run.
-	AllowCompletedWithErrors bool
+	// ErrorsPolicy is ErrorsLenient (default) or ErrorsStrict
+	// (CDC_EXPORT_ERRORS_POLICY).
+	ErrorsPolicy string
 }
 
 // withDefaults fills unset durations and prefixes.
@@ -73,13 +106,28 @@ func (c Config) withDefaults() Config {
 	if c.ExportPrefix == "" {
 		c.ExportPrefix = "exports/"
 	}
-	if c.ManifestPrefix == "" {
-		c.ManifestPrefix = "manifests/"
+	if c.QuarantinePrefix == "" {
+		c.QuarantinePrefix = defaultQuarantinePrefix
+	}
+	if c.BatchLimits.MaxFiles <= 0 {
+		c.BatchLimits.MaxFiles = DefaultBatchMaxFiles
+	}
+	if c.BatchLimits.MaxBytes <= 0 {
+		c.BatchLimits.MaxBytes = DefaultBatchMaxBytes
+	}
+	if c.PartBatches <= 0 {
+		c.PartBatches = DefaultPartBatches
+	}
+	if c.ErrorsPolicy == "" {
+		c.ErrorsPolicy = ErrorsLenient
 	}
 	if c.FirstCheckDelay <= 0 {
 		c.FirstCheckDelay = 30 * time.Second
 	}
-	if c.MaxCheckDelay <= 0 || c.MaxCheckDelay > MaxSQSDelay {
+	if c.MaxCheckDelay <= 0 {
+		c.MaxCheckDelay = DefaultMaxCheckDelay
+	}
+	if c.MaxCheckDelay > MaxSQSDelay {
 		c.MaxCheckDelay = MaxSQSDelay
 	}
 	if c.FirstCheckDelay > c.MaxCheckDelay {
@@ -104,7 +152,9 @@ func (c Config) withDefaults() Config {
 // CDC_RESOURCE_TYPES, CDC_EXPORT_PREFIX, CDC_RECHECK_DELAY,
 // CDC_RECHECK_MAX_DELAY, CDC_EXPORT_MAX_WAIT, CDC_EXPORT_CLAIM_LEASE,
 // CDC_EXPORT_LEDGER_TTL (durations as Go durations like "90s" or plain
-// seconds) and CDC_ALLOW_COMPLETED_WITH_ERRORS. getenv is os.Getenv when nil.
+// seconds), CDC_BATCH_MAX_FILES, CDC_BATCH_MAX_BYTES,
+// CDC_MANIFEST_PART_BATCHES and CDC_EXPORT_ERRORS_POLICY (lenient or
+// strict). getenv is os.Getenv when nil.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -155,12 +205,33 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.MaxCheckDelay > MaxSQSDelay {
 		return Config{}, fmt.Errorf("CDC_RECHECK_MAX_DELAY: %s is above the SQS maximum of 900 s", c.MaxCheckDelay)
 	}
-	if v := getenv("CDC_ALLOW_COMPLETED_WITH_ERRORS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return Config{}, fmt.Errorf("CDC_ALLOW_COMPLETED_WITH_ERRORS: %w", err)
+	ints := []struct {
+		name string
+		dst  func(int64)
+	}{
+		{"CDC_BATCH_MAX_FILES", func(n int64) { c.BatchLimits.MaxFiles = int(n) }},
+		{"CDC_BATCH_MAX_BYTES", func(n int64) { c.BatchLimits.MaxBytes = n }},
+		{"CDC_MANIFEST_PART_BATCHES", func(n int64) { c.PartBatches = int(n) }},
+	}
+	for _, n := range ints {
+		v := strings.TrimSpace(getenv(n.name))
+		if v == "" {
+			continue
 		}
-		c.AllowCompletedWithErrors = b
+		i, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || i < 1 || i > 1<<40 {
+			return Config{}, fmt.Errorf("%s: %q is not a positive whole number", n.name, v)
+		}
+		n.dst(i)
+	}
+	switch v := strings.ToLower(strings.TrimSpace(getenv("CDC_EXPORT_ERRORS_POLICY"))); v {
+	case "", ErrorsLenient, ErrorsStrict:
+		c.ErrorsPolicy = v
+	default:
+		return Config{}, fmt.Errorf("CDC_EXPORT_ERRORS_POLICY: %q is neither %q nor %q", v, ErrorsLenient, ErrorsStrict)
+	}
+	if getenv("CDC_ALLOW_COMPLETED_WITH_ERRORS") != "" {
+		return Config{}, errors.New("CDC_ALLOW_COMPLETED_WITH_ERRORS is replaced by CDC_EXPORT_ERRORS_POLICY (lenient, the default, or strict)")
 	}
 	return c.withDefaults(), nil
 }
@@ -235,9 +306,11 @@ type Queue interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
-// ObjectStore writes manifests and lists export prefixes (*s3.Client satisfies it).
+// ObjectStore writes manifests and quarantine objects, lists export
+// prefixes and reads export error files (*s3.Client satisfies it).
 type ObjectStore interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
 }
 
@@ -267,25 +340,69 @@ func (d Deps) withDefaults() Deps {
 	return d
 }
 
-// Load is what a Lambda main needs: the configuration from getenv and the
-// real clients from the default AWS configuration, with JSON logs to stdout
-// tagged with component and EMF metrics.
-func Load(ctx context.Context, getenv func(string) string, component string) (Config, Deps, error) {
+// Runtime is what the host gives a Lambda constructor besides the
+// environment: the AWS configuration its clients are built from, where logs
+// and metrics go, and the clock. cmd/* and cdc-local fill it differently.
+type Runtime struct {
+	AWS     aws.Config
+	Logger  *slog.Logger
+	Metrics *metrics.Recorder
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// LambdaRuntime is the Runtime of a deployed Lambda: the default AWS
+// configuration, JSON logs to stdout tagged with component, EMF metrics.
+func LambdaRuntime(ctx context.Context, component string) (Runtime, error) {
+	awsCfg, err := awsclient.Load(ctx)
+	if err != nil {
+		return Runtime{}, err
+	}
+	return Runtime{AWS: awsCfg, Logger: logging.New(os.Stdout, component), Metrics: metrics.FromEnv()}, nil
+}
+
+// fromEnv reads the configuration and builds the clients.
+func fromEnv(getenv func(string) string, rt Runtime) (Config, Deps, error) {
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return Config{}, Deps{}, fmt.Errorf("configuration: %w", err)
 	}
-	awsCfg, err := awsclient.Load(ctx)
+	deps, err := NewDeps(rt.AWS, cfg)
 	if err != nil {
 		return Config{}, Deps{}, err
 	}
-	deps, err := NewDeps(awsCfg, cfg)
-	if err != nil {
-		return Config{}, Deps{}, err
-	}
-	deps.Logger = logging.New(os.Stdout, component)
-	deps.Metrics = metrics.FromEnv()
+	deps.Logger, deps.Metrics, deps.Now = rt.Logger, rt.Metrics, rt.Now
 	return cfg, deps, nil
+}
+
+// NewStartFromEnv is the start-export Lambda built from its environment
+// (see ConfigFromEnv) and the host's runtime.
+func NewStartFromEnv(getenv func(string) string, rt Runtime) (*StartHandler, error) {
+	cfg, deps, err := fromEnv(getenv, rt)
+	if err != nil {
+		return nil, fmt.Errorf("start-export: %w", err)
+	}
+	return NewStartHandler(cfg, deps)
+}
+
+// NewCheckFromEnv is the check-export Lambda built from its environment
+// (see ConfigFromEnv) and the host's runtime.
+func NewCheckFromEnv(getenv func(string) string, rt Runtime) (*CheckHandler, error) {
+	cfg, deps, err := fromEnv(getenv, rt)
+	if err != nil {
+		return nil, fmt.Errorf("check-export: %w", err)
+	}
+	return NewCheckHandler(cfg, deps)
+}
+
+// NewCancellerFromEnv is run-lock's export Canceller built from its
+// environment and the host's runtime.
+func NewCancellerFromEnv(getenv func(string) string, rt Runtime) (*Canceller, error) {
+	cfg, deps, err := fromEnv(getenv, rt)
+	if err != nil {
+		return nil, fmt.Errorf("export canceller: %w", err)
+	}
+	return NewCanceller(cfg, deps)
 }
 
 // NewDeps builds the real clients from an AWS configuration. The HealthLake

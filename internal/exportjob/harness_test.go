@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -257,8 +258,11 @@ func record(id string, body any) events.SQSMessage {
 	return events.SQSMessage{MessageId: id, Body: s, EventSource: "aws:sqs", ReceiptHandle: "rh-" + id}
 }
 
-func window() exportjob.Window {
-	return exportjob.Window{Since: "2026-11-21T10:00:00.000Z", Until: "2026-11-21T10:03:00.000Z"}
+func window() cdcevents.Window {
+	return cdcevents.Window{
+		Since: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
+		Until: time.Date(2026, 11, 21, 10, 3, 0, 0, time.UTC),
+	}
 }
 
 func (w *world) startMessage(runID, token string) exportjob.StartMessage {

@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 )
 
 // DynamoAPI is the part of the DynamoDB client the ledger uses
@@ -54,9 +57,16 @@ type LedgerEntry struct {
 	// gives the retry a new token and kills the old one). Chains of any
 	// other token are then superseded and stop without cancelling.
 	TokenAdopted bool
+	// TaskToken, ExecutionID and Window are those of the chain that polls
+	// the job (set with its first re-check), so that a HealthLake job event
+	// can drive a check of the run.
+	TaskToken   string
+	ExecutionID string
+	Window      events.Window
 }
 
-// TokenHash identifies a task token in the ledger without storing it.
+// TokenHash identifies a task token in the ledger (the token itself is kept
+// too, for job events; the hash compares chains).
 func TokenHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:16])
@@ -93,7 +103,7 @@ func ledgerKey(runID string) map[string]ddbtypes.AttributeValue {
 
 func s(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
 
-func fmtTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+func fmtTime(t time.Time) string { return events.FormatTime(t) }
 
 func (l *Ledger) ttlValue() ddbtypes.AttributeValue {
 	return &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(l.now().Add(l.ttl).Unix(), 10)}
@@ -121,8 +131,14 @@ func (l *Ledger) Get(ctx context.Context, runID string) (LedgerEntry, bool, erro
 		Claimant: str("claimant"), RecheckSent: str("recheckSentAt") != "",
 		TokenHash: str("tokenHash"), TokenAdopted: str("tokenAdoptedAt") != "",
 	}
-	e.ClaimedAt, _ = parseTime(str("claimedAt"))
-	e.StartedAt, _ = parseTime(str("startedAt"))
+	e.TaskToken, e.ExecutionID = str("taskToken"), str("executionId")
+	if since, err := events.ParseTime(str("windowSince")); err == nil {
+		if until, err := events.ParseTime(str("windowUntil")); err == nil {
+			e.Window = events.Window{Since: since, Until: until}
+		}
+	}
+	e.ClaimedAt, _ = events.ParseTime(str("claimedAt"))
+	e.StartedAt, _ = events.ParseTime(str("startedAt"))
 	return e, true, nil
 }
 
@@ -210,26 +226,71 @@ func (l *Ledger) MarkRecheckSent(ctx context.Context, runID string) error {
 }
 
 // markRecheckSentFor notes that a first re-check was sent for the chain of
-// the token with hash tokenHash; adopted marks it as taking the polling over
-// from another token's chain.
-func (l *Ledger) markRecheckSentFor(ctx context.Context, runID, tokenHash string, adopted bool) error {
+// msg's task token; adopted marks it as taking the polling over from another
+// token's chain. The token, execution and window are kept so that a job
+// event can drive a check.
+func (l *Ledger) markRecheckSentFor(ctx context.Context, msg StartMessage, adopted bool) error {
 	now := s(fmtTime(l.now()))
-	update := "SET recheckSentAt = :t, tokenHash = :h"
-	values := map[string]ddbtypes.AttributeValue{":t": now, ":h": s(tokenHash)}
+	update := "SET recheckSentAt = :t, tokenHash = :h, taskToken = :tok, executionId = :x, windowSince = :ws, windowUntil = :wu"
+	values := map[string]ddbtypes.AttributeValue{
+		":t": now, ":h": s(TokenHash(msg.TaskToken)), ":tok": s(msg.TaskToken), ":x": s(msg.ExecutionID),
+		":ws": s(fmtTime(msg.Window.Since)), ":wu": s(fmtTime(msg.Window.Until)),
+	}
+	if msg.ExecutionID == "" {
+		update = strings.Replace(update, ", executionId = :x", "", 1)
+		delete(values, ":x")
+	}
 	if adopted {
 		update += ", tokenAdoptedAt = :t"
 	}
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
-		Key:                       ledgerKey(runID),
+		Key:                       ledgerKey(msg.RunID),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String("attribute_exists(jobId)"),
 		ExpressionAttributeValues: values,
 	})
 	if err != nil {
-		return fmt.Errorf("mark re-check sent for run %s: %w", runID, err)
+		return fmt.Errorf("mark re-check sent for run %s: %w", msg.RunID, err)
 	}
 	return nil
+}
+
+// jobPointerKey is the key of the item naming the run of a job:
+// pk "EXPORTJOB#{jobId}", sk "RUN".
+func jobPointerKey(jobID string) map[string]ddbtypes.AttributeValue {
+	return map[string]ddbtypes.AttributeValue{
+		"pk": s("EXPORTJOB#" + jobID),
+		"sk": s("RUN"),
+	}
+}
+
+// PointJob records which run a job belongs to (written as the job id
+// becomes known; overwriting with the same run is harmless).
+func (l *Ledger) PointJob(ctx context.Context, jobID, runID string) error {
+	item := jobPointerKey(jobID)
+	item["runId"] = s(runID)
+	item["ttl"] = l.ttlValue()
+	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: item})
+	if err != nil {
+		return fmt.Errorf("record the run of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// RunOfJob returns the run a job belongs to.
+func (l *Ledger) RunOfJob(ctx context.Context, jobID string) (string, bool, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(l.table), Key: jobPointerKey(jobID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("read the run of job %s: %w", jobID, err)
+	}
+	v, ok := out.Item["runId"].(*ddbtypes.AttributeValueMemberS)
+	if !ok || v.Value == "" {
+		return "", false, nil
+	}
+	return v.Value, true, nil
 }
 
 // SetStatus records the latest known status of the run's export.

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
 // ManifestError is a permanent problem building the manifest (a URL that
@@ -34,28 +35,54 @@ func ParseS3URL(raw string) (bucket, key string, err error) {
 	return u.Host, strings.TrimPrefix(u.Path, "/"), nil
 }
 
-// BuildManifest returns one item per NDJSON file of a finished job: from the
-// job's output list when it has one, otherwise from a paginated listing of
-// the job's S3 folder, pageSize keys at a time (S3's default of 1000 when
-// pageSize ≤ 0). The result is never nil.
-func BuildManifest(ctx context.Context, store ObjectStore, job *healthlake.ExportJob, pageSize int32) ([]ManifestItem, error) {
-	items := []ManifestItem{}
-	if len(job.Output) > 0 {
-		for _, f := range job.Output {
-			bucket, key, err := ParseS3URL(f.URL)
-			if err != nil {
-				return nil, err
-			}
-			if key == "" || f.Type == "" {
-				return nil, &ManifestError{Problem: "output entry without a key or a type"}
-			}
-			items = append(items, ManifestItem{Bucket: bucket, Key: key, ResourceType: f.Type})
+// BuildManifest returns the NDJSON files of a finished job with their sizes:
+// the files are the job's output list when it has one, otherwise every
+// {Type}/{Type}-….ndjson object of the job's S3 folder; the sizes come from a
+// paginated listing of that folder, pageSize keys a page (S3's default of
+// 1000 when pageSize ≤ 0). The job's error files are never part of it. The
+// result is never nil; files missing from the listing (or a job without an
+// s3Uri) have size 0, unknown.
+func BuildManifest(ctx context.Context, store ObjectStore, job *healthlake.ExportJob, pageSize int32) ([]manifest.File, error) {
+	errorKeys := map[string]bool{}
+	for _, f := range job.Errors {
+		if b, k, err := ParseS3URL(f.URL); err == nil {
+			errorKeys[b+"/"+k] = true
 		}
-		return items, nil
 	}
+	if len(job.Output) == 0 {
+		listed, _, err := listJobFolder(ctx, store, job, pageSize, errorKeys)
+		return listed, err
+	}
+	sizes := map[string]int64{}
+	if _, _, perr := jobPrefix(job); perr == nil && store != nil {
+		_, listedSizes, err := listJobFolder(ctx, store, job, pageSize, errorKeys)
+		if err != nil {
+			return nil, err
+		}
+		sizes = listedSizes
+	}
+	files := make([]manifest.File, 0, len(job.Output))
+	for _, f := range job.Output {
+		bucket, key, err := ParseS3URL(f.URL)
+		if err != nil {
+			return nil, err
+		}
+		if key == "" || f.Type == "" {
+			return nil, &ManifestError{Problem: "output entry without a key or a type"}
+		}
+		files = append(files, manifest.File{Bucket: bucket, Key: key, ResourceType: f.Type, Bytes: sizes[bucket+"/"+key]})
+	}
+	return files, nil
+}
+
+// listJobFolder lists the job's folder: its resource files (sorted by key)
+// and the size of every object by "bucket/key".
+func listJobFolder(ctx context.Context, store ObjectStore, job *healthlake.ExportJob, pageSize int32, skip map[string]bool) ([]manifest.File, map[string]int64, error) {
+	files := []manifest.File{}
+	sizes := map[string]int64{}
 	bucket, prefix, err := jobPrefix(job)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var token, maxKeys = (*string)(nil), (*int32)(nil)
 	if pageSize > 0 {
@@ -66,25 +93,26 @@ func BuildManifest(ctx context.Context, store ObjectStore, job *healthlake.Expor
 			Bucket: aws.String(bucket), Prefix: aws.String(prefix), ContinuationToken: token, MaxKeys: maxKeys,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err)
+			return nil, nil, fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err)
 		}
 		for _, o := range out.Contents {
 			key := aws.ToString(o.Key)
+			sizes[bucket+"/"+key] = aws.ToInt64(o.Size)
 			rel := strings.TrimPrefix(key, prefix)
 			dir, file := path.Split(rel)
 			typ := strings.TrimSuffix(dir, "/")
-			if !strings.HasSuffix(file, ".ndjson") || typ == "" || strings.Contains(typ, "/") || !strings.HasPrefix(file, typ+"-") {
+			if skip[bucket+"/"+key] || !strings.HasSuffix(file, ".ndjson") || typ == "" || strings.Contains(typ, "/") || !strings.HasPrefix(file, typ+"-") {
 				continue
 			}
-			items = append(items, ManifestItem{Bucket: bucket, Key: key, ResourceType: typ})
+			files = append(files, manifest.File{Bucket: bucket, Key: key, ResourceType: typ, Bytes: aws.ToInt64(o.Size)})
 		}
 		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
 			break
 		}
 		token = out.NextContinuationToken
 	}
-	sort.Slice(items, func(i, j int) bool { return items[i].Key < items[j].Key })
-	return items, nil
+	sort.Slice(files, func(i, j int) bool { return files[i].Key < files[j].Key })
+	return files, sizes, nil
 }
 
 // jobPrefix is the job's folder: the job's s3Uri, with

@@ -11,7 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 )
 
 // Error names given to SendTaskFailure (each ≤ 256 characters).
@@ -26,56 +27,67 @@ const (
 	ErrManifestFailed            = "ManifestFailed"
 )
 
-// TimeLayout is the pipeline's RFC 3339 UTC time with milliseconds.
-const TimeLayout = "2006-01-02T15:04:05.000Z"
-
-// Window is the half-open window (since, until] of a run, as RFC 3339 strings
-// carried through unchanged.
-type Window struct {
-	Since string `json:"since"`
-	Until string `json:"until"`
-}
-
-// String renders the window as "(since, until]" for logs.
-func (w Window) String() string { return "(" + w.Since + ", " + w.Until + "]" }
-
 // StartMessage is the body the state machine sends to the start queue.
+// Window is the export window: `_since` of the export is Window.Since.
 type StartMessage struct {
-	TaskToken   string `json:"taskToken"`
-	ExecutionID string `json:"executionId"`
-	RunID       string `json:"runId"`
-	Window      Window `json:"window"`
+	TaskToken   string        `json:"taskToken"`
+	ExecutionID string        `json:"executionId"`
+	RunID       string        `json:"runId"`
+	Window      events.Window `json:"window"`
 }
 
 // RecheckMessage is the body of a delayed re-check message.
 type RecheckMessage struct {
-	TaskToken   string `json:"taskToken"`
-	ExecutionID string `json:"executionId"`
-	RunID       string `json:"runId"`
-	Window      Window `json:"window"`
-	DatastoreID string `json:"datastoreId"`
-	JobID       string `json:"jobId"`
-	// StartedAt is when the export was started (for the maximum wait).
+	TaskToken   string        `json:"taskToken"`
+	ExecutionID string        `json:"executionId"`
+	RunID       string        `json:"runId"`
+	Window      events.Window `json:"window"`
+	DatastoreID string        `json:"datastoreId"`
+	JobID       string        `json:"jobId"`
+	// StartedAt is when the export was started (for the maximum wait),
+	// formatted by events.FormatTime.
 	StartedAt string `json:"startedAt"`
 	// Attempt numbers the checks, 1 for the first one sent by start-export.
 	Attempt int `json:"attempt"`
 }
 
-// TaskOutput is what check-export gives SendTaskSuccess.
-type TaskOutput struct {
-	Bucket      string `json:"bucket"`
-	ManifestKey string `json:"manifestKey"`
-	JobID       string `json:"jobId"`
+// KindJobEvent is the "kind" of a re-check queue message made from a
+// HealthLake job state event by the EventBridge rule's InputTransformer.
+const KindJobEvent = "jobEvent"
+
+// JobEventMessage is a HealthLake job state event as the rule on the default
+// bus puts it on the re-check queue (JobEventInputTemplate). JobStatus holds
+// the event's detail-type, e.g. "Export Job Completed".
+type JobEventMessage struct {
+	Kind        string `json:"kind"`
 	DatastoreID string `json:"datastoreId"`
-	Window      Window `json:"window"`
-	FileCount   int    `json:"fileCount"`
+	JobID       string `json:"jobId"`
+	JobStatus   string `json:"jobStatus"`
 }
 
-// ManifestItem is one NDJSON file of an export.
-type ManifestItem struct {
-	Bucket       string `json:"bucket"`
-	Key          string `json:"key"`
-	ResourceType string `json:"resourceType"`
+// TaskOutput is what check-export gives SendTaskSuccess (contract C2): the
+// first part of the manifest and what the state machine and run-lock need to
+// find the others.
+type TaskOutput struct {
+	Bucket string `json:"bucket"`
+	// ManifestKey is the key of part Part: manifest.PartKey(ManifestRunID, Part).
+	ManifestKey string `json:"manifestKey"`
+	// ManifestRunID is the run whose prefix holds the parts.
+	ManifestRunID string `json:"manifestRunId"`
+	Part          int    `json:"part"`
+	Parts         int    `json:"parts"`
+	// PartFiles is the number of files in each part.
+	PartFiles []int `json:"partFiles"`
+	// FileCount and BatchCount count the files and batches of part Part.
+	FileCount   int           `json:"fileCount"`
+	BatchCount  int           `json:"batchCount"`
+	JobID       string        `json:"jobId"`
+	DatastoreID string        `json:"datastoreId"`
+	Window      events.Window `json:"window"`
+	// CompletedWithErrors is true when HealthLake ended the job
+	// COMPLETED_WITH_ERRORS: the good files are in the manifest and the
+	// entries of its error files were quarantined.
+	CompletedWithErrors bool `json:"completedWithErrors"`
 }
 
 // MessageError is a message body the handler cannot act on. Token is the
@@ -102,84 +114,123 @@ func readToken(body []byte) (map[string]json.RawMessage, string, error) {
 	return raw, strings.TrimSpace(token), nil
 }
 
-// decodeMessage decodes a message body of the named schema into m, checks
-// the fields every message has, and returns the task token it read — also
-// when the rest of the body is unusable, so the run can be failed at once.
-func decodeMessage(body []byte, schema string, m any, runID func() (string, Window)) (string, error) {
+// wireMessage is the JSON shape of the start and re-check messages, with
+// the window's times as strings so that a bad window is named precisely.
+type wireMessage struct {
+	TaskToken   string `json:"taskToken"`
+	ExecutionID string `json:"executionId"`
+	RunID       string `json:"runId"`
+	Window      struct {
+		Since string `json:"since"`
+		Until string `json:"until"`
+	} `json:"window"`
+	DatastoreID string `json:"datastoreId"`
+	JobID       string `json:"jobId"`
+	StartedAt   string `json:"startedAt"`
+	Attempt     int    `json:"attempt"`
+}
+
+// decodeMessage decodes a message body of the named schema, checks the
+// fields every message has, and returns the task token it read — also when
+// the rest of the body is unusable, so the run can be failed at once.
+func decodeMessage(body []byte, schema string) (wireMessage, events.Window, string, error) {
+	var m wireMessage
 	_, token, err := readToken(body)
 	if err != nil {
-		return "", &MessageError{Problem: "body is not a JSON object: " + jsonProblem(err)}
+		return m, events.Window{}, "", &MessageError{Problem: "body is not a JSON object: " + jsonProblem(err)}
 	}
 	if token == "" {
-		return "", &MessageError{Problem: "taskToken is missing or empty"}
+		return m, events.Window{}, "", &MessageError{Problem: "taskToken is missing or empty"}
 	}
-	if err := json.Unmarshal(body, m); err != nil {
-		return token, &MessageError{Problem: "body does not match the " + schema + " schema: " + jsonProblem(err), Token: token}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, events.Window{}, token, &MessageError{Problem: "body does not match the " + schema + " schema: " + jsonProblem(err), Token: token}
 	}
-	if p := checkRunFields(runID()); p != "" {
-		return token, &MessageError{Problem: p, Token: token}
+	m.TaskToken = token
+	w, p := checkRunFields(m)
+	if p != "" {
+		return m, w, token, &MessageError{Problem: p, Token: token}
 	}
-	return token, nil
+	return m, w, token, nil
 }
 
 // ParseStartMessage decodes and checks a start message. A problem is returned
 // as a *MessageError naming it.
 func ParseStartMessage(body []byte) (StartMessage, error) {
-	var m StartMessage
-	token, err := decodeMessage(body, "start message", &m, func() (string, Window) { return m.RunID, m.Window })
-	m.TaskToken = token
-	return m, err
+	m, w, token, err := decodeMessage(body, "start message")
+	return StartMessage{TaskToken: token, ExecutionID: m.ExecutionID, RunID: m.RunID, Window: w}, err
 }
 
 // ParseRecheckMessage decodes and checks a re-check message.
 func ParseRecheckMessage(body []byte) (RecheckMessage, error) {
-	var m RecheckMessage
-	token, err := decodeMessage(body, "re-check message", &m, func() (string, Window) { return m.RunID, m.Window })
-	m.TaskToken = token
+	m, w, token, err := decodeMessage(body, "re-check message")
+	out := RecheckMessage{
+		TaskToken: token, ExecutionID: m.ExecutionID, RunID: m.RunID, Window: w,
+		DatastoreID: m.DatastoreID, JobID: m.JobID, StartedAt: m.StartedAt, Attempt: m.Attempt,
+	}
 	if err != nil {
-		return m, err
+		return out, err
 	}
 	switch {
 	case m.DatastoreID == "":
-		return m, &MessageError{Problem: "datastoreId is missing", Token: token}
+		return out, &MessageError{Problem: "datastoreId is missing", Token: token}
 	case m.JobID == "":
-		return m, &MessageError{Problem: "jobId is missing", Token: token}
+		return out, &MessageError{Problem: "jobId is missing", Token: token}
 	case m.Attempt < 1:
-		return m, &MessageError{Problem: "attempt must be a positive number", Token: token}
+		return out, &MessageError{Problem: "attempt must be a positive number", Token: token}
 	}
-	if _, err := parseTime(m.StartedAt); err != nil {
-		return m, &MessageError{Problem: "startedAt is not an RFC 3339 time", Token: token}
+	if _, err := events.ParseTime(m.StartedAt); err != nil {
+		return out, &MessageError{Problem: "startedAt is not an RFC 3339 time", Token: token}
+	}
+	return out, nil
+}
+
+// ParseJobEventMessage decodes a job event message (kind "jobEvent").
+func ParseJobEventMessage(body []byte) (JobEventMessage, error) {
+	var m JobEventMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, &MessageError{Problem: "body does not match the job event schema: " + jsonProblem(err)}
+	}
+	switch {
+	case m.Kind != KindJobEvent:
+		return m, &MessageError{Problem: "kind is not " + KindJobEvent}
+	case m.DatastoreID == "":
+		return m, &MessageError{Problem: "datastoreId is missing"}
+	case m.JobID == "":
+		return m, &MessageError{Problem: "jobId is missing"}
 	}
 	return m, nil
 }
 
-func checkRunFields(runID string, w Window) string {
-	switch {
-	case runID == "":
-		return "runId is missing"
-	case len(runID) > 80 || strings.ContainsAny(runID, "/\\ \t\r\n"):
-		return "runId is not an execution name (at most 80 characters, no slashes or spaces)"
+// messageKind reads the "kind" field of a re-check queue body ("" for the
+// re-check messages start-export and check-export send).
+func messageKind(body []byte) string {
+	var k struct {
+		Kind string `json:"kind"`
 	}
-	since, err := parseTime(w.Since)
-	if err != nil {
-		return "window.since is missing or not an RFC 3339 time"
-	}
-	until, err := parseTime(w.Until)
-	if err != nil {
-		return "window.until is missing or not an RFC 3339 time"
-	}
-	if !since.Before(until) {
-		return "window.since is not before window.until"
-	}
-	return ""
+	_ = json.Unmarshal(body, &k)
+	return k.Kind
 }
 
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("parse time: %w", err)
+func checkRunFields(m wireMessage) (events.Window, string) {
+	switch {
+	case m.RunID == "":
+		return events.Window{}, "runId is missing"
+	case len(m.RunID) > 80 || strings.ContainsAny(m.RunID, "/\\ \t\r\n"):
+		return events.Window{}, "runId is not an execution name (at most 80 characters, no slashes or spaces)"
 	}
-	return t.UTC(), nil
+	since, err := events.ParseTime(m.Window.Since)
+	if err != nil {
+		return events.Window{}, "window.since is missing or not an RFC 3339 time"
+	}
+	until, err := events.ParseTime(m.Window.Until)
+	if err != nil {
+		return events.Window{}, "window.until is missing or not an RFC 3339 time"
+	}
+	w := events.Window{Since: since, Until: until}
+	if w.Empty() {
+		return w, "window.since is not before window.until"
+	}
+	return w, ""
 }
 
 // jsonProblem names a JSON decoding problem without quoting the body.

@@ -117,7 +117,7 @@ func (h *StartHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 	if found {
 		// An earlier claimant may have started the export and crashed
 		// before recording it.
-		id, submitted, err := findJob(ctx, h.d.Jobs, h.cfg.DatastoreID, jobName)
+		id, submitted, err := findLiveJob(ctx, h.d.Jobs, h.cfg.DatastoreID, jobName)
 		if err != nil {
 			return err
 		}
@@ -130,11 +130,10 @@ func (h *StartHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 		}
 	}
 	if jobID == "" {
-		since, _ := parseTime(msg.Window.Since)
 		out, err := h.d.Export.StartExport(ctx, healthlake.StartExportInput{
 			DatastoreID:       h.cfg.DatastoreID,
 			JobName:           jobName,
-			Since:             since,
+			Since:             msg.Window.Since,
 			Types:             h.cfg.ResourceTypes,
 			S3URI:             h.exportS3URI(),
 			KMSKeyID:          h.cfg.KMSKeyID,
@@ -142,11 +141,19 @@ func (h *StartHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 		})
 		if err != nil {
 			if healthlake.IsRetryable(err) {
+				// The record goes back to SQS; its next delivery finds a job
+				// an ambiguous attempt started by name and adopts it, and the
+				// run's failure path cancels it by name.
 				return fmt.Errorf("start export for run %s: %w", msg.RunID, err)
 			}
 			log.ErrorContext(ctx, "export refused", "error", err.Error())
 			if serr := h.ledger.SetStatus(ctx, msg.RunID, LedgerStartFailed); serr != nil {
 				log.WarnContext(ctx, "ledger status not recorded", "error", serr.Error())
+			}
+			if healthlake.MayHaveActed(err) {
+				// A retried POST ended in a refusal, but an earlier attempt
+				// may have started a job nobody will poll: cancel it.
+				h.cancelSiblings(ctx, log, jobName, "")
 			}
 			_, ferr := h.failTask(ctx, msg.TaskToken, ErrExportStartFailed,
 				fmt.Sprintf("run %s: HealthLake refused the export: %v", msg.RunID, err))
@@ -176,6 +183,10 @@ func (h *StartHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 		}
 		return nil
 	}
+	if err := h.ledger.PointJob(ctx, jobID, msg.RunID); err != nil {
+		// Without the pointer, job events find no run; polling still does.
+		log.WarnContext(ctx, "job pointer not recorded", "jobId", jobID, "error", err.Error())
+	}
 	if retried {
 		h.cancelSiblings(ctx, log, jobName, jobID)
 	}
@@ -196,11 +207,12 @@ func (h *StartHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 	return h.firstRecheck(ctx, msg, jobID, startedAt)
 }
 
-// cancelSiblings cancels every other still-running export job with this
-// run's job name. A POST $export that HealthLake accepted but answered with a
-// 5xx (or a lost connection) is retried by the client and starts a second
-// job; the name finds it. It runs only after such a retry. Best effort: a failure is logged, and the run's
-// failure path cancels by the ledger's job id anyway.
+// cancelSiblings cancels every still-running export job with this run's job
+// name except keep ("" cancels them all). A POST $export that HealthLake
+// accepted but answered with a 5xx (or a lost connection) is retried by the
+// client and starts a second job; the name finds it. It runs only after such
+// an ambiguous attempt. Best effort: a failure is logged, and the run's
+// failure path cancels by name anyway.
 func (h *StartHandler) cancelSiblings(ctx context.Context, log *slog.Logger, jobName, keep string) {
 	jobs, err := listJobs(ctx, h.d.Jobs, h.cfg.DatastoreID, jobName)
 	if err != nil {
@@ -238,7 +250,7 @@ func (h *StartHandler) recheckFor(ctx context.Context, msg StartMessage, jobID s
 	if err := h.sendRecheck(ctx, m, h.checkDelay(1)); err != nil {
 		return err
 	}
-	if err := h.ledger.markRecheckSentFor(ctx, msg.RunID, TokenHash(msg.TaskToken), adopted); err != nil {
+	if err := h.ledger.markRecheckSentFor(ctx, msg, adopted); err != nil {
 		// The re-check is queued; a redelivery would only queue another.
 		h.log.WarnContext(ctx, "re-check not noted in the ledger", "runId", msg.RunID, "error", err.Error())
 	}

@@ -235,10 +235,10 @@ func (c *Client) StartExport(ctx context.Context, in StartExportInput) (*StartEx
 	}
 	status, respBody, errType, ambiguous, err := c.do(ctx, "StartExport", http.MethodPost, ExportPath(in.DatastoreID), q, body)
 	if err != nil {
-		return nil, err
+		return nil, markAmbiguous(err, ambiguous)
 	}
 	if status != http.StatusAccepted {
-		return nil, newAPIError("StartExport", status, respBody, errType)
+		return nil, markAmbiguous(newAPIError("StartExport", status, respBody, errType), ambiguous)
 	}
 	var out StartExportOutput
 	if err := json.Unmarshal(respBody, &out); err != nil {

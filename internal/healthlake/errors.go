@@ -54,6 +54,42 @@ func IsRetryable(err error) bool {
 	return true
 }
 
+// ambiguousError marks the failure of a call of which an earlier attempt
+// failed with a 5xx or a transport error: HealthLake may have acted on it.
+type ambiguousError struct{ err error }
+
+func (e *ambiguousError) Error() string {
+	return e.err.Error() + " (an earlier attempt may have been accepted)"
+}
+func (e *ambiguousError) Unwrap() error { return e.err }
+
+func markAmbiguous(err error, ambiguous bool) error {
+	if !ambiguous || err == nil {
+		return err
+	}
+	return &ambiguousError{err: err}
+}
+
+// MayHaveActed reports whether a failed call may nevertheless have been acted
+// on by HealthLake: an attempt of it failed with a 5xx or a transport error
+// (whatever the final answer, e.g. a retried POST $export ending in a 4xx),
+// or the call itself ended with one. Only a definitive first answer (a 4xx,
+// or 429 which proves nothing was done) says no.
+func MayHaveActed(err error) bool {
+	if err == nil {
+		return false
+	}
+	var amb *ambiguousError
+	if errors.As(err, &amb) {
+		return true
+	}
+	var api *APIError
+	if errors.As(err, &api) {
+		return api.StatusCode >= 500
+	}
+	return true
+}
+
 // IsNotFound reports whether err is a 404 answer.
 func IsNotFound(err error) bool {
 	var api *APIError

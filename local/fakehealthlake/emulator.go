@@ -46,6 +46,9 @@ type Options struct {
 	// AccessKeyID and SecretAccessKey are the only credentials accepted;
 	// defaults localaws.AccessKeyID and localaws.SecretAccessKey.
 	AccessKeyID, SecretAccessKey string
+	// MoreAccessKeys are further accepted access key ids, each with its
+	// secret (cdc-local gives every principal its own key).
+	MoreAccessKeys map[string]string
 	// SkipAuth turns SigV4 verification off.
 	SkipAuth bool
 	// S3 writes export files; exports fail without it.
@@ -57,9 +60,29 @@ type Options struct {
 	Datastores []string
 	// ResourcesPerFile splits each type's export into files; default 5000.
 	ResourcesPerFile int
-	// ProcessingDelay is how long a job stays SUBMITTED and then IN_PROGRESS
-	// before it moves on (0: it moves on at the next request).
+	// ProcessingDelay is how long a job stays SUBMITTED before it is queued
+	// or started, and each cancel step lasts (0: it moves on at the next
+	// request). It is also how long a job stays IN_PROGRESS when the
+	// duration model below is off (ExportStartup and ExportPerMB both 0).
 	ProcessingDelay time.Duration
+	// ExportStartup and ExportPerMB model how long a job runs: IN_PROGRESS
+	// lasts ExportStartup + ExportPerMB × the MiB of resources it exports
+	// (modelled; HealthLake documents no figure — see docs/LOCAL.md).
+	ExportStartup, ExportPerMB time.Duration
+	// MaxRunningExports is how many export jobs may be IN_PROGRESS at once
+	// in the account and region (HealthLake's quota "concurrent
+	// StartFHIRExportJob jobs": 1, not adjustable); others wait, first in
+	// first out. Default 1.
+	MaxRunningExports int
+	// VisibilityLag is how long a write takes to become visible to exports:
+	// an export that reads the data store at time T sees each resource as
+	// it was at T − VisibilityLag (modelled; HealthLake documents no figure).
+	VisibilityLag time.Duration
+	// OnJobEvent, when set, receives the job state events HealthLake sends
+	// to the account's default EventBridge bus (source "aws.healthlake").
+	// It is called without the emulator's lock, after the request (or
+	// Advance, RunJobs, Tick) that changed the job's status.
+	OnJobEvent func(JobEvent)
 	// Manual stops jobs from advancing by themselves; only Advance moves them.
 	Manual bool
 	// FaultRate is the probability that a call is answered 429
@@ -100,10 +123,23 @@ type Emulator struct {
 	serverErrorCode int
 	nextJobOutcome  []jobFault
 	failNextCancel  int
+	startFaults     []startFault
+	pendingEvents   []JobEvent
 }
 
 type jobFault struct {
 	status  string
+	message string
+	// lost is how many of the job's resources are left out of its files
+	// and reported in its error file (COMPLETED_WITH_ERRORS).
+	lost int
+}
+
+// startFault is the scripted answer of one `POST $export`: accept starts
+// the job before answering status.
+type startFault struct {
+	accept  bool
+	status  int
 	message string
 }
 
@@ -140,6 +176,9 @@ func New(opts Options) *Emulator {
 	}
 	if opts.ResourcesPerFile <= 0 {
 		opts.ResourcesPerFile = 5000
+	}
+	if opts.MaxRunningExports <= 0 {
+		opts.MaxRunningExports = 1
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -207,12 +246,49 @@ func (e *Emulator) FailNextJob(message string) {
 }
 
 // CompleteNextJobWithErrors makes the next job that finishes end
-// COMPLETED_WITH_ERRORS: its files are written, plus an OperationOutcome error
-// file listed in the job's `error` list.
+// COMPLETED_WITH_ERRORS: all its files are written, plus an OperationOutcome
+// error file (listed in the job's `error` list) with one entry carrying
+// message; no resource is missing from the files.
 func (e *Emulator) CompleteNextJobWithErrors(message string) {
+	e.CompleteNextJobWithErrorsLosing(message, 0)
+}
+
+// CompleteNextJobWithErrorsLosing is CompleteNextJobWithErrors where the
+// lost newest resources of the export are left out of its files, and the
+// error file has one OperationOutcome entry for each (naming the resource in
+// `expression`), as a job some of whose resources failed to export.
+func (e *Emulator) CompleteNextJobWithErrorsLosing(message string, lost int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.nextJobOutcome = append(e.nextJobOutcome, jobFault{status: StatusCompletedWithErrors, message: message})
+	e.nextJobOutcome = append(e.nextJobOutcome, jobFault{status: StatusCompletedWithErrors, message: message, lost: max(lost, 0)})
+}
+
+// AcceptThenFailNext makes the next n `POST $export` requests start their job
+// but answer with the 5xx status (default 500): an answer lost after
+// HealthLake accepted the request, which the client retries.
+func (e *Emulator) AcceptThenFailNext(n, status int) {
+	if status < 500 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := 0; i < n; i++ {
+		e.startFaults = append(e.startFaults, startFault{accept: true, status: status, message: "Internal server error"})
+	}
+}
+
+// RefuseNextStarts answers the next n `POST $export` requests with the 4xx
+// status and an OperationOutcome carrying message, starting no job. Scripted
+// answers (this and AcceptThenFailNext) are used in the order given.
+func (e *Emulator) RefuseNextStarts(n, status int, message string) {
+	if status < 400 || status > 499 {
+		status = http.StatusBadRequest
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := 0; i < n; i++ {
+		e.startFaults = append(e.startFaults, startFault{status: status, message: message})
+	}
 }
 
 // FailNextCancel makes the next cancelled job end CANCEL_FAILED.
@@ -266,7 +342,11 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !e.opts.SkipAuth {
-		if err := verifySigV4(r, body, e.opts.AccessKeyID, e.opts.SecretAccessKey); err != nil {
+		key, secret := e.opts.AccessKeyID, e.opts.SecretAccessKey
+		if s, ok := e.opts.MoreAccessKeys[requestAccessKey(r)]; ok {
+			key, secret = requestAccessKey(r), s
+		}
+		if err := verifySigV4(r, body, key, secret); err != nil {
 			writeAuthError(w, r, err)
 			return
 		}
@@ -274,6 +354,7 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.injectFault(w, r) {
 		return
 	}
+	defer e.flushEvents()
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
 		e.serveJSON(w, r, target, body)
 		return

@@ -46,6 +46,7 @@ type job struct {
 	s3URI, kmsKeyID, role string
 	submitTime, endTime   time.Time
 	changedAt             time.Time // when the status last changed
+	dueAt                 time.Time // when an IN_PROGRESS job finishes (duration model)
 	requestURL            string
 	transactionTime       time.Time
 	output, errs          []OutputFile
@@ -106,6 +107,7 @@ func (e *Emulator) Job(id string) (JobInfo, bool) {
 // status a poller can see. A job forced into a running status keeps moving on
 // unless Options.Manual is set.
 func (e *Emulator) SetJobStatus(jobID, status, message string) error {
+	defer e.flushEvents()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	j, ok := e.jobByID[jobID]
@@ -113,9 +115,13 @@ func (e *Emulator) SetJobStatus(jobID, status, message string) error {
 		return fmt.Errorf("set job status: no job %s", jobID)
 	}
 	j.status, j.message, j.changedAt = status, message, e.opts.Now()
+	if status == StatusInProgress {
+		j.dueAt = j.changedAt.Add(e.opts.ProcessingDelay)
+	}
 	if terminal(status) && j.endTime.IsZero() {
 		j.endTime = e.opts.Now()
 	}
+	e.queueEvent(j, j.changedAt)
 	return nil
 }
 
@@ -125,13 +131,25 @@ func (e *Emulator) SetJobStatus(jobID, status, message string) error {
 // written) or the injected outcome, CANCEL_SUBMITTED → CANCEL_IN_PROGRESS →
 // CANCEL_COMPLETED (or CANCEL_FAILED).
 func (e *Emulator) Advance(ctx context.Context) error {
+	defer e.flushEvents()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.step(ctx, true)
 }
 
+// Tick moves on every job whose time has come (what any request does), so
+// that jobs finish, and their events are sent, when the model says rather
+// than at the next request. cdc-local calls it on a timer.
+func (e *Emulator) Tick(ctx context.Context) {
+	defer e.flushEvents()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(ctx)
+}
+
 // RunJobs advances jobs until none is unfinished (at most 100 steps).
 func (e *Emulator) RunJobs(ctx context.Context) error {
+	defer e.flushEvents()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := 0; i < 100; i++ {
@@ -183,8 +201,10 @@ func (e *Emulator) statusKey() string {
 	return b.String()
 }
 
-// step moves each job at most one status on. force ignores ProcessingDelay.
-// The caller holds e.mu.
+// step moves each job at most one status on. force ignores ProcessingDelay
+// and the duration model. At most MaxRunningExports jobs are IN_PROGRESS;
+// waiting jobs start first in, first out: one still SUBMITTED blocks those
+// behind it. The caller holds e.mu.
 func (e *Emulator) step(ctx context.Context, force bool) error {
 	now := e.opts.Now()
 	due := func(j *job) bool { return force || now.Sub(j.changedAt) >= e.opts.ProcessingDelay }
@@ -199,8 +219,12 @@ func (e *Emulator) step(ctx context.Context, force bool) error {
 	for _, j := range e.jobs {
 		switch j.status {
 		case StatusInProgress:
-			if due(j) {
-				if err := e.finish(ctx, j); err != nil && firstErr == nil {
+			if force || !now.Before(j.dueAt) {
+				at := now
+				if !force && !j.dueAt.IsZero() {
+					at = j.dueAt // the modelled end, also when noticed later
+				}
+				if err := e.finish(ctx, j, at); err != nil && firstErr == nil {
 					firstErr = err
 				}
 				running--
@@ -221,34 +245,58 @@ func (e *Emulator) step(ctx context.Context, force bool) error {
 			}
 		}
 	}
+	blocked := false
 	for _, j := range e.jobs {
-		switch j.status {
-		case StatusSubmitted, StatusQueued:
-			if j.status == StatusSubmitted && !due(j) {
-				continue
+		if j.status != StatusSubmitted && j.status != StatusQueued {
+			continue
+		}
+		if j.status == StatusSubmitted && !due(j) {
+			blocked = true // first in, first out: nothing behind it starts first
+			continue
+		}
+		if running < e.opts.MaxRunningExports && !blocked {
+			e.setStatus(j, StatusInProgress, now)
+			j.dueAt = now.Add(e.exportDuration(j))
+			running++
+			if running > e.maxRunning {
+				e.maxRunning = running
 			}
-			if running == 0 {
-				e.setStatus(j, StatusInProgress, now)
-				running++
-				if running > e.maxRunning {
-					e.maxRunning = running
-				}
-			} else if j.status == StatusSubmitted {
-				e.setStatus(j, StatusQueued, now)
-			}
+			continue
+		}
+		blocked = true
+		if j.status == StatusSubmitted {
+			e.setStatus(j, StatusQueued, now)
 		}
 	}
 	return firstErr
 }
 
+// exportDuration is how long j stays IN_PROGRESS: ExportStartup +
+// ExportPerMB per MiB it exports, or ProcessingDelay when both are 0. The
+// caller holds e.mu.
+func (e *Emulator) exportDuration(j *job) time.Duration {
+	if e.opts.ExportStartup == 0 && e.opts.ExportPerMB == 0 {
+		return e.opts.ProcessingDelay
+	}
+	var size int64
+	if ds, ok := e.datastores[j.datastoreID]; ok && e.opts.ExportPerMB > 0 {
+		for _, vs := range e.selectVersions(ds, j, e.opts.Now()) {
+			for _, v := range vs {
+				size += int64(len(v.body)) + 1
+			}
+		}
+	}
+	return e.opts.ExportStartup + time.Duration(float64(e.opts.ExportPerMB)*float64(size)/(1<<20))
+}
+
 func (e *Emulator) setStatus(j *job, status string, now time.Time) {
 	j.status, j.changedAt = status, now
+	e.queueEvent(j, now)
 }
 
 // finish writes the job's files and gives it its final status. The caller
 // holds e.mu.
-func (e *Emulator) finish(ctx context.Context, j *job) error {
-	now := e.opts.Now()
+func (e *Emulator) finish(ctx context.Context, j *job, now time.Time) error {
 	j.endTime, j.transactionTime = now, now
 	fault := jobFault{}
 	if len(e.nextJobOutcome) > 0 {
@@ -266,13 +314,14 @@ func (e *Emulator) finish(ctx context.Context, j *job) error {
 			hook(j.datastoreID, ds.snapshotLocked())
 		}
 	}
-	if err := e.writeExport(ctx, j); err != nil {
+	lost, err := e.writeExport(ctx, j, now, fault.lost)
+	if err != nil {
 		e.setStatus(j, StatusFailed, now)
 		j.message = "Export could not write to S3."
 		return fmt.Errorf("export job %s: %w", j.id, err)
 	}
 	if fault.status == StatusCompletedWithErrors {
-		if err := e.writeErrorFile(ctx, j, fault.message); err != nil {
+		if err := e.writeErrorFile(ctx, j, fault.message, lost); err != nil {
 			e.setStatus(j, StatusFailed, now)
 			j.message = "Export could not write to S3."
 			return fmt.Errorf("export job %s: %w", j.id, err)
@@ -302,30 +351,85 @@ func s3URL(bucket, key string) string {
 	return (&url.URL{Scheme: "s3", Host: bucket, Path: "/" + key}).String()
 }
 
-// writeExport writes the current version of every matching resource.
-func (e *Emulator) writeExport(ctx context.Context, j *job) error {
-	ds := e.datastores[j.datastoreID]
-	bucket, prefix, err := jobFolder(j)
-	if err != nil {
-		return err
-	}
+// selectVersions returns, per type, the version of every matching resource
+// an export reading the data store at readAt sees: the newest version
+// written at or before readAt − VisibilityLag, unless it is a deletion or
+// older than `_since`. The caller holds e.mu.
+func (e *Emulator) selectVersions(ds *Datastore, j *job, readAt time.Time) map[string][]*version {
 	wanted := map[string]bool{}
 	for _, t := range j.types {
 		wanted[t] = true
 	}
+	cutoff := readAt.Add(-e.opts.VisibilityLag)
 	byType := map[string][]*version{}
 	for _, r := range ds.resources {
-		cur := r.current()
-		if cur.deleted || (len(wanted) > 0 && !wanted[r.typ]) || (j.hasSince && cur.lastUpdated.Before(j.since)) {
+		if len(wanted) > 0 && !wanted[r.typ] {
+			continue
+		}
+		var cur *version
+		for i := len(r.versions) - 1; i >= 0; i-- {
+			if e.opts.VisibilityLag == 0 || !r.versions[i].lastUpdated.After(cutoff) {
+				cur = r.versions[i]
+				break
+			}
+		}
+		if cur == nil || cur.deleted || (j.hasSince && cur.lastUpdated.Before(j.since)) {
 			continue
 		}
 		byType[r.typ] = append(byType[r.typ], cur)
 	}
+	return byType
+}
+
+// failedResource names a resource an export left out (COMPLETED_WITH_ERRORS).
+type failedResource struct{ typ, id string }
+
+// writeExport writes the version of every matching resource the export sees
+// at readAt, leaving out the lose newest ones, which it returns.
+func (e *Emulator) writeExport(ctx context.Context, j *job, readAt time.Time, lose int) ([]failedResource, error) {
+	ds := e.datastores[j.datastoreID]
+	bucket, prefix, err := jobFolder(j)
+	if err != nil {
+		return nil, err
+	}
+	byType := e.selectVersions(ds, j, readAt)
+	var lost []failedResource
+	if lose > 0 {
+		type tv struct {
+			typ string
+			v   *version
+		}
+		var all []tv
+		for t, vs := range byType {
+			for _, v := range vs {
+				all = append(all, tv{t, v})
+			}
+		}
+		sort.Slice(all, func(a, b int) bool { return all[a].v.lastUpdated.After(all[b].v.lastUpdated) })
+		drop := map[*version]bool{}
+		for _, x := range all[:min(lose, len(all))] {
+			drop[x.v] = true
+			lost = append(lost, failedResource{typ: x.typ, id: resourceID(x.v.body)})
+		}
+		for t, vs := range byType {
+			kept := vs[:0]
+			for _, v := range vs {
+				if !drop[v] {
+					kept = append(kept, v)
+				}
+			}
+			if len(kept) == 0 {
+				delete(byType, t)
+			} else {
+				byType[t] = kept
+			}
+		}
+	}
 	if len(byType) == 0 {
-		return nil
+		return lost, nil
 	}
 	if e.opts.S3 == nil {
-		return errors.New("no S3 client configured")
+		return nil, errors.New("no S3 client configured")
 	}
 	types := make([]string, 0, len(byType))
 	for t := range byType {
@@ -347,22 +451,57 @@ func (e *Emulator) writeExport(ctx context.Context, j *job) error {
 			}
 			key := prefix + t + "/" + t + "-" + strconv.FormatUint(n, 10) + "-" + strconv.Itoa(m) + "-0.ndjson"
 			if err := e.put(ctx, bucket, key, buf.Bytes()); err != nil {
-				return err
+				return nil, err
 			}
 			j.output = append(j.output, OutputFile{Type: t, URL: s3URL(bucket, key)})
 		}
 	}
-	return nil
+	return lost, nil
 }
 
-func (e *Emulator) writeErrorFile(ctx context.Context, j *job, message string) error {
+// resourceID reads the id of a stored resource body.
+func resourceID(body []byte) string {
+	var r struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(body, &r)
+	return r.ID
+}
+
+// errorIssue is one issue of an error file's OperationOutcome.
+type errorIssue struct {
+	Severity    string   `json:"severity"`
+	Code        string   `json:"code"`
+	Diagnostics string   `json:"diagnostics,omitempty"`
+	Expression  []string `json:"expression,omitempty"`
+}
+
+// writeErrorFile writes the job's error file, listed in its `error` list:
+// NDJSON OperationOutcome resources (the FHIR bulk data error format), one
+// per lost resource, or one carrying message when none was lost.
+func (e *Emulator) writeErrorFile(ctx context.Context, j *job, message string, lost []failedResource) error {
 	bucket, prefix, err := jobFolder(j)
 	if err != nil {
 		return err
 	}
-	line, _ := json.Marshal(outcome{ResourceType: "OperationOutcome", Issue: []outcomeIssue{{Severity: "error", Code: "processing", Diagnostics: message}}})
+	var buf bytes.Buffer
+	line := func(is errorIssue) {
+		b, _ := json.Marshal(struct {
+			ResourceType string       `json:"resourceType"`
+			Issue        []errorIssue `json:"issue"`
+		}{"OperationOutcome", []errorIssue{is}})
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	for _, r := range lost {
+		line(errorIssue{Severity: "error", Code: "exception", Diagnostics: "Failed to export resource " + r.typ + "/" + r.id,
+			Expression: []string{r.typ + "/" + r.id}})
+	}
+	if len(lost) == 0 {
+		line(errorIssue{Severity: "error", Code: "processing", Diagnostics: message})
+	}
 	key := prefix + "OperationOutcome/OperationOutcome-errors-1-0.ndjson"
-	if err := e.put(ctx, bucket, key, append(line, '\n')); err != nil {
+	if err := e.put(ctx, bucket, key, buf.Bytes()); err != nil {
 		return err
 	}
 	j.errs = append(j.errs, OutputFile{Type: "OperationOutcome", URL: s3URL(bucket, key)})
@@ -416,6 +555,15 @@ func (e *Emulator) startExport(w http.ResponseWriter, r *http.Request, ds *Datas
 		fail(http.StatusBadRequest, "invalid", "Prefer: respond-async is required")
 		return
 	}
+	var scripted *startFault
+	if len(e.startFaults) > 0 {
+		scripted = &e.startFaults[0]
+		e.startFaults = e.startFaults[1:]
+		if !scripted.accept {
+			fail(scripted.status, "invalid", scripted.message)
+			return
+		}
+	}
 	var sb startBody
 	if len(bytes.TrimSpace(body)) == 0 && r.Method == http.MethodGet && e.opts.DefaultExportS3URI != "" {
 		sb.JobName = "export-" + strconv.Itoa(len(e.jobs)+1)
@@ -466,6 +614,11 @@ func (e *Emulator) startExport(w http.ResponseWriter, r *http.Request, ds *Datas
 	}
 	e.jobs = append(e.jobs, j)
 	e.jobByID[j.id] = j
+	e.queueEvent(j, j.submitTime)
+	if scripted != nil {
+		fail(scripted.status, "exception", scripted.message)
+		return
+	}
 	e.record(r, body, http.StatusAccepted)
 	writeJSON(w, http.StatusAccepted, "application/json", map[string]string{
 		"datastoreId": ds.id, "jobStatus": StatusSubmitted, "jobId": j.id,

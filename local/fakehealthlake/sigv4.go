@@ -60,6 +60,15 @@ func parseAuthorization(h string) (sigV4Auth, error) {
 	return a, nil
 }
 
+// requestAccessKey returns the access key id a request is signed with, or "".
+func requestAccessKey(r *http.Request) string {
+	a, err := parseAuthorization(r.Header.Get("Authorization"))
+	if err != nil {
+		return ""
+	}
+	return a.accessKey
+}
+
 // verifySigV4 recomputes the request's signature with aws-sdk-go-v2's signer
 // over the headers it names as signed and the payload hash, and compares it.
 func verifySigV4(r *http.Request, body []byte, accessKey, secret string) error {
