@@ -5,7 +5,9 @@
 // DescribeEventBus, ListEventBuses and DeleteEventBus.
 //
 // Every accepted entry is delivered to a Sink as the event a rule target
-// receives. Tests can inject per-entry failures (ErrorCode such as
+// receives. The PutEvents quota is a token bucket per account and Region
+// (Options.PutEventsQuota); a request finding it empty is answered
+// ThrottlingException, as AWS does. Tests can inject per-entry failures (ErrorCode such as
 // InternalFailure or ThrottlingException) and whole-call throttling, and read
 // counters of calls, accepted and failed entries and billed 64 KB chunks.
 package fakeeventbridge
@@ -62,6 +64,30 @@ type Options struct {
 	NewID func() string
 	// MaxBodyBytes caps the HTTP request body; default 16 MiB.
 	MaxBodyBytes int64
+	// PutEventsQuota is the PutEvents requests per second allowed per
+	// account and Region (the "PutEvents throttle limit in transactions per
+	// second" of the EventBridge quotas page; see RegionPutEventsQuota): a
+	// token bucket of PutEventsBurst tokens refilled at this rate, one token
+	// per request. A request finding no token fails with
+	// ThrottlingException. 0 = no quota.
+	PutEventsQuota float64
+	// PutEventsBurst is the bucket's size; default one second's worth of
+	// the quota. AWS documents no burst: this is a model.
+	PutEventsBurst int
+}
+
+// RegionPutEventsQuota returns the default PutEvents quota (requests per
+// second per account) of region as the EventBridge quotas page lists it:
+// 10,000 in us-east-1, us-west-2 and eu-west-1, 2,400 in us-east-2; other
+// Regions have 1,200 or 400, and 400 is returned for them (the safe side).
+func RegionPutEventsQuota(region string) float64 {
+	switch region {
+	case "us-east-1", "us-west-2", "eu-west-1":
+		return 10000
+	case "us-east-2":
+		return 2400
+	}
+	return 400
 }
 
 // Entry is one PutEvents request entry as the emulator decoded it.
@@ -100,6 +126,9 @@ type Stats struct {
 	PutEventsCalls int64
 	// ThrottledCalls counts calls answered with ThrottlingException.
 	ThrottledCalls int64
+	// QuotaThrottledCalls counts those throttled by the PutEvents quota
+	// (the rest were injected).
+	QuotaThrottledCalls int64
 	// RejectedCalls counts calls that failed validation as a whole.
 	RejectedCalls int64
 	// EntriesAccepted and EntriesFailed count result entries.
@@ -130,6 +159,13 @@ type Emulator struct {
 	failNext   []string // error codes for the next failing entries
 	throttleN  int
 	throttleFn func(call int) bool
+	quota      map[string]*bucket // by "account/region"
+}
+
+// bucket is the PutEvents token bucket of one account and Region.
+type bucket struct {
+	tokens float64
+	last   time.Time
 }
 
 // New returns an emulator with the "default" bus and opts.Buses.
@@ -152,7 +188,10 @@ func New(opts Options) *Emulator {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
-	e := &Emulator{opts: opts, buses: map[string]*bus{}}
+	if opts.PutEventsBurst <= 0 {
+		opts.PutEventsBurst = max(1, int(math.Ceil(opts.PutEventsQuota)))
+	}
+	e := &Emulator{opts: opts, buses: map[string]*bus{}, quota: map[string]*bucket{}}
 	now := opts.Now().UTC()
 	e.buses[DefaultBus] = &bus{name: DefaultBus, created: now}
 	for _, b := range opts.Buses {
@@ -250,7 +289,7 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var aerr *apiError
 	switch op {
 	case "PutEvents":
-		out, aerr = e.putEvents(r.Context(), body)
+		out, aerr = e.putEvents(r.Context(), e.opts.AccountID+"/"+requestRegion(r, e.opts.Region), body)
 	case "CreateEventBus":
 		out, aerr = e.createEventBus(body)
 	case "DescribeEventBus":
@@ -323,7 +362,46 @@ func busName(s string) string {
 	return s
 }
 
-func (e *Emulator) putEvents(ctx context.Context, body []byte) (any, *apiError) {
+// requestRegion returns the Region of a SigV4-signed request's credential
+// scope (Credential=AKID/date/region/service/aws4_request), or def.
+func requestRegion(r *http.Request, def string) string {
+	auth := r.Header.Get("Authorization")
+	i := strings.Index(auth, "Credential=")
+	if i < 0 {
+		return def
+	}
+	scope := strings.Split(strings.SplitN(auth[i+len("Credential="):], ",", 2)[0], "/")
+	if len(scope) < 5 || scope[2] == "" {
+		return def
+	}
+	return scope[2]
+}
+
+// takeToken takes a PutEvents token of the account and Region key, and
+// reports false when the bucket is empty. e.mu is held.
+func (e *Emulator) takeToken(key string) bool {
+	if e.opts.PutEventsQuota <= 0 {
+		return true
+	}
+	now := e.opts.Now()
+	burst := float64(e.opts.PutEventsBurst)
+	b, ok := e.quota[key]
+	if !ok {
+		b = &bucket{tokens: burst, last: now}
+		e.quota[key] = b
+	}
+	if now.After(b.last) {
+		b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*e.opts.PutEventsQuota)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (e *Emulator) putEvents(ctx context.Context, quotaKey string, body []byte) (any, *apiError) {
 	var in struct {
 		Entries []wireEntry `json:"Entries"`
 	}
@@ -336,6 +414,9 @@ func (e *Emulator) putEvents(ctx context.Context, body []byte) (any, *apiError) 
 		throttled = true
 	} else if e.throttleFn != nil && e.throttleFn(call) {
 		throttled = true
+	} else if !e.takeToken(quotaKey) {
+		throttled = true
+		e.stats.QuotaThrottledCalls++
 	}
 	if throttled {
 		e.stats.ThrottledCalls++
