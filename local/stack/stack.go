@@ -37,6 +37,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
@@ -105,6 +106,11 @@ type Options struct {
 	// ExportDelay is how long an export job stays in each running status
 	// (default 0: jobs move on at the next request).
 	ExportDelay time.Duration
+	// PutEventsQuota is the PutEvents requests per second the EventBridge
+	// emulator allows the account in its Region (a token bucket; throttled
+	// requests get ThrottlingException). 0: the deployed configuration's
+	// quota (stackconfig); < 0: no quota.
+	PutEventsQuota float64
 	// RecheckDelay is the re-check queue delay check-export uses (default 1 s
 	// locally).
 	RecheckDelay time.Duration
@@ -346,6 +352,18 @@ func (s *Stack) Options() Options { return s.opts }
 // Seeded returns the number of resources loaded into the data store at start.
 func (s *Stack) Seeded() int { return s.seeded }
 
+// putEventsQuota is the EventBridge emulator's PutEvents quota: the
+// option, else the deployed configuration's (stackconfig); none when < 0.
+func (s *Stack) putEventsQuota() float64 {
+	switch q := s.opts.PutEventsQuota; {
+	case q < 0:
+		return 0
+	case q > 0:
+		return q
+	}
+	return stackconfig.Default().PutEventsQuota
+}
+
 // startEmulators mounts the project's emulators on the gateway.
 func (s *Stack) startEmulators() error {
 	env := s.Env
@@ -358,6 +376,7 @@ func (s *Stack) startEmulators() error {
 	delivered = append(delivered, s.Delivered)
 	s.EventBridge = fakeeventbridge.New(fakeeventbridge.Options{
 		Region: env.Region, AccountID: env.AccountID, Buses: []string{s.Res.Bus}, Sink: delivered,
+		PutEventsQuota: s.putEventsQuota(),
 	})
 	env.Gateway.Handle(localaws.ServiceEventBridge, s.EventBridge)
 
