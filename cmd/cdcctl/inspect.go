@@ -3,13 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +17,8 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 )
 
 func init() {
@@ -26,13 +27,6 @@ func init() {
 		run:     runInspect,
 	})
 }
-
-// Defaults of the EventBridge entry that prepare-change publishes, used to
-// decide when inspect shows a claim-checked detail.
-const (
-	inspectSource     = "healthlake.cdc"
-	inspectDetailType = "FHIR Resource Changed"
-)
 
 // inspectFarFuture is the default upper end of inspect's window.
 var inspectFarFuture = time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
@@ -85,8 +79,9 @@ type inspectConfig struct {
 }
 
 // runInspect implements `cdcctl inspect`: it reads export files the way
-// prepare-change does and prints, per line, the event detail it would publish
-// (stdout) or the reason it would quarantine the line (stderr).
+// prepare-change does and drives prepare-change's emitter in a dry run,
+// printing, per line, the event detail it would publish (stdout) or the
+// reason it would quarantine the line (stderr).
 func runInspect(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -238,19 +233,40 @@ func runInspect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	return exitOK
 }
 
-// inspectFile classifies every line of one file, writing event details to out
-// and returning how many details were claim-checked, how many took the assumed
-// lastUpdated, and the quarantine records.
+// inspectFile classifies every line of one file, writing the details the
+// emitter builds (in a dry run: nothing published, nothing stored) to out
+// and returning how many details were claim-checked, how many took the
+// assumed lastUpdated, and the quarantine records.
 func inspectFile(name string, src io.Reader, cfg inspectConfig, out io.Writer, counts *change.Counts) (int64, int64, []quarantineRecord, error) {
 	declared := cfg.declaredType
 	if cfg.typeFromName {
 		declared = declaredTypeFromName(name)
 	}
+	maxEntry := cfg.maxEntry
+	if maxEntry == 0 {
+		maxEntry = math.MaxInt // never claim-check
+	}
+	pub, err := publish.NewDryRun(func(detail []byte) error {
+		if _, err := out.Write(detail); err != nil {
+			return err
+		}
+		_, err := out.Write([]byte{'\n'})
+		return err
+	}, publish.Config{MaxEntryBytes: maxEntry})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	em := &publish.Emitter{
+		Publisher:  pub,
+		ClaimCheck: &publish.ClaimCheck{Bucket: cfg.bucket, DryRun: true},
+		Window:     cfg.classifier.Window,
+		Export:     cfg.export,
+		CheckJSON:  cfg.validation == fhir.ValidateNone,
+	}
 	r := fhir.NewReader(src, fhir.Options{File: name, DeclaredType: declared, MaxLineBytes: cfg.maxLine, Validation: cfg.validation})
 	var records []quarantineRecord
-	var claimChecked, assumed int64
-	var buf []byte
-	overhead := len(inspectSource) + len(inspectDetailType)
+	var assumed int64
+	ctx := context.Background()
 	for {
 		l, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -258,44 +274,34 @@ func inspectFile(name string, src io.Reader, cfg inspectConfig, out io.Writer, c
 		}
 		if err != nil {
 			counts.Blank += r.Stats().Blank
-			return claimChecked, assumed, records, fmt.Errorf("read: %w", err)
+			return em.ClaimChecked(), assumed, records, fmt.Errorf("read: %w", err)
 		}
 		took := false
 		if l.Problem == "" && l.LastUpdated == "" && cfg.defaultLU != "" {
 			l.LastUpdated, took = cfg.defaultLU, true
 		}
 		kind, reason := cfg.classifier.Classify(l)
-		if took && kind == change.KindEvent {
-			assumed++
+		if kind == change.KindEvent {
+			res := events.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}
+			_, err := em.Emit(ctx, res, nil)
+			var tooLarge *publish.EntryTooLargeError
+			var invalid *publish.InvalidResourceError
+			switch {
+			case errors.As(err, &tooLarge):
+				kind, reason = change.KindQuarantined, prepare.ReasonEventTooLarge
+			case errors.As(err, &invalid):
+				kind, reason = change.KindQuarantined, prepare.ReasonNotJSON
+			case err != nil:
+				return em.ClaimChecked(), assumed, records, fmt.Errorf("write events: %w", err)
+			case took:
+				assumed++
+			}
 		}
 		counts.Add(kind)
-		switch kind {
-		case change.KindQuarantined:
+		if kind == change.KindQuarantined {
 			records = append(records, quarantineRecord{File: name, Line: l.Number, Reason: reason})
-			continue
-		case change.KindEvent:
-		default:
-			continue
-		}
-		res := events.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}
-		buf = events.AppendDetail(buf[:0], res, cfg.classifier.Window, cfg.export, nil)
-		if cfg.maxEntry > 0 && overhead+len(buf) > cfg.maxEntry {
-			sum := sha256.Sum256(l.Raw)
-			version := events.VersionOf(res)
-			ref := &events.ResourceRef{
-				Bucket: cfg.bucket,
-				Key:    "claim-check/" + res.ResourceType + "/" + res.ID + "/_history/" + version + ".json",
-				Size:   int64(len(l.Raw)),
-				SHA256: hex.EncodeToString(sum[:]),
-			}
-			buf = events.AppendDetail(buf[:0], res, cfg.classifier.Window, cfg.export, ref)
-			claimChecked++
-		}
-		buf = append(buf, '\n')
-		if _, err := out.Write(buf); err != nil {
-			return claimChecked, assumed, records, fmt.Errorf("write events: %w", err)
 		}
 	}
 	counts.Blank += r.Stats().Blank
-	return claimChecked, assumed, records, nil
+	return em.ClaimChecked(), assumed, records, nil
 }
