@@ -50,7 +50,7 @@ func published(t *testing.T, lines ...string) ([][]byte, *s3.Client) {
 		if err := json.Unmarshal([]byte(l), &f); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := em.Emit(ctx, events.Resource{ResourceType: f.ResourceType, ID: f.ID, VersionID: f.Meta.VersionID, LastUpdated: f.Meta.LastUpdated, Raw: []byte(l)}); err != nil {
+		if _, err := em.Emit(ctx, events.Resource{ResourceType: f.ResourceType, ID: f.ID, VersionID: f.Meta.VersionID, LastUpdated: f.Meta.LastUpdated, Raw: []byte(l)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
