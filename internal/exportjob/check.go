@@ -281,7 +281,7 @@ func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *he
 	now := h.d.Now()
 	waited := now.Sub(mustTime(msg.StartedAt))
 	values := []metrics.Value{metrics.Seconds(metrics.ExportWaitSeconds, waited)}
-	var noticed time.Duration
+	noticed := time.Duration(-1)
 	if !job.EndTime.IsZero() {
 		noticed = max(now.Sub(job.EndTime), 0)
 		values = append(values, metrics.Seconds(MetricExportNoticeSeconds, noticed))
@@ -296,7 +296,7 @@ func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *he
 		map[string]any{"runId": msg.RunID, "jobId": job.JobID, "files": len(files)}); err != nil {
 		h.log.WarnContext(ctx, "metrics not written", "error", err.Error())
 	}
-	if err := h.ledger.SetStatus(ctx, msg.RunID, job.JobStatus); err != nil {
+	if err := h.ledger.setManifested(ctx, msg.RunID, job.JobStatus, noticed); err != nil {
 		h.log.WarnContext(ctx, "ledger status not recorded", "runId", msg.RunID, "error", err.Error())
 	}
 	return nil

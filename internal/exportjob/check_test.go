@@ -109,7 +109,8 @@ func TestCheckCompletedWritesManifestAndSucceeds(t *testing.T) {
 	if o.Status != "SUCCEEDED" || o.Output != mustJSON(wantOut) {
 		t.Errorf("outcome = %+v\nwant output %s", o, mustJSON(wantOut))
 	}
-	if led := w.ledger("run-done"); led["status"] != "COMPLETED" {
+	// The job ended 95 s before the check wrote the manifest.
+	if led := w.ledger("run-done"); led["status"] != "COMPLETED" || led["noticeSeconds"] != "95" {
 		t.Errorf("ledger = %v", led)
 	}
 	if len(w.newMessages()) != 0 {

@@ -63,6 +63,9 @@ type LedgerEntry struct {
 	TaskToken   string
 	ExecutionID string
 	Window      events.Window
+	// NoticeSeconds is how long after the job's end (HealthLake's endTime)
+	// check-export wrote the manifest; -1 when not known.
+	NoticeSeconds float64
 }
 
 // TokenHash identifies a task token in the ledger (the token itself is kept
@@ -132,6 +135,12 @@ func (l *Ledger) Get(ctx context.Context, runID string) (LedgerEntry, bool, erro
 		TokenHash: str("tokenHash"), TokenAdopted: str("tokenAdoptedAt") != "",
 	}
 	e.TaskToken, e.ExecutionID = str("taskToken"), str("executionId")
+	e.NoticeSeconds = -1
+	if v, ok := out.Item["noticeSeconds"].(*ddbtypes.AttributeValueMemberN); ok {
+		if f, err := strconv.ParseFloat(v.Value, 64); err == nil {
+			e.NoticeSeconds = f
+		}
+	}
 	if since, err := events.ParseTime(str("windowSince")); err == nil {
 		if until, err := events.ParseTime(str("windowUntil")); err == nil {
 			e.Window = events.Window{Since: since, Until: until}
@@ -302,6 +311,29 @@ func (l *Ledger) SetStatus(ctx context.Context, runID, status string) error {
 		ConditionExpression:       aws.String("attribute_exists(pk)"),
 		ExpressionAttributeNames:  map[string]string{"#s": "status"},
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":s": s(status), ":t": s(fmtTime(l.now()))},
+	})
+	if err != nil {
+		return fmt.Errorf("set export status of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// setManifested records the final status of a job whose manifest was
+// written, and how long after the job's end that was (notice < 0: unknown).
+func (l *Ledger) setManifested(ctx context.Context, runID, status string, notice time.Duration) error {
+	update := "SET #s = :s, updatedAt = :t, manifestAt = :t"
+	values := map[string]ddbtypes.AttributeValue{":s": s(status), ":t": s(fmtTime(l.now()))}
+	if notice >= 0 {
+		update += ", noticeSeconds = :n"
+		values[":n"] = &ddbtypes.AttributeValueMemberN{Value: strconv.FormatFloat(notice.Seconds(), 'f', 3, 64)}
+	}
+	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(l.table),
+		Key:                       ledgerKey(runID),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  map[string]string{"#s": "status"},
+		ExpressionAttributeValues: values,
 	})
 	if err != nil {
 		return fmt.Errorf("set export status of run %s: %w", runID, err)

@@ -100,6 +100,33 @@ type Report struct {
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Cost prices what the run used at list prices (docs/COST.md).
 	Cost *Cost `json:"cost,omitempty"`
+	// ExportNotice is the delay from an export job's end (HealthLake's
+	// endTime) to its manifest, over the windows that exported.
+	ExportNotice *Delays `json:"exportNoticeSeconds,omitempty"`
+}
+
+// Delays summarizes delays in seconds: their median, maximum and count.
+type Delays struct {
+	P50   float64 `json:"p50"`
+	Max   float64 `json:"max"`
+	Count int     `json:"count"`
+	all   []float64
+}
+
+// AddExportNotice records one window's delay from export end to manifest.
+func (rc *Recorder) AddExportNotice(seconds float64) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	d := rc.r.ExportNotice
+	if d == nil {
+		d = &Delays{}
+		rc.r.ExportNotice = d
+	}
+	d.all = append(d.all, seconds)
+	sorted := append([]float64(nil), d.all...)
+	sort.Float64s(sorted)
+	d.Count, d.Max = len(sorted), sorted[len(sorted)-1]
+	d.P50 = sorted[(len(sorted)-1)/2]
 }
 
 // MaxWindows bounds Report.Windows; WindowsRun keeps counting.
@@ -156,6 +183,11 @@ func (rc *Recorder) Snapshot() Report {
 	out.Calls = make(map[string]int64, len(rc.r.Calls))
 	for k, v := range rc.r.Calls {
 		out.Calls[k] = v
+	}
+	if rc.r.ExportNotice != nil {
+		d := *rc.r.ExportNotice
+		d.all = nil
+		out.ExportNotice = &d
 	}
 	if rc.r.Faults != nil {
 		out.Faults = make(map[string]int64, len(rc.r.Faults))

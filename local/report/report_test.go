@@ -79,3 +79,17 @@ func TestPerThousand(t *testing.T) {
 		t.Errorf("keys %v", ks)
 	}
 }
+
+func TestExportNoticeIsTheMedianAndMaximumOverWindows(t *testing.T) {
+	rc := New("", time.Now())
+	if rc.Snapshot().ExportNotice != nil {
+		t.Fatal("a report without exports has a notice delay")
+	}
+	for _, s := range []float64{4, 0.5, 30, 2} {
+		rc.AddExportNotice(s)
+	}
+	d := rc.Snapshot().ExportNotice
+	if d == nil || d.P50 != 2 || d.Max != 30 || d.Count != 4 {
+		t.Errorf("delays = %+v, want p50 2, max 30 over 4 windows", d)
+	}
+}
