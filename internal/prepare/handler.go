@@ -199,6 +199,7 @@ type batch struct {
 	em       *publish.Emitter
 	files    []*fileState
 	outcomes []publish.Outcome // reused buffer
+	free     []*lineRef        // tokens whose event was accepted, for reuse
 }
 
 // Handle processes one batch of export files. It fails (and Step Functions
@@ -306,10 +307,7 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 		}
 		kind, reason := cls.Classify(line)
 		if kind == change.KindEvent {
-			tok := &lineRef{file: fs, number: line.Number, offset: line.Offset}
-			if cfg.Validation == fhir.ValidateNone {
-				tok.raw = append([]byte(nil), line.Raw...)
-			}
+			tok := b.token(fs, line)
 			fs.pending++
 			r := events.Resource{ResourceType: line.ResourceType, ID: line.ID, VersionID: line.VersionID, LastUpdated: line.LastUpdated, Raw: line.Raw}
 			_, err := b.em.Emit(ctx, r, tok)
@@ -338,6 +336,22 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 	}
 }
 
+// token returns the token of line's event, reusing one whose event was accepted.
+func (b *batch) token(fs *fileState, line *fhir.Line) *lineRef {
+	var tok *lineRef
+	if n := len(b.free); n > 0 {
+		tok, b.free = b.free[n-1], b.free[:n-1]
+	} else {
+		tok = new(lineRef)
+	}
+	raw := tok.raw[:0]
+	*tok = lineRef{file: fs, number: line.Number, offset: line.Offset}
+	if b.h.cfg.Validation == fhir.ValidateNone {
+		tok.raw = append(raw, line.Raw...)
+	}
+	return tok
+}
+
 // settle takes the outcomes the publisher reported: it quarantines the
 // lines whose event EventBridge rejected for good, moving them from events
 // to quarantined in their file's counts, then closes what became ready.
@@ -351,8 +365,12 @@ func (b *batch) settle(ctx context.Context) error {
 		lr := o.Token.(*lineRef)
 		fs := lr.file
 		fs.pending--
+		if o.Code == "" {
+			b.free = append(b.free, lr) // accepted: the token is free again
+			continue
+		}
 		if o.Code != CodeMalformedDetail {
-			continue // accepted, or failed: the publisher's error fails the invocation
+			continue // failed: the publisher's error fails the invocation and names its tokens
 		}
 		if fs.closed {
 			return fmt.Errorf("prepare-change: a rejected event of %s arrived after its quarantine object was closed", fs.ref.Key)
