@@ -63,6 +63,10 @@ type Config struct {
 	// received that many times without success is moved there.
 	DLQURL          string
 	MaxReceiveCount int
+	// Redrive, when set, is the client the move to the DLQ uses: in AWS
+	// SQS's redrive policy moves the message, not the function's role
+	// (default: the mapping's client).
+	Redrive *sqs.Client
 	// BatchSize is the most records per invocation, 1–10 (default 10).
 	BatchSize int
 	// VisibilityTimeout is requested on every receive; it is rounded up to
@@ -423,11 +427,15 @@ func (m *Mapping) moveToDLQ(ctx context.Context, msg sqstypes.Message) {
 	if len(msg.MessageAttributes) > 0 {
 		in.MessageAttributes = msg.MessageAttributes
 	}
-	if _, err := m.client.SendMessage(ctx, in); err != nil {
+	redrive := m.client
+	if m.cfg.Redrive != nil {
+		redrive = m.cfg.Redrive
+	}
+	if _, err := redrive.SendMessage(ctx, in); err != nil {
 		m.log.Warn("redrive to DLQ failed", "messageId", id, "error", err.Error())
 		return
 	}
-	if _, err := m.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{
+	if _, err := redrive.DeleteMessage(ctx, &sqs.DeleteMessageInput{
 		QueueUrl: aws.String(m.cfg.QueueURL), ReceiptHandle: msg.ReceiptHandle,
 	}); err != nil {
 		m.log.Warn("delete after redrive failed", "messageId", id, "error", err.Error())

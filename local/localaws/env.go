@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,6 +129,29 @@ func (e *Env) Config() aws.Config {
 		RetryMaxAttempts: 2,
 		HTTPClient:       &http.Client{Timeout: 60 * time.Second},
 	}
+}
+
+// ConfigFor returns Config signed with another access key id (the local
+// secret is shared): each principal of the stack signs with its own key, by
+// which the gateway's authorizer knows it.
+func (e *Env) ConfigFor(accessKeyID string) aws.Config {
+	cfg := e.Config()
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(accessKeyID, SecretAccessKey, "")
+	return cfg
+}
+
+// PrincipalAccessKeyID returns the local access key id of a named principal
+// (for example "start-export"): AKIDLOCAL followed by the name in capitals
+// without punctuation.
+func PrincipalAccessKeyID(name string) string {
+	var b strings.Builder
+	b.WriteString("AKIDLOCAL")
+	for _, r := range strings.ToUpper(name) {
+		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // ARN builds an ARN in this Env's region and account.

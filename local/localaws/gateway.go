@@ -31,7 +31,13 @@ type Gateway struct {
 	local    map[string]http.Handler
 	calls    map[string]int64
 	faults   FaultInjector
+	auth     Authorizer
 }
+
+// Authorizer decides, before any fault or service sees it, whether a
+// request may proceed; when it refuses it has written the answer (the
+// service's AccessDenied) and returns true. local/iam provides one.
+type Authorizer func(service string, w http.ResponseWriter, r *http.Request) (answered bool)
 
 // FaultInjector decides, per call, whether the gateway answers with an
 // injected error instead of forwarding. It returns the HTTP status and body to
@@ -69,6 +75,13 @@ func (g *Gateway) SetFaults(f FaultInjector) {
 	g.faults = f
 }
 
+// SetAuthorizer installs (or, with nil, removes) the authorizer.
+func (g *Gateway) SetAuthorizer(a Authorizer) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.auth = a
+}
+
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, LocalPrefix) && r.Header.Get("Authorization") == "" {
@@ -89,9 +102,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := g.services[service]
 	g.calls[service+":"+op]++
 	faults := g.faults
+	auth := g.auth
 	g.mu.Unlock()
 	if h == nil {
 		http.Error(w, "localaws: no emulator for service "+service, http.StatusNotImplemented)
+		return
+	}
+	if auth != nil && auth(service, w, r) {
 		return
 	}
 	if faults != nil {

@@ -15,6 +15,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
@@ -66,7 +67,7 @@ func (s *Stack) createStateMachine(ctx context.Context) error {
 	out, err := s.sfnc.CreateStateMachine(ctx, &sfnapi.CreateStateMachineInput{
 		Name:       aws.String(s.opts.Name),
 		Definition: aws.String(string(def)),
-		RoleArn:    aws.String(s.Env.ARN("iam", "role/"+s.opts.Name+"-state-machine")),
+		RoleArn:    aws.String(s.roleARN(iampolicy.StateMachine)),
 		Type:       sfntypes.StateMachineTypeStandard,
 	})
 	if err != nil {
@@ -83,7 +84,8 @@ var execSeq atomic.Int64
 func (s *Stack) StartExecution(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("local-%s-%d", s.opts.Now().UTC().Format("20060102T150405.000Z"), execSeq.Add(1))
 	name = strings.ReplaceAll(name, ".", "")
-	out, err := s.sfnc.StartExecution(ctx, &sfnapi.StartExecutionInput{
+	// The schedule starts runs as the scheduler's role.
+	out, err := sfnapi.NewFromConfig(s.principalConfig(iampolicy.Scheduler)).StartExecution(ctx, &sfnapi.StartExecutionInput{
 		StateMachineArn: aws.String(s.Res.StateMachineARN),
 		Name:            aws.String(name),
 		Input:           aws.String("{}"),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl/s3objects"
@@ -29,7 +30,8 @@ func (s *Stack) lambdaEnv() map[string]string {
 		"CDC_BUCKET":              s.Res.Bucket,
 		"CDC_DATASTORE_ID":        s.Res.DatastoreID,
 		"CDC_HEALTHLAKE_ENDPOINT": s.Res.HealthLakeEndpoint,
-		"CDC_EXPORT_ROLE_ARN":     s.Env.ARN("iam", "role/"+s.opts.Name+"-healthlake-export"),
+		"CDC_EXPORT_ROLE_ARN":     s.roleARN(iampolicy.HealthLakeExport),
+		"CDC_KMS_KEY_ID":          s.keyARN(),
 		"CDC_RECHECK_QUEUE_URL":   s.Res.RecheckQueueURL,
 		"CDC_RECHECK_DELAY":       s.opts.RecheckDelay.String(),
 		"CDC_RECHECK_MAX_DELAY":   (4 * s.opts.RecheckDelay).String(),
@@ -62,7 +64,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	getenv := s.getenv()
 
 	// prepare-change
-	ph, err := prepare.NewFromEnv(getenv, s.Config, s.log, s.Metrics)
+	ph, err := prepare.NewFromEnv(getenv, s.principalConfig(iampolicy.PrepareChange), s.log, s.Metrics)
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
@@ -75,18 +77,28 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stack: export configuration: %w", err)
 	}
-	deps, err := exportjob.NewDeps(s.Config, ecfg)
-	if err != nil {
-		return fmt.Errorf("stack: %w", err)
+	// Each function signs with its own role's key.
+	depsFor := func(p iampolicy.Principal) (exportjob.Deps, error) {
+		d, err := exportjob.NewDeps(s.principalConfig(p), ecfg)
+		if err != nil {
+			return d, fmt.Errorf("stack: %w", err)
+		}
+		d.Logger, d.Metrics = s.log, s.Metrics
+		return d, nil
 	}
-	deps.Logger = s.log
-	deps.Metrics = s.Metrics
+	deps, err := depsFor(iampolicy.StartExport)
+	if err != nil {
+		return err
+	}
 	sh, err := exportjob.NewStartHandler(ecfg, deps)
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 	if err := s.Lambdas.Register(FnStartExport, sh.Handle); err != nil {
 		return fmt.Errorf("stack: %w", err)
+	}
+	if deps, err = depsFor(iampolicy.CheckExport); err != nil {
+		return err
 	}
 	ch, err := exportjob.NewCheckHandler(ecfg, deps)
 	if err != nil {
@@ -101,11 +113,15 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stack: run-lock configuration: %w", err)
 	}
-	rcfg.Owners = runlock.SFNOwnerChecker{Client: sfn.NewFromConfig(s.Config)}
+	rc := s.principalConfig(iampolicy.RunLock)
+	rcfg.Owners = runlock.SFNOwnerChecker{Client: sfn.NewFromConfig(rc)}
 	rcfg.Logger = s.log
-	store, err := runlock.New(dynamodb.NewFromConfig(s.Config), rcfg)
+	store, err := runlock.New(dynamodb.NewFromConfig(rc), rcfg)
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
+	}
+	if deps, err = depsFor(iampolicy.RunLock); err != nil {
+		return err
 	}
 	canceller, err := exportjob.NewCanceller(ecfg, deps)
 	if err != nil {
@@ -113,7 +129,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	}
 	rl := &runctl.Handler{
 		Lock:    store,
-		Results: runctl.MapResults{Objects: s3objects.Opener{Client: awsclient.NewS3(s.Config)}},
+		Results: runctl.MapResults{Objects: s3objects.Opener{Client: awsclient.NewS3(rc)}},
 		Exports: canceller,
 		Logger:  s.log,
 		Metrics: s.Metrics,

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
 )
@@ -76,9 +77,12 @@ func (s *Stack) startMappings(ctx context.Context) {
 		{FnStartExport, s.Res.StartQueueURL, s.Res.StartDLQURL},
 		{FnCheckExport, s.Res.RecheckQueueURL, s.Res.RecheckDLQURL},
 	} {
-		mp, err := esm.New(s.sqsc, s.Lambdas, esm.Config{
+		// Lambda polls the queue with the function's role; SQS's own
+		// redrive moves a message to the DLQ.
+		poller := sqs.NewFromConfig(s.principalConfig(iampolicy.Principal(m.fn)))
+		mp, err := esm.New(poller, s.Lambdas, esm.Config{
 			Function: m.fn, QueueURL: m.queue, QueueARN: s.Env.ARN("sqs", lastSegment(m.queue)), Region: s.Env.Region,
-			DLQURL: m.dlq, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: 1,
+			DLQURL: m.dlq, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: 1,
 			VisibilityTimeout: s.opts.VisibilityTimeout, ReportBatchItemFailures: true,
 			Faults: dup, Logger: s.log,
 		})

@@ -36,6 +36,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
@@ -43,6 +44,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
 	"github.com/healthlake-cdc/healthlake-cdc/local/faults"
+	"github.com/healthlake-cdc/healthlake-cdc/local/iam"
 	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
@@ -134,6 +136,10 @@ type Options struct {
 	MetricsOutput io.Writer
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// IAMOff relaxes IAM: every call is allowed and what the stack's
+	// statements would deny is only counted (cdc-local --iam=off). By
+	// default every principal's calls are enforced (docs/LOCAL.md, "IAM").
+	IAMOff bool
 }
 
 func (o *Options) defaults() {
@@ -218,6 +224,9 @@ type Stack struct {
 	// Delivered records every event the bus delivered (besides the sink):
 	// eventIds, or whole events with Options.RecordEvents.
 	Delivered *sink.Recorder
+	// IAM enforces every principal's statements (internal/iampolicy) on
+	// its calls and counts what it allowed and denied.
+	IAM *iam.Authorizer
 	// Metrics is the recorder every Lambda emits its EMF metrics through;
 	// its totals are in the report and served at /_local/metrics.
 	Metrics *metrics.Recorder
@@ -324,6 +333,9 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if err := s.loadState(); err != nil {
 		return nil, err
 	}
+	if err := s.setupIAM(); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
 	if err := s.startEmulators(); err != nil {
 		return nil, err
 	}
@@ -382,7 +394,9 @@ func (s *Stack) startEmulators() error {
 
 	s.HealthLake = fakehealthlake.New(fakehealthlake.Options{
 		Region: env.Region, AccountID: env.AccountID,
-		S3: s.s3c, Datastores: []string{s.opts.DatastoreID},
+		// HealthLake writes exports as the role the start call passed.
+		S3: awsclient.NewS3(s.principalConfig(iampolicy.HealthLakeExport)), Datastores: []string{s.opts.DatastoreID},
+		MoreAccessKeys:   principalKeys(),
 		ResourcesPerFile: s.opts.ResourcesPerFile,
 		ProcessingDelay:  s.opts.ExportDelay,
 		// Seeded resources meet the bar of a real HealthLake write.
@@ -396,7 +410,9 @@ func (s *Stack) startEmulators() error {
 
 	s.SFN = fakesfn.New(fakesfn.Options{
 		Region: env.Region, AccountID: env.AccountID,
-		Lambda: s.Lambdas, SQS: s.sqsc, S3: s.s3c, TimeScale: s.opts.TimeScale,
+		// The state machine's tasks act as its role.
+		Lambda: s.stateMachineInvoker(), SQS: sqs.NewFromConfig(s.principalConfig(iampolicy.StateMachine)),
+		S3: awsclient.NewS3(s.principalConfig(iampolicy.StateMachine)), TimeScale: s.opts.TimeScale,
 		OnTransition: s.countTransition,
 	})
 	env.Gateway.Handle(localaws.ServiceSFN, s.SFN)
