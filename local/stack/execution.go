@@ -23,12 +23,22 @@ import (
 )
 
 // Real-time durations of the wait for the export; substituted divided by
-// the time scale, since the interpreter multiplies them by it.
+// the time scale, since the interpreter multiplies them by it. The heartbeat
+// is derived as the stack derives it (exportHeartbeat).
 const (
-	exportHeartbeat = 2 * time.Minute
-	exportTimeout   = 30 * time.Minute
-	mapConcurrency  = 16
+	exportTimeout  = 30 * time.Minute
+	mapConcurrency = 16
 )
+
+// exportHeartbeat is the wait's HeartbeatSeconds, derived like the deployed
+// one (internal/stackconfig) from the local re-check cap (CDC_RECHECK_MAX_DELAY
+// = 4 × RecheckDelay), check-export's deployed timeout and the re-check
+// queue's visibility timeout, so a check that fails and is retried still
+// heartbeats in time.
+func (s *Stack) exportHeartbeat() time.Duration {
+	set := stackconfig.Default()
+	return set.CheckExport.Timeout + 4*s.opts.RecheckDelay + s.visibility(FnCheckExport) + set.HeartbeatMargin
+}
 
 // Substitutions returns the values the local state machine is created with
 // (CDK's DefinitionSubstitutions in AWS).
@@ -45,7 +55,7 @@ func (s *Stack) Substitutions() map[string]string {
 		statemachine.PrepareChangeFunctionArn: s.Lambdas.ARN(FnPrepareChange),
 		statemachine.StartQueueURL:            s.Res.StartQueueURL,
 		statemachine.ArtifactBucket:           s.Res.Bucket,
-		statemachine.ExportHeartbeatSeconds:   secs(exportHeartbeat),
+		statemachine.ExportHeartbeatSeconds:   secs(s.exportHeartbeat()),
 		statemachine.ExportTimeoutSeconds:     secs(exportTimeout),
 		statemachine.MapMaxConcurrency:        strconv.Itoa(mapConcurrency),
 		// The deployed run timeout; run-lock's default lease is this + 1 h.
@@ -121,6 +131,7 @@ func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsB
 		Events: int64(s.Delivered.Len() - eventsBefore),
 	}
 	w.Outcome = outcomeOf(out)
+	s.recordExportNotice(ctx, w.RunID)
 	if rec, ok := s.history(ctx, w.RunID); ok {
 		w.Window = &report.Span{Since: events.FormatTime(rec.Window.Since), Until: events.FormatTime(rec.Window.Until)}
 		if w.Outcome != report.OutcomeFailed {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
 )
 
@@ -21,8 +22,8 @@ func (s *Stack) createResources(ctx context.Context) error {
 	if _, err := s.s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.Res.Bucket)}); err != nil {
 		return fmt.Errorf("stack: create bucket: %w", err)
 	}
-	vis := strconv.Itoa(int(seconds(s.opts.VisibilityTimeout)))
-	mk := func(name string) (string, error) {
+	mk := func(name string, consumer string) (string, error) {
+		vis := strconv.Itoa(int(seconds(s.visibility(consumer))))
 		out, err := s.sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{
 			QueueName:  aws.String(name),
 			Attributes: map[string]string{"VisibilityTimeout": vis},
@@ -33,22 +34,32 @@ func (s *Stack) createResources(ctx context.Context) error {
 		return aws.ToString(out.QueueUrl), nil
 	}
 	var err error
-	if s.Res.StartQueueURL, err = mk(s.opts.Name + "-start"); err != nil {
+	if s.Res.StartQueueURL, err = mk(s.opts.Name+"-start", FnStartExport); err != nil {
 		return err
 	}
-	if s.Res.StartDLQURL, err = mk(s.opts.Name + "-start-dlq"); err != nil {
+	if s.Res.StartDLQURL, err = mk(s.opts.Name+"-start-dlq", FnStartExport); err != nil {
 		return err
 	}
-	if s.Res.RecheckQueueURL, err = mk(s.opts.Name + "-recheck"); err != nil {
+	if s.Res.RecheckQueueURL, err = mk(s.opts.Name+"-recheck", FnCheckExport); err != nil {
 		return err
 	}
-	if s.Res.RecheckDLQURL, err = mk(s.opts.Name + "-recheck-dlq"); err != nil {
+	if s.Res.RecheckDLQURL, err = mk(s.opts.Name+"-recheck-dlq", FnCheckExport); err != nil {
 		return err
 	}
 	if err := runlock.CreateTable(ctx, s.ddb, s.Res.Table); err != nil {
 		return fmt.Errorf("stack: create table: %w", err)
 	}
 	return nil
+}
+
+// visibility is the visibility timeout of the queue consumed by fn: the
+// Options override, else the deployed one (internal/stackconfig).
+func (s *Stack) visibility(fn string) time.Duration {
+	if s.opts.VisibilityTimeout > 0 {
+		return s.opts.VisibilityTimeout
+	}
+	f, _ := stackconfig.Default().Function(fn)
+	return stackconfig.VisibilityTimeout(f)
 }
 
 func seconds(d time.Duration) int32 {
@@ -83,7 +94,7 @@ func (s *Stack) startMappings(ctx context.Context) {
 		mp, err := esm.New(poller, s.Lambdas, esm.Config{
 			Function: m.fn, QueueURL: m.queue, QueueARN: s.Env.ARN("sqs", lastSegment(m.queue)), Region: s.Env.Region,
 			DLQURL: m.dlq, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: 1,
-			VisibilityTimeout: s.opts.VisibilityTimeout, ReportBatchItemFailures: true,
+			VisibilityTimeout: s.visibility(m.fn), ReportBatchItemFailures: true,
 			Faults: dup, Logger: s.log,
 		})
 		if err != nil {

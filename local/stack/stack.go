@@ -108,6 +108,11 @@ type Options struct {
 	// ExportDelay is how long an export job stays in each running status
 	// (default 0: jobs move on at the next request).
 	ExportDelay time.Duration
+	// ExportStartup and ExportPerMB are the HealthLake emulator's export
+	// duration model (start-up + per MiB exported), VisibilityLag how long a
+	// write takes to become visible to exports (docs/LOCAL.md). 0 turns each
+	// off.
+	ExportStartup, ExportPerMB, VisibilityLag time.Duration
 	// PutEventsQuota is the PutEvents requests per second the EventBridge
 	// emulator allows the account in its Region (a token bucket; throttled
 	// requests get ThrottlingException). 0: the deployed configuration's
@@ -116,8 +121,10 @@ type Options struct {
 	// RecheckDelay is the re-check queue delay check-export uses (default 1 s
 	// locally).
 	RecheckDelay time.Duration
-	// VisibilityTimeout of the event-source mappings (default 10 s) and
-	// MaxReceiveCount before a message goes to its DLQ (default 5).
+	// VisibilityTimeout of both queues and their event-source mappings
+	// (default: the deployed one, 6 × the consumer's timeout, from
+	// internal/stackconfig) and MaxReceiveCount before a message goes to its
+	// DLQ (default: the deployed one).
 	VisibilityTimeout time.Duration
 	MaxReceiveCount   int
 	// ResourcesPerFile splits export files (default HealthLake's 5000).
@@ -164,11 +171,8 @@ func (o *Options) defaults() {
 	if o.RecheckDelay <= 0 {
 		o.RecheckDelay = time.Second
 	}
-	if o.VisibilityTimeout <= 0 {
-		o.VisibilityTimeout = 10 * time.Second
-	}
 	if o.MaxReceiveCount <= 0 {
-		o.MaxReceiveCount = 5
+		o.MaxReceiveCount = stackconfig.Default().MaxReceiveCount
 	}
 	if o.MetricsOutput == nil {
 		o.MetricsOutput = io.Discard
@@ -399,6 +403,10 @@ func (s *Stack) startEmulators() error {
 		MoreAccessKeys:   principalKeys(),
 		ResourcesPerFile: s.opts.ResourcesPerFile,
 		ProcessingDelay:  s.opts.ExportDelay,
+		ExportStartup:    s.opts.ExportStartup,
+		ExportPerMB:      s.opts.ExportPerMB,
+		VisibilityLag:    s.opts.VisibilityLag,
+		OnJobEvent:       s.onJobEvent,
 		// Seeded resources meet the bar of a real HealthLake write.
 		ValidateOnLoad: true,
 		OnExportFinish: s.saveSnapshot,
@@ -407,6 +415,7 @@ func (s *Stack) startEmulators() error {
 		Seed:           s.opts.FaultSeed + 1,
 	})
 	env.Gateway.Handle(localaws.ServiceHealthLake, s.HealthLake)
+	s.startHealthLakeTicker()
 
 	s.SFN = fakesfn.New(fakesfn.Options{
 		Region: env.Region, AccountID: env.AccountID,
