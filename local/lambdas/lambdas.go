@@ -26,6 +26,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambda/messages"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Faults decides, per invocation, whether the function crashes. A nil Faults
@@ -42,6 +44,11 @@ type Faults interface {
 // ErrorTypeCrash is the errorType of an injected crash, Lambda's for a
 // runtime that exited during an invocation.
 const ErrorTypeCrash = "Runtime.ExitError"
+
+// ErrorTypeTimeout is the errorType Lambda reports for an invocation that
+// ran past the function's timeout (the runtime is stopped; the result is
+// lost). In Step Functions it matches States.TaskFailed.
+const ErrorTypeTimeout = "Sandbox.Timedout"
 
 // ErrFunctionNotFound is returned (wrapped) by Invoke for an unknown function,
 // like Lambda's ResourceNotFoundException.
@@ -84,8 +91,27 @@ func New(region, account string) *Registry {
 type Option func(*function)
 
 // WithTimeout sets the function's timeout: the handler's context gets that
-// deadline (default 15 minutes, Lambda's maximum).
+// deadline, and a handler that returns after it is a timeout whatever it
+// returned. The default is the timeout the stack deploys for the pipeline's
+// four Lambdas (internal/stackconfig), else 15 minutes, Lambda's maximum.
 func WithTimeout(d time.Duration) Option { return func(f *function) { f.timeout = d } }
+
+// defaultTimeout is the deployed timeout of a pipeline Lambda, or Lambda's maximum.
+func defaultTimeout(name string) time.Duration {
+	if fn, ok := stackconfig.Default().Function(name); ok {
+		return fn.Timeout
+	}
+	return stackconfig.MaxLambdaTimeout
+}
+
+// Timeout returns the timeout of a registered function.
+func (r *Registry) Timeout(function string) (time.Duration, error) {
+	f, err := r.resolve(function)
+	if err != nil {
+		return 0, err
+	}
+	return f.timeout, nil
+}
 
 // Register adds a function. handler is any valid Lambda handler function
 // (the forms lambda.Start accepts); it is wrapped with lambda.NewHandler.
@@ -101,7 +127,7 @@ func (r *Registry) Register(name string, handler any, opts ...Option) error {
 			return fmt.Errorf("register function %s: handler is a %s, not a function", name, t.Kind())
 		}
 	}
-	f := &function{name: name, arn: r.ARN(name), handler: lambda.NewHandler(handler), timeout: 15 * time.Minute}
+	f := &function{name: name, arn: r.ARN(name), handler: lambda.NewHandler(handler), timeout: defaultTimeout(name)}
 	for _, o := range opts {
 		o(f)
 	}
@@ -208,6 +234,20 @@ func (r *Registry) Invoke(ctx context.Context, function string, payload []byte) 
 	began := time.Now()
 	res, herr := callHandler(hctx, f.handler, payload)
 	f.stats.nanos.Add(int64(time.Since(began)))
+	// Lambda stops a runtime at the timeout: whatever the handler returned
+	// after its deadline is lost. (In process the handler cannot be stopped;
+	// it is expected to honour its context, as the pipeline's do.)
+	if errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		f.stats.errors.Add(1)
+		b, err := json.Marshal(messages.InvokeResponse_Error{
+			Type:    ErrorTypeTimeout,
+			Message: fmt.Sprintf("RequestId: %s Error: Task timed out after %.2f seconds", requestID, f.timeout.Seconds()),
+		})
+		if err != nil {
+			return nil, false, fmt.Errorf("invoke %s: encode timeout: %w", f.name, err)
+		}
+		return b, true, nil
+	}
 
 	if faults != nil && faults.CrashAfter(f.name) {
 		f.stats.after.Add(1)

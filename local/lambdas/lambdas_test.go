@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 type echoIn struct {
@@ -153,5 +157,62 @@ func TestName(t *testing.T) {
 		if got := Name(ref); got != want {
 			t.Errorf("Name(%q) = %q, want %q", ref, got, want)
 		}
+	}
+}
+
+// Each pipeline Lambda gets the timeout the stack deploys, and the handler
+// sees it as its context's deadline.
+func TestPipelineLambdasGetTheDeployedTimeout(t *testing.T) {
+	r := New("us-east-1", "000000000000")
+	var left time.Duration
+	for _, name := range stackconfig.Lambdas() {
+		if err := r.Register(name, func(ctx context.Context, _ json.RawMessage) (string, error) {
+			if dl, ok := ctx.Deadline(); ok {
+				left = time.Until(dl)
+			}
+			return "ok", nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := stackconfig.Default().Function(name)
+		if got, err := r.Timeout(name); err != nil || got != want.Timeout {
+			t.Errorf("%s timeout %v (%v), want %v", name, got, err, want.Timeout)
+		}
+		if _, fnErr, err := r.Invoke(context.Background(), name, []byte(`{}`)); err != nil || fnErr {
+			t.Fatalf("%s: %v %v", name, fnErr, err)
+		}
+		if left <= 0 || left > want.Timeout {
+			t.Errorf("%s handler deadline in %v, want within %v", name, left, want.Timeout)
+		}
+	}
+	if err := r.Register("other", func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Timeout("other"); got != 15*time.Minute {
+		t.Errorf("other function timeout %v, want Lambda's maximum", got)
+	}
+}
+
+// A handler that returns after its deadline timed out: its result is lost.
+func TestHandlerPastItsTimeoutIsATimeout(t *testing.T) {
+	r := New("us-east-1", "000000000000")
+	var ran atomic.Bool
+	if err := r.Register("slow", func(ctx context.Context) (string, error) {
+		<-ctx.Done()
+		ran.Store(true)
+		return "late result", nil
+	}, WithTimeout(20*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	out, fnErr, err := r.Invoke(context.Background(), "slow", []byte(`{}`))
+	if err != nil || !fnErr || !ran.Load() {
+		t.Fatalf("invoke: out %s, functionError %v, err %v", out, fnErr, err)
+	}
+	var e struct{ ErrorType, ErrorMessage string }
+	if err := json.Unmarshal(out, &e); err != nil || e.ErrorType != ErrorTypeTimeout || !strings.Contains(e.ErrorMessage, "timed out") {
+		t.Errorf("error = %s, want %s", out, ErrorTypeTimeout)
+	}
+	if s := r.Stats()["slow"]; s.FunctionErrors != 1 {
+		t.Errorf("stats %+v, want one function error", s)
 	}
 }
