@@ -62,7 +62,9 @@ type config struct {
 	state      string
 	sample     int
 	exportWait time.Duration
-	verbose    bool
+	// The HealthLake emulator's export model (docs/LOCAL.md).
+	exportStartup, exportPerMB, visibilityLag time.Duration
+	verbose                                   bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -80,7 +82,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.report, "report", "", "JSON report `FILE` rewritten after every window")
 	fs.StringVar(&c.state, "state", "", "persist the data store and the checkpoint in `DIR` across restarts")
 	fs.IntVar(&c.sample, "sample", stack.DefaultSampleSize, "number of generated resources when --seed is not given")
-	fs.DurationVar(&c.exportWait, "export-delay", 0, "how long each export job stays in each running status")
+	fs.DurationVar(&c.exportWait, "export-delay", 0, "how long an export job stays SUBMITTED, each cancel step, and IN_PROGRESS when the duration model is off (0s startup and per-MB)")
+	fs.DurationVar(&c.exportStartup, "export-startup", stack.DefaultExportStartup, "HealthLake model: how long an export runs before its first byte")
+	fs.DurationVar(&c.exportPerMB, "export-per-mb", stack.DefaultExportPerMB, "HealthLake model: export time per MiB exported")
+	fs.DurationVar(&c.visibilityLag, "export-visibility-lag", stack.DefaultVisibilityLag, "HealthLake model: how long a write takes to become visible to exports")
 	fs.BoolVar(&c.verbose, "v", false, "log the pipeline's steps (ids, counts, durations) to stderr")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -99,6 +104,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.sample < 0 {
 		return c, errors.New("--sample must not be negative")
+	}
+	if c.exportStartup < 0 || c.exportPerMB < 0 || c.visibilityLag < 0 {
+		return c, errors.New("--export-startup, --export-per-mb and --export-visibility-lag must not be negative")
 	}
 	return c, nil
 }
@@ -135,6 +143,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Addr: c.addr, SeedDir: c.seed, SampleSize: sample, Every: c.every, SafetyLag: c.safetyLag,
 		Sink: out, FaultRate: c.faultRate, FaultSeed: c.faultSeed, ReportPath: c.report, StateDir: c.state,
 		ExportDelay: c.exportWait, Logger: logger,
+		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "cdc-local:", err)
