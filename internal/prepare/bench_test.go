@@ -173,7 +173,7 @@ func jsonValidSeconds(tb testing.TB, files []benchFile, n int) float64 {
 }
 
 // benchHandler runs files through the handler, one invocation per file or,
-// batched, all files in one invocation (the ItemBatcher shape).
+// batched, all files in one invocation (one manifest batch).
 func benchHandler(b *testing.B, files []benchFile, overHTTP, batched bool) {
 	ctx := context.Background()
 	bus := newCountingBus()
