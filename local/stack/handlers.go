@@ -72,35 +72,18 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 		return fmt.Errorf("stack: %w", err)
 	}
 
-	// start-export and check-export
-	ecfg, err := exportjob.ConfigFromEnv(getenv)
-	if err != nil {
-		return fmt.Errorf("stack: export configuration: %w", err)
+	// start-export and check-export, each signing with its own role's key
+	runtime := func(p iampolicy.Principal) exportjob.Runtime {
+		return exportjob.Runtime{AWS: s.principalConfig(p), Logger: s.log, Metrics: s.Metrics, Now: s.opts.Now}
 	}
-	// Each function signs with its own role's key.
-	depsFor := func(p iampolicy.Principal) (exportjob.Deps, error) {
-		d, err := exportjob.NewDeps(s.principalConfig(p), ecfg)
-		if err != nil {
-			return d, fmt.Errorf("stack: %w", err)
-		}
-		d.Logger, d.Metrics = s.log, s.Metrics
-		return d, nil
-	}
-	deps, err := depsFor(iampolicy.StartExport)
-	if err != nil {
-		return err
-	}
-	sh, err := exportjob.NewStartHandler(ecfg, deps)
+	sh, err := exportjob.NewStartFromEnv(getenv, runtime(iampolicy.StartExport))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 	if err := s.Lambdas.Register(FnStartExport, sh.Handle); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	if deps, err = depsFor(iampolicy.CheckExport); err != nil {
-		return err
-	}
-	ch, err := exportjob.NewCheckHandler(ecfg, deps)
+	ch, err := exportjob.NewCheckFromEnv(getenv, runtime(iampolicy.CheckExport))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
@@ -120,10 +103,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	if deps, err = depsFor(iampolicy.RunLock); err != nil {
-		return err
-	}
-	canceller, err := exportjob.NewCanceller(ecfg, deps)
+	canceller, err := exportjob.NewCancellerFromEnv(getenv, runtime(iampolicy.RunLock))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
