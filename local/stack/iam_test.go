@@ -84,7 +84,9 @@ func runTakeOver(t *testing.T, st *Stack) {
 // of an abandoned run.
 func coverageStacks(t *testing.T) (allowed map[string]int64, stacks []*Stack) {
 	allowed = map[string]int64{}
-	st := startStack(t, func(o *Options) { o.SampleSize = 12; o.ExportDelay = 300 * time.Millisecond })
+	// Exports outlast the first re-check (1 s), so check-export re-queues
+	// before HealthLake's job event ends the wait.
+	st := startStack(t, func(o *Options) { o.SampleSize = 12; o.ExportDelay = 1200 * time.Millisecond })
 	for _, name := range []string{"seeded", "idle", "big", "retried-start"} {
 		prepareScenario(t, st, name)
 		w := runWindow(t, st)
@@ -136,8 +138,8 @@ func bigResource(id string) []byte {
 
 // prepareScenario sets up what the named window needs: "big" writes a
 // resource over the entry limit (claim-check), "retried-start" makes the
-// export's POST fail once with a 500 (start-export then looks for a
-// duplicate job by name); "window" and others write nothing.
+// export's POST start its job but answer 500 (start-export's retry then
+// finds and cancels the duplicate job by name); others write nothing.
 func prepareScenario(t *testing.T, st *Stack, name string) {
 	t.Helper()
 	switch name {
@@ -149,7 +151,7 @@ func prepareScenario(t *testing.T, st *Stack, name string) {
 		if _, err := st.PutResource(context.Background(), "Patient", "iam-retried", []byte(`{"resourceType":"Patient","id":"iam-retried"}`)); err != nil {
 			t.Fatal(err)
 		}
-		st.HealthLake.FailNextCalls(1, 500)
+		st.HealthLake.AcceptThenFailNext(1, 500)
 	}
 }
 
@@ -165,6 +167,8 @@ func scenarioOf(p iampolicy.Principal, sid string) string {
 		return "takeover"
 	case p == iampolicy.PrepareChange && sid == "WriteClaimChecksAndQuarantine":
 		return "big"
+	case p == iampolicy.CheckExport && sid == "SendRecheck":
+		return "recheck"
 	}
 	return "window"
 }
@@ -179,21 +183,34 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 	}
 	shared := startStack(t, func(o *Options) { o.SampleSize = 4; o.ExportDelay = 200 * time.Millisecond })
 	runWindow(t, shared)
-	var takeover *Stack
+	// Stacks of the scenarios that need other timings, started on first use
+	// and closed when the whole test ends.
+	stacks := map[string]*Stack{}
+	stackFor := func(sc string) *Stack {
+		if st, ok := stacks[sc]; ok {
+			return st
+		}
+		var st *Stack
+		switch sc {
+		case "takeover":
+			st = startStack(t, func(o *Options) { o.SampleSize = 2; o.ExportDelay = time.Hour; o.RecheckDelay = 200 * time.Second })
+		case "recheck":
+			// Exports that take a few re-checks.
+			st = startStack(t, func(o *Options) { o.SampleSize = 2; o.ExportDelay = 2 * time.Second })
+		default:
+			st = shared
+		}
+		stacks[sc] = st
+		return st
+	}
 	for _, p := range iampolicy.Principals() {
-		full := shared.IAM.Statements(p)
-		for _, s := range full {
+		for _, s := range shared.IAM.Statements(p) {
 			t.Run(string(p)+"/"+s.Sid, func(t *testing.T) {
 				if s.NotExercised != "" {
 					t.Skip(s.NotExercised)
 				}
-				st := shared
-				if scenarioOf(p, s.Sid) == "takeover" {
-					if takeover == nil {
-						takeover = startStack(t, func(o *Options) { o.SampleSize = 2; o.ExportDelay = time.Hour; o.RecheckDelay = 200 * time.Second })
-					}
-					st = takeover
-				}
+				st := stackFor(scenarioOf(p, s.Sid))
+				full := st.IAM.Statements(p)
 				st.IAM.SetStatements(p, iampolicy.Without(full, s.Sid))
 				st.IAM.Reset()
 				defer st.IAM.SetStatements(p, full)
@@ -211,8 +228,7 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 				case "takeover":
 					runTakeOverUntil(t, st, denied)
 				default:
-					prepareScenario(t, st, sc)
-					runUntil(t, st, denied)
+					runUntil(t, st, denied, func() { prepareScenario(t, st, sc) })
 				}
 				if !denied() {
 					t.Errorf("without %s/%s no call was denied %v; denied: %v", p, s.Sid, s.Actions, st.IAM.DeniedKeys())
@@ -235,7 +251,7 @@ var iamSeq int
 
 // runUntil writes a change and runs one execution until done() holds or
 // the execution ends; an execution still running is stopped.
-func runUntil(t *testing.T, st *Stack, done func() bool) {
+func runUntil(t *testing.T, st *Stack, done func() bool, prepare func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -244,6 +260,7 @@ func runUntil(t *testing.T, st *Stack, done func() bool) {
 	if _, err := st.PutResource(ctx, "Patient", id, []byte(`{"resourceType":"Patient","id":"`+id+`"}`)); err != nil {
 		t.Fatal(err)
 	}
+	prepare()
 	arn, err := st.StartExecution(ctx)
 	if err != nil {
 		if !done() {
@@ -278,7 +295,16 @@ func runTakeOverUntil(t *testing.T, st *Stack, done func() bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first execution's export", func() bool { return len(st.HealthLake.Jobs()) > jobs || done() })
+	for len(st.HealthLake.Jobs()) == jobs && !done() {
+		out, err := st.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(a)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Status != "RUNNING" {
+			t.Fatalf("first execution %s (%s: %s) before its export; denied %v", out.Status, aws.ToString(out.Error), aws.ToString(out.Cause), st.IAM.DeniedKeys())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	_ = st.SFN.StopExecution(a, "Test.Abort", "stopped without its failure handler")
 	b, err := st.StartExecution(ctx)
 	if err != nil {
