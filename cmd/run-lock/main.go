@@ -1,7 +1,7 @@
 // Command run-lock is the run-lock Lambda: the state machine's acquire,
 // commit and fail actions on the RUN record (internal/runctl over
 // internal/runlock). runctl.NewFromEnv reads the configuration from the
-// environment (docs/RUNLOCK.md).
+// environment (docs/RUNLOCK.md). Wiring only.
 package main
 
 import (
@@ -10,27 +10,25 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl"
 )
 
 func main() {
-	log := logging.New(os.Stdout, "run-lock")
-	h, err := newHandler(context.Background(), os.Getenv, log)
+	h, err := newHandler(context.Background(), os.Getenv)
 	if err != nil {
-		log.Error("run-lock: start", "error", err.Error())
+		slog.Error("run-lock cannot start", "error", err.Error())
 		os.Exit(1)
 	}
 	lambda.Start(h.Handle)
 }
 
 // newHandler wires the handler from the environment.
-func newHandler(ctx context.Context, getenv func(string) string, log *slog.Logger) (*runctl.Handler, error) {
-	awsCfg, err := awsclient.Load(ctx)
+func newHandler(ctx context.Context, getenv func(string) string) (*runctl.Handler, error) {
+	rt, err := exportjob.LambdaRuntime(ctx, "run-lock")
 	if err != nil {
 		return nil, err
 	}
-	return runctl.NewFromEnv(ctx, awsCfg, getenv, runctl.Options{Logger: log, Metrics: metrics.FromEnv()})
+	return runctl.NewFromEnv(getenv, rt)
 }

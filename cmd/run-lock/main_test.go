@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -31,13 +29,12 @@ func TestWiringServesTheActionsAgainstLocalAWS(t *testing.T) {
 		"CDC_TABLE": "cdc-wiring", "CDC_DATASTORE_ID": "ds1",
 		"CDC_INITIAL_CHECKPOINT": "2026-11-20T00:00:00Z", "CDC_MAX_WINDOW": "1h",
 	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	h, err := newHandler(context.Background(), func(k string) string {
 		if v, ok := vars[k]; ok {
 			return v
 		}
 		return os.Getenv(k)
-	}, log)
+	})
 	if err != nil {
 		t.Fatalf("newHandler: %v", err)
 	}
@@ -73,7 +70,7 @@ func TestWiringServesTheActionsAgainstLocalAWS(t *testing.T) {
 
 func TestWiringRefusesAMissingTable(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
-	_, err := newHandler(context.Background(), func(string) string { return "" }, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	_, err := newHandler(context.Background(), func(string) string { return "" })
 	if err == nil || !strings.Contains(err.Error(), "CDC_TABLE") {
 		t.Fatalf("err = %v, want one naming CDC_TABLE", err)
 	}

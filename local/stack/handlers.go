@@ -5,16 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-
-	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl/s3objects"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
 
 // lambdaEnv is the environment the CDK app gives the four Lambdas, with the
@@ -44,6 +38,9 @@ func (s *Stack) lambdaEnv() map[string]string {
 
 func (s *Stack) getenv() func(string) string {
 	env := s.lambdaEnv()
+	for k, v := range s.opts.LambdaEnv {
+		env[k] = v
+	}
 	return func(k string) string { return env[k] }
 }
 
@@ -92,28 +89,9 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	}
 
 	// run-lock
-	rcfg, err := runlock.ConfigFromEnv(getenv)
+	rl, err := runctl.NewFromEnv(getenv, runtime(iampolicy.RunLock))
 	if err != nil {
-		return fmt.Errorf("stack: run-lock configuration: %w", err)
-	}
-	rc := s.principalConfig(iampolicy.RunLock)
-	rcfg.Owners = runlock.SFNOwnerChecker{Client: sfn.NewFromConfig(rc)}
-	rcfg.Logger = s.log
-	store, err := runlock.New(dynamodb.NewFromConfig(rc), rcfg)
-	if err != nil {
-		return fmt.Errorf("stack: %w", err)
-	}
-	canceller, err := exportjob.NewCancellerFromEnv(getenv, runtime(iampolicy.RunLock))
-	if err != nil {
-		return fmt.Errorf("stack: %w", err)
-	}
-	rl := &runctl.Handler{
-		Lock:    store,
-		Results: runctl.MapResults{Objects: s3objects.Opener{Client: awsclient.NewS3(rc)}},
-		Exports: canceller,
-		Logger:  s.log,
-		Metrics: s.Metrics,
-		Now:     s.opts.Now,
+		return fmt.Errorf("stack: run-lock: %w", err)
 	}
 	if err := s.Lambdas.Register(FnRunLock, rl.Handle); err != nil {
 		return fmt.Errorf("stack: %w", err)

@@ -147,6 +147,9 @@ type Options struct {
 	// statements would deny is only counted (cdc-local --iam=off). By
 	// default every principal's calls are enforced (docs/LOCAL.md, "IAM").
 	IAMOff bool
+	// LambdaEnv overrides or adds variables of the Lambdas' environment
+	// (tests and benchmarks, e.g. a small CDC_MANIFEST_PART_BATCHES).
+	LambdaEnv map[string]string
 }
 
 func (o *Options) defaults() {
