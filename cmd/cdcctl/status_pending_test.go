@@ -44,6 +44,14 @@ func TestStatusShowsAPendingExportAndReplayDropsIt(t *testing.T) {
 		t.Fatalf("status --json pending = %+v\n%s", pv.Pending, out)
 	}
 
+	// An unlock keeps the pending export and says which part comes again.
+	s.acquire(t, "run-2")
+	s.sfn.SetStatus(s.env.ARN("states", "execution:cdc:run-2"), "ABORTED")
+	code, out, stderr = s.cdcctl(t, "unlock", "--by", "ops")
+	if code != exitOK || !strings.Contains(out, "the next run delivers part 2 of 3 of export job job-77 again") {
+		t.Fatalf("unlock: exit %d\n%s%s", code, out, stderr)
+	}
+
 	code, out, stderr = s.cdcctl(t, "replay", "--since", events.FormatTime(a.Window.Since), "--by", "ops")
 	if code != exitOK || !strings.Contains(out, "dropped the pending export (parts 2-3 of 3 of job job-77)") {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, stderr)

@@ -59,6 +59,10 @@ func runUnlock(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	case err != nil:
 		return fail(stderr, "unlock", "not released: the owner may still be running ("+res.Liveness.Why+").\n"+
 			"wait for it, stop it (aws stepfunctions stop-execution --execution-arn "+res.Owner+"), or pass --force")
+	case res.Released && !f.json && res.Pending != nil:
+		n := res.Pending.Next
+		fmt.Fprintf(stdout, "released; the checkpoint did not move, the next run delivers part %d of %d of export job %s again\n",
+			n.Part+1, n.Parts, orDash(n.JobID))
 	case res.Released && !f.json:
 		fmt.Fprintln(stdout, "released; the checkpoint did not move, the next run retries the same window")
 	case !res.Released && !f.json:

@@ -139,6 +139,9 @@ type UnlockResult struct {
 	Owner, RunID string
 	Window       events.Window
 	Liveness     Liveness
+	// Pending is the multi-part export the unlock kept: the next run
+	// delivers its next part again. Nil when none.
+	Pending *Pending
 }
 
 // Unlock releases the lock when its owner no longer runs (or, with Force,
@@ -156,7 +159,7 @@ func (s *Store) Unlock(ctx context.Context, req UnlockRequest) (UnlockResult, er
 		}
 		now := s.now()
 		live := s.liveness(ctx, st, now)
-		res := UnlockResult{Owner: st.owner, RunID: st.runID, Window: st.window, Liveness: live}
+		res := UnlockResult{Owner: st.owner, RunID: st.runID, Window: st.window, Liveness: live, Pending: st.pending}
 		if live.Live && !req.Force {
 			return res, fmt.Errorf("unlock: %w: run %s (%s); wait for it, stop the execution, or pass --force", ErrLockHeld, st.runID, live.Why)
 		}
