@@ -374,3 +374,28 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// A POST retried after a 5xx that ends in a 4xx may still have started a job
+// (the first attempt); a plain 4xx, or throttling only, did not.
+func TestMayHaveActedAfterAnAmbiguousAttempt(t *testing.T) {
+	f := newFixture(t, localaws.SecretAccessKey, 5)
+	f.emu.AcceptThenFailNext(1, http.StatusBadGateway)
+	f.emu.RefuseNextStarts(1, http.StatusBadRequest, "refused after the retry")
+	_, err := f.client.StartExport(context.Background(), startInput())
+	var api *healthlake.APIError
+	if !errors.As(err, &api) || api.StatusCode != 400 || healthlake.IsRetryable(err) || !healthlake.MayHaveActed(err) {
+		t.Errorf("5xx then 400: err = %v, want a non-retryable 400 that may have acted", err)
+	}
+	if len(f.emu.Jobs()) != 1 {
+		t.Errorf("jobs = %d, want the one the first attempt started", len(f.emu.Jobs()))
+	}
+
+	f.emu.RefuseNextStarts(1, http.StatusBadRequest, "refused")
+	if _, err := f.client.StartExport(context.Background(), startInput()); err == nil || healthlake.MayHaveActed(err) {
+		t.Errorf("plain 400: err = %v, want one that did not act", err)
+	}
+	f.emu.ThrottleNext(10)
+	if _, err := f.client.StartExport(context.Background(), startInput()); err == nil || healthlake.MayHaveActed(err) {
+		t.Errorf("throttled: err = %v, want one that did not act", err)
+	}
+}
