@@ -65,6 +65,8 @@ type config struct {
 	// The HealthLake emulator's export model (docs/LOCAL.md).
 	exportStartup, exportPerMB, visibilityLag time.Duration
 	verbose                                   bool
+	// iam is "on" (every principal's statements enforced) or "off".
+	iam string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -86,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.exportStartup, "export-startup", stack.DefaultExportStartup, "HealthLake model: how long an export runs before its first byte")
 	fs.DurationVar(&c.exportPerMB, "export-per-mb", stack.DefaultExportPerMB, "HealthLake model: export time per MiB exported")
 	fs.DurationVar(&c.visibilityLag, "export-visibility-lag", stack.DefaultVisibilityLag, "HealthLake model: how long a write takes to become visible to exports")
+	fs.StringVar(&c.iam, "iam", "on", "IAM: on enforces every principal's statements (internal/iampolicy); off allows every call and only counts what would be denied")
 	fs.BoolVar(&c.verbose, "v", false, "log the pipeline's steps (ids, counts, durations) to stderr")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -107,6 +110,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.exportStartup < 0 || c.exportPerMB < 0 || c.visibilityLag < 0 {
 		return c, errors.New("--export-startup, --export-per-mb and --export-visibility-lag must not be negative")
+	}
+	if c.iam != "on" && c.iam != "off" {
+		return c, fmt.Errorf("--iam must be on or off, not %q", c.iam)
 	}
 	return c, nil
 }
@@ -144,6 +150,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Sink: out, FaultRate: c.faultRate, FaultSeed: c.faultSeed, ReportPath: c.report, StateDir: c.state,
 		ExportDelay: c.exportWait, Logger: logger,
 		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag,
+		IAMOff: c.iam == "off",
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "cdc-local:", err)
@@ -223,7 +230,11 @@ func banner(w io.Writer, st *stack.Stack, c config) {
 	if c.faultRate > 0 {
 		fmt.Fprintf(w, "; faults at rate %g (seed %d)", c.faultRate, c.faultSeed)
 	}
+	if c.iam == "off" {
+		fmt.Fprint(w, "; IAM off (would-be denials only counted)")
+	}
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "cdc-local: every Lambda, the state machine, the HealthLake export and the schedule act with their own IAM statements; the credentials below are an admin")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Point the AWS CLI, the SDKs and cdcctl at it:")
 	var exports []string

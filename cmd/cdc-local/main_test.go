@@ -21,7 +21,7 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.addr != "127.0.0.1:4566" || c.every != 5*time.Minute || c.sink != "stdout" || c.safetyLag != 0 || c.once {
+	if c.addr != "127.0.0.1:4566" || c.every != 5*time.Minute || c.sink != "stdout" || c.safetyLag != 0 || c.once || c.iam != "on" {
 		t.Errorf("defaults = %+v", c)
 	}
 	c, err = parseFlags([]string{"--once", "--seed", "dir", "--every", "2s", "--sink", "file:/tmp/x", "--fault-rate", "0.2", "--fault-seed", "9", "--report", "r.json", "--state", "st", "--safety-lag", "1s"}, io.Discard)
@@ -31,7 +31,7 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 	if !c.once || c.seed != "dir" || c.every != 2*time.Second || c.faultRate != 0.2 || c.faultSeed != 9 || c.report != "r.json" || c.state != "st" || c.safetyLag != time.Second {
 		t.Errorf("parsed = %+v", c)
 	}
-	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"extra"}, {"--nope"}} {
+	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"extra"}, {"--nope"}, {"--iam", "maybe"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
