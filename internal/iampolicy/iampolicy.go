@@ -182,6 +182,11 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 				Conditions: Conditions{"StringLike": {"s3:prefix": {PrefixExports + "*"}}},
 			},
 			{Sid: "WriteManifests", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixManifests)}},
+			// An export COMPLETED_WITH_ERRORS: check-export reads the job's
+			// error files (only those, never the resource files) and
+			// quarantines their entries (issue 11.6).
+			{Sid: "ReadExportErrors", Actions: []string{"s3:GetObject"}, Resources: []string{r.BucketARN + "/" + PrefixExports + "*/OperationOutcome/*"}},
+			{Sid: "WriteQuarantine", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixQuarantine)}},
 			answerToken,
 		}
 	case PrepareChange:

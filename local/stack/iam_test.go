@@ -87,7 +87,7 @@ func coverageStacks(t *testing.T) (allowed map[string]int64, stacks []*Stack) {
 	// Exports outlast the first re-check (1 s), so check-export re-queues
 	// before HealthLake's job event ends the wait.
 	st := startStack(t, func(o *Options) { o.SampleSize = 12; o.ExportDelay = 1200 * time.Millisecond })
-	for _, name := range []string{"seeded", "idle", "big", "retried-start"} {
+	for _, name := range []string{"seeded", "idle", "big", "retried-start", "completed-with-errors"} {
 		prepareScenario(t, st, name)
 		w := runWindow(t, st)
 		if w.Status != "SUCCEEDED" || (name != "idle" && w.Outcome != report.OutcomeCommitted) {
@@ -139,7 +139,9 @@ func bigResource(id string) []byte {
 // prepareScenario sets up what the named window needs: "big" writes a
 // resource over the entry limit (claim-check), "retried-start" makes the
 // export's POST start its job but answer 500 (start-export's retry then
-// finds and cancels the duplicate job by name); others write nothing.
+// finds and cancels the duplicate job by name), "completed-with-errors"
+// ends the export COMPLETED_WITH_ERRORS (check-export reads the error file
+// and quarantines its entries); others write nothing.
 func prepareScenario(t *testing.T, st *Stack, name string) {
 	t.Helper()
 	switch name {
@@ -152,6 +154,11 @@ func prepareScenario(t *testing.T, st *Stack, name string) {
 			t.Fatal(err)
 		}
 		st.HealthLake.AcceptThenFailNext(1, 500)
+	case "completed-with-errors":
+		if _, err := st.PutResource(context.Background(), "Patient", "iam-cwe", []byte(`{"resourceType":"Patient","id":"iam-cwe"}`)); err != nil {
+			t.Fatal(err)
+		}
+		st.HealthLake.CompleteNextJobWithErrors("iam test")
 	}
 }
 
@@ -169,6 +176,8 @@ func scenarioOf(p iampolicy.Principal, sid string) string {
 		return "big"
 	case p == iampolicy.CheckExport && sid == "SendRecheck":
 		return "recheck"
+	case p == iampolicy.CheckExport && (sid == "ReadExportErrors" || sid == "WriteQuarantine"):
+		return "completed-with-errors"
 	}
 	return "window"
 }
