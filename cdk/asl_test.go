@@ -10,14 +10,16 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // placeholders of docs/ARCHITECTURE.md ("The state machine"); numeric ones
 // stand unquoted in the file.
 var (
 	contractPlaceholders = []string{"RunLockFunctionArn", "PrepareChangeFunctionArn", "StartQueueUrl", "ArtifactBucket",
-		"ExportHeartbeatSeconds", "ExportTimeoutSeconds", "MapMaxConcurrency", "MapFilesPerBatch"}
-	numericPlaceholders = map[string]bool{"ExportHeartbeatSeconds": true, "ExportTimeoutSeconds": true, "MapMaxConcurrency": true, "MapFilesPerBatch": true}
+		"ExportHeartbeatSeconds", "ExportTimeoutSeconds", "RunTimeoutSeconds", "MapMaxConcurrency"}
+	numericPlaceholders = map[string]bool{"ExportHeartbeatSeconds": true, "ExportTimeoutSeconds": true, "RunTimeoutSeconds": true, "MapMaxConcurrency": true}
 	placeholderRE       = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
 )
 
@@ -124,6 +126,7 @@ func TestDefinitionSubstitutionsCoverEveryPlaceholder(t *testing.T) {
 	}
 
 	// Each value is what the placeholder names.
+	set := synthesized.cfg.Settings
 	runLock, _ := oneOfType(t, "AWS::Lambda::Function", "RunLock")
 	prepare, _ := oneOfType(t, "AWS::Lambda::Function", "PrepareChange")
 	startQ, _ := oneOfType(t, "AWS::SQS::Queue", "StartQueue")
@@ -133,10 +136,11 @@ func TestDefinitionSubstitutionsCoverEveryPlaceholder(t *testing.T) {
 		"PrepareChangeFunctionArn": getAtt(prepare, "Arn"),
 		"StartQueueUrl":            ref(startQ),
 		"ArtifactBucket":           ref(bucket),
-		"ExportHeartbeatSeconds":   ref(ParamExportHeartbeatSeconds),
-		"ExportTimeoutSeconds":     ref(ParamExportTimeoutSeconds),
-		"MapMaxConcurrency":        ref(ParamMapMaxConcurrency),
-		"MapFilesPerBatch":         ref(ParamMapFilesPerBatch),
+		// The numbers are the settings cdc-local runs with (stackconfig).
+		"ExportHeartbeatSeconds": fmt.Sprint(stackconfig.Seconds(set.HeartbeatSeconds())),
+		"ExportTimeoutSeconds":   fmt.Sprint(stackconfig.Seconds(set.ExportTimeout)),
+		"RunTimeoutSeconds":      fmt.Sprint(stackconfig.Seconds(set.RunTimeout)),
+		"MapMaxConcurrency":      fmt.Sprint(set.MapMaxConcurrency),
 	}
 	for name, w := range want2 {
 		if !jsonEq(subs[name], w) {

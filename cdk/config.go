@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Lambdas lists the four Lambda functions of the pipeline, by the name of
@@ -24,6 +28,10 @@ const (
 	// ContextStackName names the stack; it is also the pipeline name (the
 	// `Pipeline` metric dimension and CDC_PIPELINE_NAME).
 	ContextStackName = "stackName"
+	// ContextSettings overrides settings of internal/stackconfig: an object
+	// of name → value in cdk.json, or the same object as a JSON string with
+	// `-c settings='{"RunTimeout":"12h"}'`.
+	ContextSettings = "settings"
 )
 
 // Defaults of the context values, relative to the cdk/ directory.
@@ -41,16 +49,23 @@ type Config struct {
 	LambdaDir string
 	// ASLFile is the state machine definition with ${...} placeholders.
 	ASLFile string
+	// Settings is the deployed configuration shared with cdc-local: Lambda
+	// timeouts and memory, queue limits, the export wait, the run timeout
+	// and lease, the PutEvents budget.
+	Settings stackconfig.Config
 }
 
 // DefaultConfig returns the configuration used when no context is given.
 func DefaultConfig() Config {
-	return Config{StackName: DefaultStackName, LambdaDir: DefaultLambdaDir, ASLFile: DefaultASLFile}
+	return Config{StackName: DefaultStackName, LambdaDir: DefaultLambdaDir, ASLFile: DefaultASLFile,
+		Settings: stackconfig.Default()}
 }
 
 // ConfigFromContext overlays the context values that are set (non-empty
-// strings) on the defaults. lookup returns the raw context value or nil.
-func ConfigFromContext(lookup func(key string) any) Config {
+// strings, and the settings object) on the defaults. lookup returns the raw
+// context value or nil. A settings value that is not an object of names to
+// values, or names an unknown setting, is an error.
+func ConfigFromContext(lookup func(key string) any) (Config, error) {
 	c := DefaultConfig()
 	set := func(key string, dst *string) {
 		if v, ok := lookup(key).(string); ok && v != "" {
@@ -60,14 +75,71 @@ func ConfigFromContext(lookup func(key string) any) Config {
 	set(ContextStackName, &c.StackName)
 	set(ContextLambdaDir, &c.LambdaDir)
 	set(ContextASLFile, &c.ASLFile)
-	return c
+	values, err := settingsFromContext(lookup(ContextSettings))
+	if err != nil {
+		return c, err
+	}
+	for _, k := range sortedKeys(values) {
+		if err := c.Settings.Set(k, values[k]); err != nil {
+			return c, fmt.Errorf("context %s: %w", ContextSettings, err)
+		}
+	}
+	return c, nil
 }
 
-// Validate checks that every input file exists, so that a missing build
-// fails with a hint instead of a jsii stack trace.
+// settingsFromContext accepts the settings context as an object (cdk.json)
+// or as a JSON string holding one (-c on the command line); values may be
+// strings or numbers.
+func settingsFromContext(v any) (map[string]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if s, ok := v.(string); ok {
+		if strings.TrimSpace(s) == "" {
+			return nil, nil
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			return nil, fmt.Errorf("context %s: not a JSON object of setting names to values: %w", ContextSettings, err)
+		}
+		v = m
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("context %s: want an object of setting names to values, got %T", ContextSettings, v)
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		switch x := x.(type) {
+		case string:
+			out[k] = x
+		case float64:
+			out[k] = strconv.FormatFloat(x, 'f', -1, 64)
+		default:
+			return nil, fmt.Errorf("context %s: %s: want a string or a number, got %T", ContextSettings, k, x)
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Validate checks the settings (stackconfig.Config.Validate) and that every
+// input file exists, so that a missing build fails with a hint instead of a
+// jsii stack trace.
 func (c Config) Validate() error {
 	if c.StackName == "" {
 		return fmt.Errorf("empty stack name")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return err
 	}
 	for _, l := range Lambdas {
 		p := filepath.Join(c.LambdaDir, l, "bootstrap")

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 )
 
 const deployDoc = "../docs/DEPLOY.md"
@@ -120,7 +123,10 @@ var (
 // resources or parameters) or a fixed name the stack gives.
 func scoped(f string) string {
 	body := strings.TrimSuffix(f, "*")
-	if strings.Contains(body, "*") {
+	// A whole path element may be a wildcard between fixed ones
+	// (exports/*/OperationOutcome/*: any job's error files, nothing else).
+	inner := strings.ReplaceAll(body, "/*/", "/x/")
+	if strings.Contains(inner, "*") || strings.HasPrefix(body, "*/") {
 		return "wildcard inside the resource"
 	}
 	if strings.HasSuffix(f, "*") && !(strings.HasSuffix(body, "/") || strings.HasSuffix(body, ":")) {
@@ -153,6 +159,7 @@ func TestScopedRejectsBroadResources(t *testing.T) {
 		"${Bucket.Arn}*",
 		"arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:",
 		"${AWS::AccountId}/x",
+		"${Bucket1234ABCD.Arn}/exp*/x",
 	} {
 		if scoped(f) == "" {
 			t.Errorf("scoped(%q) accepted a broad resource", f)
@@ -161,6 +168,7 @@ func TestScopedRejectsBroadResources(t *testing.T) {
 	for _, f := range []string{
 		"${Bucket1234ABCD.Arn}/exports/*",
 		"${Queue.Arn}",
+		"${Bucket1234ABCD.Arn}/exports/*/OperationOutcome/*",
 		"arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:S-Pipeline:*",
 		"arn:${AWS::Partition}:healthlake:${AWS::Region}:${AWS::AccountId}:datastore/fhir/${DatastoreId}",
 	} {
@@ -242,7 +250,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	// S3 writes per role: exactly these prefixes.
 	writes := map[string][]string{
 		"PrepareChangeRole":    {obj(PrefixClaimCheck), obj(PrefixQuarantine)},
-		"CheckExportRole":      {obj(PrefixManifests)},
+		"CheckExportRole":      {obj(PrefixManifests), obj(PrefixQuarantine)},
 		"HealthLakeExportRole": {obj(PrefixExports)},
 		"StateMachineRole":     {obj(PrefixMapResults)},
 	}
@@ -281,4 +289,186 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			}
 		}
 	}
+}
+
+// roleOf names each principal's role construct in the template.
+var roleOf = map[iampolicy.Principal]string{
+	iampolicy.RunLock: "RunLockRole", iampolicy.StartExport: "StartExportRole", iampolicy.CheckExport: "CheckExportRole",
+	iampolicy.PrepareChange: "PrepareChangeRole", iampolicy.StateMachine: "StateMachineRole",
+	iampolicy.HealthLakeExport: "HealthLakeExportRole", iampolicy.Scheduler: "SchedulerRole",
+}
+
+// templateResources are the iampolicy.Resources as the template renders
+// them (flattened references to this stack's resources).
+func templateResources(t *testing.T) iampolicy.Resources {
+	t.Helper()
+	arn := func(typ, id string) string {
+		logical, _ := oneOfType(t, typ, id)
+		return "${" + logical + ".Arn}"
+	}
+	fnArn := func(id string) string { return arn("AWS::Lambda::Function", id) }
+	logs := map[iampolicy.Principal]string{}
+	for p, id := range map[iampolicy.Principal]string{iampolicy.RunLock: "RunLockLogs", iampolicy.StartExport: "StartExportLogs",
+		iampolicy.CheckExport: "CheckExportLogs", iampolicy.PrepareChange: "PrepareChangeLogs"} {
+		logs[p] = arn("AWS::Logs::LogGroup", id)
+	}
+	states := "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
+	sm := StateMachineName(stackName)
+	return iampolicy.Resources{
+		BucketARN:                arn("AWS::S3::Bucket", "ArtifactBucket"),
+		TableARN:                 arn("AWS::DynamoDB::Table", "Table"),
+		KeyARN:                   arn("AWS::KMS::Key", "Key"),
+		DatastoreARN:             "arn:${AWS::Partition}:healthlake:${AWS::Region}:${AWS::AccountId}:datastore/fhir/${" + ParamDatastoreID + "}",
+		StartQueueARN:            arn("AWS::SQS::Queue", "StartQueue"),
+		RecheckQueueARN:          arn("AWS::SQS::Queue", "RecheckQueue"),
+		EventBusARN:              arn("AWS::Events::EventBus", "EventBus"),
+		StateMachineARN:          states + "stateMachine:" + sm,
+		ExecutionsARN:            states + "execution:" + sm + ":*",
+		MapRunExecutionsARN:      states + "execution:" + sm + "/*",
+		RunLockFunctionARN:       fnArn("RunLock"),
+		PrepareChangeFunctionARN: fnArn("PrepareChange"),
+		ExportRoleARN:            arn("AWS::IAM::Role", "HealthLakeExportRole"),
+		LogGroupARNs:             logs,
+	}
+}
+
+// canonical renders one statement so that equal statements compare equal:
+// sorted actions and resources, conditions as operator → key → sorted values.
+func canonical(sid, effect string, actions, resources []string, cond map[string]map[string][]string) string {
+	a := append([]string{}, actions...)
+	r := append([]string{}, resources...)
+	sort.Strings(a)
+	sort.Strings(r)
+	var c []string
+	for op, keys := range cond {
+		for k, v := range keys {
+			v = append([]string{}, v...)
+			sort.Strings(v)
+			c = append(c, op+":"+k+"="+strings.Join(v, ","))
+		}
+	}
+	sort.Strings(c)
+	return fmt.Sprintf("%s %s %v on %v if %v", sid, effect, a, r, c)
+}
+
+func definitionStatements(t *testing.T, p iampolicy.Principal) []string {
+	t.Helper()
+	stmts, err := iampolicy.Policy(p, templateResources(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range stmts {
+		effect := "Allow"
+		if s.Deny {
+			effect = "Deny"
+		}
+		out = append(out, canonical(s.Sid, effect, s.Actions, s.Resources, s.Conditions))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// templateStatements returns the role's identity statements, without the
+// documented Resource "*" statements CDK adds for Step Functions' log
+// delivery (which are no grant to pipeline data).
+func templateStatements(t *testing.T, owner string) []string {
+	t.Helper()
+	stars := documentedStars(t)
+	var out []string
+	for _, s := range statements() {
+		if s.Owner != owner || (s.ResourceType != "AWS::IAM::Policy" && s.ResourceType != "AWS::IAM::Role") {
+			continue
+		}
+		var res []string
+		for _, r := range s.Resources {
+			res = append(res, flatten(r))
+		}
+		if len(res) == 1 && res[0] == "*" {
+			if _, ok := stars[entry(s.Owner, s.ResourceType, s.Actions)]; ok {
+				continue
+			}
+		}
+		cond := map[string]map[string][]string{}
+		if c, ok := s.Raw["Condition"].(map[string]any); ok {
+			for op, keys := range c {
+				cond[op] = map[string][]string{}
+				for k, v := range keys.(map[string]any) {
+					for _, x := range asList(v) {
+						cond[op][k] = append(cond[op][k], flatten(x))
+					}
+				}
+			}
+		}
+		sid, _ := s.Raw["Sid"].(string)
+		out = append(out, canonical(sid, s.Effect, s.Actions, res, cond))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRolePoliciesAreTheDefinition: every role's identity policy in the
+// template is exactly its principal's statements in internal/iampolicy —
+// the statements cdc-local enforces — and nothing else.
+func TestRolePoliciesAreTheDefinition(t *testing.T) {
+	for _, p := range iampolicy.Principals() {
+		want := definitionStatements(t, p)
+		got := templateStatements(t, roleOf[p])
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: template statements differ from internal/iampolicy\n got:\n  %s\nwant:\n  %s",
+				roleOf[p], strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+	}
+}
+
+// TestCheckExportListsOnlyTheExportPrefix (issue 11.1): an export without an
+// output list is found by listing its prefix, so check-export needs
+// s3:ListBucket — on the bucket, and only for keys under exports/.
+func TestCheckExportListsOnlyTheExportPrefix(t *testing.T) {
+	bucket := templateResources(t).BucketARN
+	found := false
+	for _, s := range statements() {
+		if s.Effect != "Allow" || !containsAll(s.Actions, []string{"s3:ListBucket"}) {
+			continue
+		}
+		cond := path(s.Raw, "Condition", "StringLike", "s3:prefix")
+		if s.Owner == "CheckExportRole" {
+			if len(s.Resources) != 1 || flatten(s.Resources[0]) != bucket {
+				t.Errorf("check-export lists %v, want only the artifact bucket", s.Resources)
+			}
+			if flatten(cond) != iampolicy.PrefixExports+"*" {
+				t.Errorf("check-export's s3:ListBucket is not limited to %s*: condition %v", iampolicy.PrefixExports, s.Raw["Condition"])
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Error("check-export has no s3:ListBucket: an export without an output list cannot be listed (issue 11.1)")
+	}
+}
+
+// TestPrepareChangeMayAbortItsUploads (issue 11.11): prepare-change writes
+// quarantine objects by multipart upload and aborts a failed one.
+func TestPrepareChangeMayAbortItsUploads(t *testing.T) {
+	obj := templateResources(t).Objects(iampolicy.PrefixQuarantine)
+	if !allows("PrepareChangeRole", obj, "s3:AbortMultipartUpload") {
+		t.Errorf("prepare-change may not abort multipart uploads under %s", obj)
+	}
+}
+
+// allowsAcross reports whether owner's Allow statements on resource grant
+// every action in actions between them (statements are split by concern).
+func allowsAcross(owner, resource string, actions ...string) bool {
+	for _, a := range actions {
+		if !allows(owner, resource, a) {
+			return false
+		}
+	}
+	return true
+}
+
+// stateMachineArnText is the state machine's ARN as the roles name it:
+// built from its fixed name (the same value as its Ref).
+func stateMachineArnText() string {
+	return "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:" + StateMachineName(stackName)
 }

@@ -36,7 +36,10 @@ func run() error {
 		}
 	}
 	app := awscdk.NewApp(props)
-	cfg := ConfigFromContext(func(k string) any { return app.Node().TryGetContext(jsii.String(k)) })
+	cfg, err := ConfigFromContext(func(k string) any { return app.Node().TryGetContext(jsii.String(k)) })
+	if err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // realASL is the state machine definition the stack deploys; fixtureASL
@@ -47,7 +49,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		cfg := Config{StackName: "CdcTest", LambdaDir: dir, ASLFile: realASL}
+		cfg := Config{StackName: "CdcTest", LambdaDir: dir, ASLFile: realASL, Settings: stackconfig.Default()}
 		if _, err := os.Stat(realASL); err != nil {
 			cfg.ASLFile = fixtureASL
 			synthesized.fixture = true

@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Parameter names of the stack. They are CloudFormation parameters, so one
@@ -21,7 +23,6 @@ const (
 	ParamMaxEntryBytes          = "MaxEntryBytes"
 	ParamSafetyLag              = "SafetyLag"
 	ParamInitialCheckpoint      = "InitialCheckpoint"
-	ParamMaxWindow              = "MaxWindow"
 	ParamCheckpointLagThreshold = "CheckpointLagThresholdSeconds"
 	ParamLogRetentionDays       = "LogRetentionDays"
 	ParamArchiveRetentionDays   = "ArchiveRetentionDays"
@@ -30,13 +31,15 @@ const (
 	ParamMapResultsExpiryDays   = "MapResultsExpiryDays"
 	ParamClaimChecksExpiryDays  = "ClaimChecksExpiryDays"
 	ParamQuarantineExpiryDays   = "QuarantineExpiryDays"
-	ParamMapMaxConcurrency      = "MapMaxConcurrency"
-	ParamMapFilesPerBatch       = "MapFilesPerBatch"
-	ParamExportHeartbeatSeconds = "ExportHeartbeatSeconds"
-	ParamExportTimeoutSeconds   = "ExportTimeoutSeconds"
-	ParamMaxReceiveCount        = "MaxReceiveCount"
 	ParamAlarmEmail             = "AlarmEmail"
 )
+
+// Timeouts, memory, queue limits, the export wait, the run timeout and the
+// PutEvents budget are not parameters: they depend on each other, so they
+// are synth-time settings (internal/stackconfig, CDK context "settings")
+// that Validate checks together before anything is synthesized.
+// CloudFormation Rules cannot compare numbers, so a parameter could not be
+// held to those relations at deploy time.
 
 // logRetentionValues are the values CloudWatch Logs accepts for RetentionInDays.
 var logRetentionValues = []string{"1", "3", "5", "7", "14", "30", "60", "90", "120", "150", "180",
@@ -44,17 +47,16 @@ var logRetentionValues = []string{"1", "3", "5", "7", "14", "30", "60", "90", "1
 
 // params holds the stack's CloudFormation parameters.
 type params struct {
-	DatastoreID, EventBusName, EventSource, DetailType                         awscdk.CfnParameter
-	ScheduleMinutes, ScheduleState                                             awscdk.CfnParameter
-	ResourceTypes, ExcludeTypes, ValidateLevel                                 awscdk.CfnParameter
-	MaxEntryBytes, SafetyLag, InitialCheckpoint, MaxWindow                     awscdk.CfnParameter
-	CheckpointLagThreshold, LogRetentionDays                                   awscdk.CfnParameter
-	ArchiveRetentionDays                                                       awscdk.CfnParameter
-	ExportsExpiryDays, ManifestsExpiryDays                                     awscdk.CfnParameter
-	MapResultsExpiryDays, ClaimChecksExpiryDays                                awscdk.CfnParameter
-	QuarantineExpiryDays                                                       awscdk.CfnParameter
-	MapMaxConcurrency, MapFilesPerBatch, ExportHeartbeatSeconds, ExportTimeout awscdk.CfnParameter
-	MaxReceiveCount, AlarmEmail                                                awscdk.CfnParameter
+	DatastoreID, EventBusName, EventSource, DetailType awscdk.CfnParameter
+	ScheduleMinutes, ScheduleState                     awscdk.CfnParameter
+	ResourceTypes, ExcludeTypes, ValidateLevel         awscdk.CfnParameter
+	MaxEntryBytes, SafetyLag, InitialCheckpoint        awscdk.CfnParameter
+	CheckpointLagThreshold, LogRetentionDays           awscdk.CfnParameter
+	ArchiveRetentionDays                               awscdk.CfnParameter
+	ExportsExpiryDays, ManifestsExpiryDays             awscdk.CfnParameter
+	MapResultsExpiryDays, ClaimChecksExpiryDays        awscdk.CfnParameter
+	QuarantineExpiryDays                               awscdk.CfnParameter
+	AlarmEmail                                         awscdk.CfnParameter
 }
 
 func strParam(stack awscdk.Stack, name, def, pattern, desc string) awscdk.CfnParameter {
@@ -77,7 +79,7 @@ func numParam(stack awscdk.Stack, name string, def, min, max float64, desc strin
 
 const typeListPattern = `^$|^[A-Z][A-Za-z]*(,[A-Z][A-Za-z]*)*$`
 
-func newParams(stack awscdk.Stack) *params {
+func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 	p := &params{}
 	p.DatastoreID = awscdk.NewCfnParameter(stack, jsii.String(ParamDatastoreID), &awscdk.CfnParameterProps{
 		Type:           jsii.String("String"),
@@ -114,8 +116,6 @@ func newParams(stack awscdk.Stack) *params {
 		"CDC_SAFETY_LAG for run-lock; empty keeps the Lambda's default (2 minutes).")
 	p.InitialCheckpoint = strParam(stack, ParamInitialCheckpoint, "", "",
 		"CDC_INITIAL_CHECKPOINT for run-lock (RFC 3339); empty keeps the Lambda's default.")
-	p.MaxWindow = strParam(stack, ParamMaxWindow, "", "",
-		"CDC_MAX_WINDOW for run-lock; empty keeps the Lambda's default.")
 	p.CheckpointLagThreshold = numParam(stack, ParamCheckpointLagThreshold, 1800, 60, 31536000,
 		"Alarm when CheckpointLagSeconds stays above this many seconds.")
 	p.LogRetentionDays = awscdk.NewCfnParameter(stack, jsii.String(ParamLogRetentionDays), &awscdk.CfnParameterProps{
@@ -124,25 +124,15 @@ func newParams(stack awscdk.Stack) *params {
 		AllowedValues: jsii.Strings(logRetentionValues...),
 		Description:   jsii.String("Retention of every log group of the stack, in days."),
 	})
-	p.ArchiveRetentionDays = numParam(stack, ParamArchiveRetentionDays, 30, 0, 36500,
-		"Retention of the event bus archive in days (0 keeps events indefinitely).")
+	// At least one day: the archive holds every event in full (PHI), so it
+	// never keeps them indefinitely.
+	p.ArchiveRetentionDays = numParam(stack, ParamArchiveRetentionDays, float64(set.ArchiveRetentionDays), 1, 36500,
+		"Retention of the event bus archive in days (1 to 36500; never indefinite).")
 	p.ExportsExpiryDays = numParam(stack, ParamExportsExpiryDays, 7, 1, 36500, "Expiry of exports/ objects, in days.")
 	p.ManifestsExpiryDays = numParam(stack, ParamManifestsExpiryDays, 30, 1, 36500, "Expiry of manifests/ objects, in days.")
 	p.MapResultsExpiryDays = numParam(stack, ParamMapResultsExpiryDays, 30, 1, 36500, "Expiry of map-results/ objects, in days.")
 	p.ClaimChecksExpiryDays = numParam(stack, ParamClaimChecksExpiryDays, 30, 1, 36500, "Expiry of claim-check/ objects, in days.")
 	p.QuarantineExpiryDays = numParam(stack, ParamQuarantineExpiryDays, 90, 1, 36500, "Expiry of quarantine/ objects, in days.")
-	p.MapMaxConcurrency = numParam(stack, ParamMapMaxConcurrency, 10, 1, 10000,
-		"MaxConcurrency of the Distributed Map (concurrent prepare-change invocations).")
-	p.MapFilesPerBatch = numParam(stack, ParamMapFilesPerBatch, 10, 1, 1000,
-		"Export files one prepare-change invocation handles (the Distributed Map's ItemBatcher MaxItemsPerBatch).")
-	p.ExportHeartbeatSeconds = numParam(stack, ParamExportHeartbeatSeconds, 1200, 60, 86400,
-		"HeartbeatSeconds of the export wait; check-export heartbeats on every re-check.")
-	// At most 20 h: with the run-lock lease of 26 h (CDC_LOCK_LEASE) that leaves
-	// six hours for the Distributed Map, so a live run never outlives its lease.
-	p.ExportTimeout = numParam(stack, ParamExportTimeoutSeconds, 21600, 300, 72000,
-		"TimeoutSeconds of the export wait (the longest an export may run); at most 20 h, below the run lock's 26 h lease.")
-	p.MaxReceiveCount = numParam(stack, ParamMaxReceiveCount, 5, 3, 1000,
-		"Receives of a start/re-check message before it moves to its dead-letter queue.")
 	p.AlarmEmail = strParam(stack, ParamAlarmEmail, "", `^$|^[^@\s]+@[^@\s]+$`,
 		"Optional e-mail address subscribed to the alarm topic.")
 	return p

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
@@ -13,7 +16,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
@@ -22,16 +24,29 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/statemachine"
 )
 
 // Metric contract of docs/ARCHITECTURE.md ("Metrics").
 const (
 	// MetricNamespace is the CloudWatch namespace the Lambdas write EMF metrics to.
-	MetricNamespace = "HealthLakeCDC"
+	MetricNamespace = metrics.Namespace
 	// MetricDimension is the dimension every pipeline metric carries.
 	MetricDimension = "Pipeline"
 	// MetricCheckpointLag is the metric of the checkpoint lag alarm.
-	MetricCheckpointLag = "CheckpointLagSeconds"
+	MetricCheckpointLag = metrics.CheckpointLagSeconds
+	// MetricQuarantinedLines counts lines prepare-change set aside instead
+	// of publishing; MetricEntriesFailed PutEvents entries that failed after
+	// the retries; MetricExportErrors entries of HealthLake's error files of
+	// exports that ended COMPLETED_WITH_ERRORS.
+	MetricQuarantinedLines = metrics.QuarantinedLines
+	MetricEntriesFailed    = metrics.EntriesFailed
+	MetricExportErrors     = metrics.ExportErrors
 )
 
 // S3 prefixes of the artifact bucket (docs/ARCHITECTURE.md, "S3 layout").
@@ -41,14 +56,6 @@ const (
 	PrefixMapResults = "map-results/"
 	PrefixClaimCheck = "claim-check/"
 	PrefixQuarantine = "quarantine/"
-)
-
-// Lambda timeouts; each queue's visibility timeout is six times its consumer's.
-const (
-	startExportTimeoutSeconds   = 60
-	checkExportTimeoutSeconds   = 120
-	prepareChangeTimeoutSeconds = 900
-	runLockTimeoutSeconds       = 60
 )
 
 // StateMachineName returns the state machine's name for a stack name. It is
@@ -71,9 +78,17 @@ func mapRunExecutionsArn(smName string) *string {
 // bucket, table, queues, four Lambdas, state machine, schedule, event bus with
 // archive, the HealthLake export role, alarms and log groups.
 func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (awscdk.Stack, error) {
+	if err := cfg.Settings.Validate(); err != nil {
+		return nil, err
+	}
 	asl, err := os.ReadFile(cfg.ASLFile)
 	if err != nil {
 		return nil, fmt.Errorf("read state machine definition: %w", err)
+	}
+	for name := range placeholders(string(asl)) {
+		if !knownPlaceholders[name] {
+			return nil, fmt.Errorf("state machine definition %s: placeholder ${%s} has no substitution", cfg.ASLFile, name)
+		}
 	}
 	if props == nil {
 		props = &awscdk.StackProps{}
@@ -82,7 +97,7 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 		props.Description = jsii.String("healthlake-cdc: AWS HealthLake change-data-capture to EventBridge")
 	}
 	stack := awscdk.NewStack(scope, jsii.String(cfg.StackName), props)
-	p := newParams(stack)
+	p := newParams(stack, cfg.Settings)
 	b := &builder{stack: stack, cfg: cfg, p: p}
 	b.build(string(asl))
 	return stack, nil
@@ -101,32 +116,94 @@ type builder struct {
 
 func (b *builder) s(v string) *string { return jsii.String(v) }
 
-// objects returns the ARN pattern of the bucket's objects under prefix.
-func (b *builder) objects(prefix string) *string {
-	return b.bucket.ArnForObjects(jsii.String(prefix + "*"))
+var aslPlaceholderRE = regexp.MustCompile(`\$\{([A-Za-z][A-Za-z0-9_]*)\}`)
+
+// knownPlaceholders are the placeholders the stack substitutes.
+var knownPlaceholders = map[string]bool{
+	statemachine.RunLockFunctionArn: true, statemachine.PrepareChangeFunctionArn: true,
+	statemachine.StartQueueURL: true, statemachine.ArtifactBucket: true,
+	statemachine.ExportHeartbeatSeconds: true, statemachine.ExportTimeoutSeconds: true,
+	statemachine.RunTimeoutSeconds: true, statemachine.MapMaxConcurrency: true,
 }
 
-// tableActions are the item-level DynamoDB actions the Lambdas use on the
-// one table (no Scan, no streams).
-var tableActions = []string{
-	"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
-	"dynamodb:Query", "dynamodb:ConditionCheckItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
-	"dynamodb:DescribeTable",
+// placeholders returns the ${Name} placeholders of a definition.
+func placeholders(def string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range aslPlaceholderRE.FindAllStringSubmatch(def, -1) {
+		out[m[1]] = true
+	}
+	return out
 }
 
-// grantTable lets role read and write items of the table, whose data is
-// encrypted with the stack's key.
-func (b *builder) grantTable(role awsiam.Role) {
-	role.AddToPolicy(allow(tableActions, b.table.TableArn()))
-	b.key.GrantEncryptDecrypt(role)
-}
-
-func allow(actions []string, resources ...*string) awsiam.PolicyStatement {
-	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Effect:    awsiam.Effect_ALLOW,
-		Actions:   jsii.Strings(actions...),
-		Resources: &resources,
+// jobEventRule routes HealthLake's export job events of the stack's data
+// store from the default bus to the re-check queue as {"kind":"jobEvent",
+// "datastoreId","jobId","jobStatus"} messages, so check-export notices a
+// finished export at once instead of at the next re-check.
+func (b *builder) jobEventRule(recheckQ awssqs.Queue) {
+	ruleName := b.cfg.StackName + "-HealthLakeJobEvents"
+	ruleArn := awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/"+ruleName), nil)
+	awsevents.NewCfnRule(b.stack, b.s("HealthLakeJobEventRule"), &awsevents.CfnRuleProps{
+		Name:        b.s(ruleName),
+		Description: b.s("HealthLake export job ends of the data store to the re-check queue"),
+		State:       b.s("ENABLED"),
+		EventPattern: map[string]any{
+			"source":      []any{exportjob.JobEventSource},
+			"detail-type": exportjob.JobEventDetailTypes,
+			"detail":      map[string]any{"datastoreId": []any{b.p.DatastoreID.ValueAsString()}},
+		},
+		Targets: []any{&awsevents.CfnRule_TargetProperty{
+			Id:  b.s("RecheckQueue"),
+			Arn: recheckQ.QueueArn(),
+			InputTransformer: &awsevents.CfnRule_InputTransformerProperty{
+				// The transformer check-export's JobEventMessage is read from,
+				// which cdc-local applies too.
+				InputPathsMap: cdkEnv(exportjob.JobEventInputPathsMap),
+				InputTemplate: b.s(exportjob.JobEventInputTemplate),
+			},
+			RetryPolicy: &awsevents.CfnRule_RetryPolicyProperty{MaximumEventAgeInSeconds: jsii.Number(3600), MaximumRetryAttempts: jsii.Number(20)},
+		}},
 	})
+	// Only this rule may send to the queue on EventBridge's behalf.
+	recheckQ.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("HealthLakeJobEventRule"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(b.s("events.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{recheckQ.QueueArn()},
+		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": ruleArn}},
+	}))
+	// The queue is SSE-KMS with the stack's key: EventBridge needs the key
+	// to send to it (SQS key management). AWS documents no source condition
+	// that holds for these calls, so the statement has none; the queue
+	// policy above limits who may send.
+	b.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("EventBridgeToEncryptedRecheckQueue"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(b.s("events.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
+		Resources:  jsii.Strings("*"),
+	}), nil)
+}
+
+// archiveNameOf is the archive's name (EventBridge allows 48 characters).
+func archiveNameOf(pipeline string) string {
+	name := pipeline + "-events"
+	if len(name) > 48 {
+		name = name[:48]
+	}
+	return name
+}
+
+// seconds is d as a CDK duration of whole seconds.
+func seconds(d time.Duration) awscdk.Duration {
+	return awscdk.Duration_Seconds(jsii.Number(stackconfig.Seconds(d)))
+}
+
+// cdkEnv renders a stackconfig environment as CDK values.
+func cdkEnv(vars map[string]string) map[string]*string {
+	out := make(map[string]*string, len(vars))
+	for k, v := range vars {
+		out[k] = jsii.String(v)
+	}
+	return out
 }
 
 // logGroup creates a log group whose retention is the LogRetentionDays
@@ -215,7 +292,10 @@ func (b *builder) build(asl string) {
 	})
 
 	// --- queues ----------------------------------------------------------------
-	queue := func(id string, consumerTimeout float64) (awssqs.Queue, awssqs.Queue) {
+	// Visibility timeouts (6 × the consumer's timeout) and maxReceiveCount
+	// come from the settings cdc-local runs with too.
+	set := b.cfg.Settings
+	queue := func(id string, consumer stackconfig.Function) (awssqs.Queue, awssqs.Queue) {
 		dlq := awssqs.NewQueue(stack, b.s(id+"DeadLetterQueue"), &awssqs.QueueProps{
 			Encryption:          awssqs.QueueEncryption_KMS,
 			EncryptionMasterKey: b.key,
@@ -226,24 +306,54 @@ func (b *builder) build(asl string) {
 			Encryption:          awssqs.QueueEncryption_KMS,
 			EncryptionMasterKey: b.key,
 			EnforceSSL:          jsii.Bool(true),
-			VisibilityTimeout:   awscdk.Duration_Seconds(jsii.Number(6 * consumerTimeout)),
+			VisibilityTimeout:   seconds(stackconfig.VisibilityTimeout(consumer)),
 			RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
-			DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: p.MaxReceiveCount.ValueAsNumber()},
+			DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(set.MaxReceiveCount)},
 		})
 		return q, dlq
 	}
-	startQ, startDLQ := queue("Start", startExportTimeoutSeconds)
-	recheckQ, recheckDLQ := queue("Recheck", checkExportTimeoutSeconds)
+	startQ, startDLQ := queue("Start", set.StartExport)
+	recheckQ, recheckDLQ := queue("Recheck", set.CheckExport)
 
 	// --- event bus and archive -----------------------------------------------------
+	// The bus and its archive hold every resource in full (PHI): both are
+	// encrypted with the stack's key. The key policy names the bus by an ARN
+	// built from the EventBusName parameter (the bus itself depends on the key).
+	busArn := awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/${"+ParamEventBusName+"}"), nil)
+	archiveName := archiveNameOf(pipeline)
+	archiveArn := awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:archive/"+archiveName), nil)
+	b.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("EventBridgeDescribeKey"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(b.s("events.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:DescribeKey"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": account}},
+	}), nil)
+	// EventBridge documents the bus ARN as the encryption context of the
+	// bus and of its archives ("the archive ARN" in the archive page's text,
+	// the bus ARN in its example): either is accepted, nothing else.
+	b.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("EventBridgeBusAndArchiveEncryption"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(b.s("events.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt", "kms:ReEncrypt*"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"kms:EncryptionContext:aws:events:event-bus:arn": []any{busArn, archiveArn},
+		}},
+	}), nil)
 	bus := awsevents.NewEventBus(stack, b.s("EventBus"), &awsevents.EventBusProps{
 		EventBusName: p.EventBusName.ValueAsString(),
 		Description:  b.s("healthlake-cdc change events of " + pipeline),
 	})
+	// Set on the resource itself, so the key policy is the one above and not
+	// one CDK would derive.
+	bus.Node().DefaultChild().(awsevents.CfnEventBus).SetKmsKeyIdentifier(b.key.KeyArn())
 	awsevents.NewCfnArchive(stack, b.s("EventArchive"), &awsevents.CfnArchiveProps{
-		SourceArn:     bus.EventBusArn(),
-		RetentionDays: p.ArchiveRetentionDays.ValueAsNumber(),
-		Description:   b.s("Every event of the healthlake-cdc bus, for replay"),
+		ArchiveName:      b.s(archiveName),
+		SourceArn:        bus.EventBusArn(),
+		RetentionDays:    p.ArchiveRetentionDays.ValueAsNumber(),
+		Description:      b.s("Every event of the healthlake-cdc bus, for replay"),
+		KmsKeyIdentifier: b.key.KeyArn(),
 	})
 
 	// --- role HealthLake assumes to write the export ---------------------------------
@@ -256,28 +366,37 @@ func (b *builder) build(asl string) {
 			},
 		}),
 	})
-	exportRole.AddToPolicy(allow([]string{"s3:PutObject"}, b.objects(PrefixExports)))
-	exportRole.AddToPolicy(allow([]string{"s3:ListBucket", "s3:GetBucketPublicAccessBlock", "s3:GetEncryptionConfiguration"}, b.bucket.BucketArn()))
-	exportRole.AddToPolicy(allow([]string{"kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt"}, b.key.KeyArn()))
 
 	// --- Lambdas ---------------------------------------------------------------------
 	type fn struct {
 		f    awslambda.Function
 		role awsiam.Role
+		logs awslogs.LogGroup
 	}
 	common := map[string]*string{
 		"CDC_PIPELINE_NAME":       b.s(pipeline),
 		"CDC_BUCKET":              b.bucket.BucketName(),
 		"CDC_HEALTHLAKE_ENDPOINT": awscdk.Fn_Sub(b.s("https://healthlake.${AWS::Region}.${AWS::URLSuffix}"), nil),
 	}
-	newFn := func(id, name, desc string, timeout, memory float64, env map[string]*string) fn {
+	// newFn creates a Lambda whose timeout, memory and derived environment
+	// (stackconfig.Config.Env) come from the settings; env adds the rest.
+	newFn := func(id, name, desc string, env map[string]*string) fn {
+		sf, ok := set.Function(name)
+		if !ok {
+			panic("no settings for Lambda " + name) // Lambdas and stackconfig name the same four
+		}
 		role := awsiam.NewRole(stack, b.s(id+"Role"), &awsiam.RoleProps{
 			Description: b.s("Execution role of the " + name + " Lambda"),
 			AssumedBy:   awsiam.NewServicePrincipal(b.s("lambda.amazonaws.com"), nil),
 		})
 		lg := b.logGroup(id+"Logs", nil)
-		lg.GrantWrite(role)
 		vars := map[string]*string{"CDC_PIPELINE_NAME": common["CDC_PIPELINE_NAME"], "CDC_BUCKET": common["CDC_BUCKET"]}
+		// From the settings: prepare-change's PutEvents rate and deadline
+		// margin; check-export's batch and manifest limits, re-check cap
+		// and export wait; run-lock's lease, overlap and window cap.
+		for k, v := range cdkEnv(set.Env(name)) {
+			vars[k] = v
+		}
 		for k, v := range env {
 			vars[k] = v
 		}
@@ -289,22 +408,21 @@ func (b *builder) build(asl string) {
 			Code:         awslambda.Code_FromAsset(b.s(filepath.Join(b.cfg.LambdaDir, name)), nil),
 			Role:         role,
 			LogGroup:     lg,
-			Timeout:      awscdk.Duration_Seconds(jsii.Number(timeout)),
-			MemorySize:   jsii.Number(memory),
+			Timeout:      seconds(sf.Timeout),
+			MemorySize:   jsii.Number(sf.MemoryMB),
 			Environment:  &vars,
 		})
-		return fn{f: f, role: role}
+		return fn{f: f, role: role, logs: lg}
 	}
 
-	runLock := newFn("RunLock", "run-lock", "healthlake-cdc: lock, window, commit and failure of a run", runLockTimeoutSeconds, 256, map[string]*string{
+	runLock := newFn("RunLock", "run-lock", "healthlake-cdc: lock, window, commit and failure of a run", map[string]*string{
 		"CDC_TABLE":               b.table.TableName(),
 		"CDC_DATASTORE_ID":        p.DatastoreID.ValueAsString(),
 		"CDC_HEALTHLAKE_ENDPOINT": common["CDC_HEALTHLAKE_ENDPOINT"],
 		"CDC_SAFETY_LAG":          p.SafetyLag.ValueAsString(),
 		"CDC_INITIAL_CHECKPOINT":  p.InitialCheckpoint.ValueAsString(),
-		"CDC_MAX_WINDOW":          p.MaxWindow.ValueAsString(),
 	})
-	startExport := newFn("StartExport", "start-export", "healthlake-cdc: starts the HealthLake $export of a run", startExportTimeoutSeconds, 256, map[string]*string{
+	startExport := newFn("StartExport", "start-export", "healthlake-cdc: starts the HealthLake $export of a run", map[string]*string{
 		"CDC_TABLE":               b.table.TableName(),
 		"CDC_DATASTORE_ID":        p.DatastoreID.ValueAsString(),
 		"CDC_HEALTHLAKE_ENDPOINT": common["CDC_HEALTHLAKE_ENDPOINT"],
@@ -313,16 +431,13 @@ func (b *builder) build(asl string) {
 		"CDC_RECHECK_QUEUE_URL":   recheckQ.QueueUrl(),
 		"CDC_RESOURCE_TYPES":      p.ResourceTypes.ValueAsString(),
 	})
-	checkExport := newFn("CheckExport", "check-export", "healthlake-cdc: polls the export, writes the manifest, answers the task token", checkExportTimeoutSeconds, 256, map[string]*string{
+	checkExport := newFn("CheckExport", "check-export", "healthlake-cdc: polls the export, writes the manifest, answers the task token", map[string]*string{
 		"CDC_TABLE":               b.table.TableName(),
 		"CDC_DATASTORE_ID":        p.DatastoreID.ValueAsString(),
 		"CDC_HEALTHLAKE_ENDPOINT": common["CDC_HEALTHLAKE_ENDPOINT"],
 		"CDC_RECHECK_QUEUE_URL":   recheckQ.QueueUrl(),
-		// The export may run as long as the state machine waits for it
-		// (exportjob's own default is 2 h).
-		"CDC_EXPORT_MAX_WAIT": p.ExportTimeout.ValueAsString(),
 	})
-	prepareChange := newFn("PrepareChange", "prepare-change", "healthlake-cdc: one export file to change events", prepareChangeTimeoutSeconds, 1024, map[string]*string{
+	prepareChange := newFn("PrepareChange", "prepare-change", "healthlake-cdc: one batch of export files to change events", map[string]*string{
 		"CDC_EXPORT_ROLE_ARN": exportRole.RoleArn(),
 		"CDC_KMS_KEY_ID":      b.key.KeyArn(),
 		"CDC_RESOURCE_TYPES":  p.ResourceTypes.ValueAsString(),
@@ -334,51 +449,20 @@ func (b *builder) build(asl string) {
 		"CDC_VALIDATE":        p.ValidateLevel.ValueAsString(),
 	})
 
-	// run-lock: the RUN record; reads the Distributed Map's results on commit;
-	// asks Step Functions whether the lock holder still runs; cancels the
-	// export of a failed run.
-	b.grantTable(runLock.role)
-	runLock.role.AddToPolicy(allow([]string{
-		"healthlake:DescribeFHIRExportJobWithGet", "healthlake:CancelFHIRExportJobWithDelete", "healthlake:ListFHIRExportJobs",
-	}, b.datastoreArn))
-	runLock.role.AddToPolicy(allow([]string{"s3:GetObject"}, b.objects(PrefixMapResults)))
-	runLock.role.AddToPolicy(allow([]string{"states:DescribeExecution"}, executionsArn(smName)))
+	// Event-source mappings (start queue → start-export, re-check queue →
+	// check-export). Built without SqsEventSource so that CDK adds no grants
+	// of its own: the roles' statements all come from internal/iampolicy.
+	startExport.f.AddEventSourceMapping(b.s("StartQueueMapping"), &awslambda.EventSourceMappingOptions{
+		EventSourceArn: startQ.QueueArn(), BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency: jsii.Number(2),
+	})
+	checkExport.f.AddEventSourceMapping(b.s("RecheckQueueMapping"), &awslambda.EventSourceMappingOptions{
+		EventSourceArn: recheckQ.QueueArn(), BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency: jsii.Number(2),
+	})
 
-	// start-export: start queue in, re-check queue out, the export ledger, HealthLake.
-	startExport.f.AddEventSource(awslambdaeventsources.NewSqsEventSource(startQ, &awslambdaeventsources.SqsEventSourceProps{
-		BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true), MaxConcurrency: jsii.Number(2),
-	}))
-	recheckQ.GrantSendMessages(startExport.role)
-	b.grantTable(startExport.role)
-	startExport.role.AddToPolicy(allow([]string{
-		"healthlake:StartFHIRExportJobWithPost", "healthlake:DescribeFHIRExportJobWithGet",
-		"healthlake:CancelFHIRExportJobWithDelete", "healthlake:ListFHIRExportJobs",
-	}, b.datastoreArn))
-	startExport.role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Effect:     awsiam.Effect_ALLOW,
-		Actions:    jsii.Strings("iam:PassRole"),
-		Resources:  &[]*string{exportRole.RoleArn()},
-		Conditions: &map[string]any{"StringEquals": map[string]any{"iam:PassedToService": "healthlake.amazonaws.com"}},
-	}))
-	startExport.role.AddToPolicy(allow([]string{"kms:DescribeKey"}, b.key.KeyArn()))
-
-	// check-export: re-check queue in and out, the ledger, HealthLake, manifests
-	// (written from the job's output list; it never reads the export files).
-	checkExport.f.AddEventSource(awslambdaeventsources.NewSqsEventSource(recheckQ, &awslambdaeventsources.SqsEventSourceProps{
-		BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true), MaxConcurrency: jsii.Number(2),
-	}))
-	recheckQ.GrantSendMessages(checkExport.role)
-	b.grantTable(checkExport.role)
-	checkExport.role.AddToPolicy(allow([]string{
-		"healthlake:DescribeFHIRExportJobWithGet", "healthlake:CancelFHIRExportJobWithDelete", "healthlake:ListFHIRExportJobs",
-	}, b.datastoreArn))
-	checkExport.role.AddToPolicy(allow([]string{"s3:PutObject"}, b.objects(PrefixManifests)))
-
-	// prepare-change: reads exports, writes claim-checks and quarantine, publishes.
-	prepareChange.role.AddToPolicy(allow([]string{"s3:GetObject"}, b.objects(PrefixExports)))
-	prepareChange.role.AddToPolicy(allow([]string{"s3:PutObject"}, b.objects(PrefixClaimCheck), b.objects(PrefixQuarantine)))
-	prepareChange.role.AddToPolicy(allow([]string{"events:PutEvents"}, bus.EventBusArn()))
-	b.key.GrantEncryptDecrypt(prepareChange.role)
+	// --- HealthLake job events: an immediate re-check (polling stays the fallback) ---
+	b.jobEventRule(recheckQ)
 
 	// --- state machine -----------------------------------------------------------
 	smArn := awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:"+smName), nil)
@@ -388,44 +472,44 @@ func (b *builder) build(asl string) {
 			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": account}},
 		}),
 	})
-	smRole.AddToPolicy(allow([]string{"lambda:InvokeFunction"},
-		runLock.f.FunctionArn(), jsii.String(*runLock.f.FunctionArn()+":*"),
-		prepareChange.f.FunctionArn(), jsii.String(*prepareChange.f.FunctionArn()+":*")))
-	smRole.AddToPolicy(allow([]string{"sqs:SendMessage"}, startQ.QueueArn()))
-	smRole.AddToPolicy(allow([]string{"s3:GetObject"}, b.objects(PrefixManifests)))
-	smRole.AddToPolicy(allow([]string{"s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"}, b.objects(PrefixMapResults)))
-	smRole.AddToPolicy(allow([]string{"kms:Decrypt", "kms:GenerateDataKey"}, b.key.KeyArn()))
-	smRole.AddToPolicy(allow([]string{"states:StartExecution"}, smArn))
-	smRole.AddToPolicy(allow([]string{"states:DescribeExecution", "states:StopExecution"},
-		executionsArn(smName), mapRunExecutionsArn(smName)))
+
+	// The numeric placeholders come from the settings, so the export wait's
+	// HeartbeatSeconds and TimeoutSeconds, the Map's MaxConcurrency (the
+	// divisor of CDC_PUTEVENTS_RATE) and the execution's TimeoutSeconds
+	// (below the run-lock lease) are the values Validate checked.
+	num := func(d time.Duration) *string { return jsii.String(strconv.Itoa(stackconfig.Seconds(d))) }
+	subs := map[string]*string{
+		statemachine.RunLockFunctionArn:       runLock.f.FunctionArn(),
+		statemachine.PrepareChangeFunctionArn: prepareChange.f.FunctionArn(),
+		statemachine.StartQueueURL:            startQ.QueueUrl(),
+		statemachine.ArtifactBucket:           b.bucket.BucketName(),
+		statemachine.ExportHeartbeatSeconds:   num(set.HeartbeatSeconds()),
+		statemachine.ExportTimeoutSeconds:     num(set.ExportTimeout),
+		statemachine.RunTimeoutSeconds:        num(set.RunTimeout),
+		statemachine.MapMaxConcurrency:        jsii.String(strconv.Itoa(set.MapMaxConcurrency)),
+	}
+	// Substitute exactly the placeholders of the file (NewPipelineStack
+	// refused any other).
+	inFile := placeholders(asl)
+	for name := range subs {
+		if !inFile[name] {
+			delete(subs, name)
+		}
+	}
 
 	smLogs := b.logGroup("StateMachineLogs", b.s("/aws/vendedlogs/states/"+smName))
 	sm := awsstepfunctions.NewStateMachine(stack, b.s("StateMachine"), &awsstepfunctions.StateMachineProps{
-		StateMachineName: b.s(smName),
-		StateMachineType: awsstepfunctions.StateMachineType_STANDARD,
-		DefinitionBody:   awsstepfunctions.DefinitionBody_FromString(b.s(asl)),
-		DefinitionSubstitutions: &map[string]*string{
-			"RunLockFunctionArn":       runLock.f.FunctionArn(),
-			"PrepareChangeFunctionArn": prepareChange.f.FunctionArn(),
-			"StartQueueUrl":            startQ.QueueUrl(),
-			"ArtifactBucket":           b.bucket.BucketName(),
-			"ExportHeartbeatSeconds":   p.ExportHeartbeatSeconds.ValueAsString(),
-			"ExportTimeoutSeconds":     p.ExportTimeout.ValueAsString(),
-			"MapMaxConcurrency":        p.MapMaxConcurrency.ValueAsString(),
-			"MapFilesPerBatch":         p.MapFilesPerBatch.ValueAsString(),
-		},
-		Role: smRole,
+		StateMachineName:        b.s(smName),
+		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
+		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(b.s(asl)),
+		DefinitionSubstitutions: &subs,
+		Role:                    smRole,
 		Logs: &awsstepfunctions.LogOptions{
 			Destination:          smLogs,
 			Level:                awsstepfunctions.LogLevel_ALL,
 			IncludeExecutionData: jsii.Bool(false),
 		},
 	})
-
-	// start-export and check-export answer the task token of this state machine.
-	for _, r := range []awsiam.Role{startExport.role, checkExport.role} {
-		r.AddToPolicy(allow([]string{"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}, sm.StateMachineArn()))
-	}
 
 	// --- schedule ----------------------------------------------------------------------
 	oneMinute := awscdk.NewCfnCondition(stack, b.s("ScheduleIsOneMinute"), &awscdk.CfnConditionProps{
@@ -439,7 +523,36 @@ func (b *builder) build(asl string) {
 			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": account}},
 		}),
 	})
-	schedRole.AddToPolicy(allow([]string{"states:StartExecution"}, sm.StateMachineArn()))
+
+	// --- IAM: every role's statements from the one definition ---------------
+	res := iampolicy.Resources{
+		BucketARN:       *b.bucket.BucketArn(),
+		TableARN:        *b.table.TableArn(),
+		KeyARN:          *b.key.KeyArn(),
+		DatastoreARN:    *b.datastoreArn,
+		StartQueueARN:   *startQ.QueueArn(),
+		RecheckQueueARN: *recheckQ.QueueArn(),
+		EventBusARN:     *bus.EventBusArn(),
+		// The state machine's ARN is built from its fixed name: its own
+		// role may name it without a dependency cycle.
+		StateMachineARN:          *smArn,
+		ExecutionsARN:            *executionsArn(smName),
+		MapRunExecutionsARN:      *mapRunExecutionsArn(smName),
+		RunLockFunctionARN:       *runLock.f.FunctionArn(),
+		PrepareChangeFunctionARN: *prepareChange.f.FunctionArn(),
+		ExportRoleARN:            *exportRole.RoleArn(),
+		LogGroupARNs: map[iampolicy.Principal]string{
+			iampolicy.RunLock: *runLock.logs.LogGroupArn(), iampolicy.StartExport: *startExport.logs.LogGroupArn(),
+			iampolicy.CheckExport: *checkExport.logs.LogGroupArn(), iampolicy.PrepareChange: *prepareChange.logs.LogGroupArn(),
+		},
+	}
+	for p, role := range map[iampolicy.Principal]awsiam.Role{
+		iampolicy.RunLock: runLock.role, iampolicy.StartExport: startExport.role, iampolicy.CheckExport: checkExport.role,
+		iampolicy.PrepareChange: prepareChange.role, iampolicy.StateMachine: smRole, iampolicy.HealthLakeExport: exportRole,
+		iampolicy.Scheduler: schedRole,
+	} {
+		applyPolicy(role, p, res)
+	}
 	awsscheduler.NewCfnSchedule(stack, b.s("Schedule"), &awsscheduler.CfnScheduleProps{
 		Description:        b.s("Starts " + smName + " every ScheduleMinutes minutes"),
 		ScheduleExpression: expr,
@@ -506,6 +619,29 @@ func (b *builder) build(asl string) {
 		// Every run, refused ones too, reports the lag: no data for three periods means the
 		// pipeline stopped (schedule off, run-lock failing) — exactly what this alarm is for.
 		p.CheckpointLagThreshold.ValueAsNumber(), 3, awscloudwatch.TreatMissingData_BREACHING)
+	// Lines that did not reach the bus. The descriptions say where to look;
+	// they name no resource (alarm notifications leave the account).
+	pipelineSum := func(name string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     b.s(MetricNamespace),
+			MetricName:    b.s(name),
+			DimensionsMap: &map[string]*string{MetricDimension: b.s(pipeline)},
+			Statistic:     b.s("Sum"),
+			Period:        five,
+		})
+	}
+	alarm("QuarantinedLinesAlarm", "prepare-change quarantined lines instead of publishing them (invalid JSON, failed validation, "+
+		"entries EventBridge refused). List them with `cdcctl quarantine --run <run id>`; fix and re-run as in "+
+		"docs/OPERATIONS.md, \"Re-run quarantined records after a fix\".",
+		pipelineSum(MetricQuarantinedLines), jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	alarm("EntriesFailedAlarm", "PutEvents entries failed after every retry: their batch failed and the run retries the window. "+
+		"Check the prepare-change log group and `cdcctl status`; see docs/OPERATIONS.md, \"ExecutionFailedAlarm\" "+
+		"and \"Re-run quarantined records after a fix\" (`cdcctl quarantine --run <run id>`).",
+		pipelineSum(MetricEntriesFailed), jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	alarm("ExportErrorsAlarm", "A HealthLake export ended COMPLETED_WITH_ERRORS: the good files were published and the entries of "+
+		"HealthLake's error files were quarantined. List them with `cdcctl quarantine --run <run id>`; see docs/OPERATIONS.md, "+
+		"\"Re-run quarantined records after a fix\".",
+		pipelineSum(MetricExportErrors), jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 
 	// --- outputs ------------------------------------------------------------------
 	out := func(id string, v *string, desc string) {

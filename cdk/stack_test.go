@@ -7,8 +7,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 const stackName = "CdcTest"
@@ -134,13 +137,7 @@ func TestQueuesHaveDLQsAndSSEKMS(t *testing.T) {
 			t.Errorf("queue %s is not SSE-KMS with the stack's key", ids[i])
 		}
 	}
-	// maxReceiveCount is a parameter whose smallest allowed value is 3.
-	if min, _ := path(parameters(), ParamMaxReceiveCount, "MinValue").(float64); min < 3 {
-		t.Errorf("%s MinValue = %v, want >= 3", ParamMaxReceiveCount, min)
-	}
-	if d, _ := path(parameters(), ParamMaxReceiveCount, "Default").(float64); d < 3 {
-		t.Errorf("%s Default = %v, want >= 3", ParamMaxReceiveCount, d)
-	}
+	set := synthesized.cfg.Settings
 	for _, name := range []string{"Start", "Recheck"} {
 		_, q := oneOfType(t, "AWS::SQS::Queue", name+"Queue")
 		dlqID, _ := oneOfType(t, "AWS::SQS::Queue", name+"DeadLetterQueue")
@@ -148,14 +145,16 @@ func TestQueuesHaveDLQsAndSSEKMS(t *testing.T) {
 		if !jsonEq(path(rp, "deadLetterTargetArn"), getAtt(dlqID, "Arn")) {
 			t.Errorf("%s queue redrives to %v, want %s", name, path(rp, "deadLetterTargetArn"), dlqID)
 		}
-		if flatten(path(rp, "maxReceiveCount")) != "${"+ParamMaxReceiveCount+"}" {
-			t.Errorf("%s queue maxReceiveCount = %v, want the %s parameter", name, path(rp, "maxReceiveCount"), ParamMaxReceiveCount)
+		// maxReceiveCount is the setting cdc-local redrives with too.
+		if path(rp, "maxReceiveCount") != float64(set.MaxReceiveCount) || set.MaxReceiveCount < stackconfig.MinReceiveCount {
+			t.Errorf("%s queue maxReceiveCount = %v, want the setting %d (at least %d)", name, path(rp, "maxReceiveCount"),
+				set.MaxReceiveCount, stackconfig.MinReceiveCount)
 		}
 	}
 	// Every queue policy denies plain-HTTP access.
 	qpIDs, qps := ofType("AWS::SQS::QueuePolicy")
 	if len(qpIDs) != 4 {
-		t.Errorf("%d queue policies, want one TLS-only policy per queue", len(qpIDs))
+		t.Errorf("%d queue policies, want one per queue", len(qpIDs))
 	}
 	for i, qp := range qps {
 		if path(props(qp), "PolicyDocument", "Statement", 0, "Condition", "Bool", "aws:SecureTransport") != "false" {
@@ -185,12 +184,13 @@ func TestQueueConsumersReportBatchItemFailures(t *testing.T) {
 			t.Errorf("mapping of %v lacks ReportBatchItemFailures", q)
 		}
 	}
-	// Queue visibility timeout >= the consumer's timeout (Lambda requires it).
+	// Queue visibility timeout = 6 × the consumer's timeout (AWS's guidance
+	// for event-source mappings; the heartbeat is derived from it).
 	for q, fn := range want {
 		vis, _ := path(props(resources()[q].(map[string]any)), "VisibilityTimeout").(float64)
 		to, _ := path(props(resources()[fn].(map[string]any)), "Timeout").(float64)
-		if vis < to {
-			t.Errorf("queue %s visibility %v < %s timeout %v", q, vis, fn, to)
+		if to == 0 || vis != stackconfig.VisibilityFactor*to {
+			t.Errorf("queue %s visibility %v, want %d × %s timeout %v", q, vis, stackconfig.VisibilityFactor, fn, to)
 		}
 	}
 	// The state machine sends to the start queue; start-export sends the
@@ -221,12 +221,14 @@ func TestLambdasAreProvidedAL2023Arm64WithContractEnv(t *testing.T) {
 	common := []string{"CDC_PIPELINE_NAME", "CDC_BUCKET"}
 	want := map[string][]string{
 		"RunLock": {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_SAFETY_LAG",
-			"CDC_INITIAL_CHECKPOINT", "CDC_MAX_WINDOW"},
+			"CDC_INITIAL_CHECKPOINT", "CDC_MAX_WINDOW", "CDC_LOCK_LEASE", "CDC_OVERLAP"},
 		"StartExport": {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_EXPORT_ROLE_ARN",
-			"CDC_KMS_KEY_ID", "CDC_RECHECK_QUEUE_URL", "CDC_RESOURCE_TYPES"},
-		"CheckExport": {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_RECHECK_QUEUE_URL", "CDC_EXPORT_MAX_WAIT"},
+			"CDC_KMS_KEY_ID", "CDC_RECHECK_QUEUE_URL", "CDC_RESOURCE_TYPES", "CDC_RECHECK_MAX_DELAY"},
+		"CheckExport": {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_RECHECK_QUEUE_URL", "CDC_EXPORT_MAX_WAIT",
+			"CDC_RECHECK_MAX_DELAY", "CDC_BATCH_MAX_FILES", "CDC_BATCH_MAX_BYTES", "CDC_MANIFEST_PART_BATCHES"},
 		"PrepareChange": {"CDC_EXPORT_ROLE_ARN", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES", "CDC_EXCLUDE_TYPES",
-			"CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_MAX_ENTRY_BYTES", "CDC_VALIDATE"},
+			"CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_MAX_ENTRY_BYTES", "CDC_VALIDATE",
+			"CDC_PUTEVENTS_RATE", "CDC_DEADLINE_MARGIN"},
 	}
 	tableID, _ := oneOfType(t, "AWS::DynamoDB::Table", "Table")
 	bucketID, _ := oneOfType(t, "AWS::S3::Bucket", "ArtifactBucket")
@@ -260,10 +262,18 @@ func TestLambdasAreProvidedAL2023Arm64WithContractEnv(t *testing.T) {
 			t.Errorf("%s code is not an S3 asset: %v", name, path(props(fn), "Code"))
 		}
 	}
-	_, ce := oneOfType(t, "AWS::Lambda::Function", "CheckExport")
-	if !jsonEq(path(props(ce), "Environment", "Variables", "CDC_EXPORT_MAX_WAIT"), ref(ParamExportTimeoutSeconds)) {
-		t.Errorf("check-export gives up on an export at %v, want the %s parameter",
-			path(props(ce), "Environment", "Variables", "CDC_EXPORT_MAX_WAIT"), ParamExportTimeoutSeconds)
+	// The values derived from the settings are those stackconfig gives
+	// cdc-local: the lease, overlap and window cap, the export wait, the
+	// batch limits, the PutEvents rate.
+	set := synthesized.cfg.Settings
+	for name, fn := range map[string]string{"RunLock": stackconfig.RunLock, "StartExport": stackconfig.StartExport,
+		"CheckExport": stackconfig.CheckExport, "PrepareChange": stackconfig.PrepareChange} {
+		_, f := oneOfType(t, "AWS::Lambda::Function", name)
+		for k, v := range set.Env(fn) {
+			if got := path(props(f), "Environment", "Variables", k); got != v {
+				t.Errorf("%s %s = %v, want %q", name, k, got, v)
+			}
+		}
 	}
 	_, pc := oneOfType(t, "AWS::Lambda::Function", "PrepareChange")
 	busID, _ := oneOfType(t, "AWS::Events::EventBus", "EventBus")
@@ -286,7 +296,8 @@ func TestLambdaAssetsComeFromLambdaDir(t *testing.T) {
 	if len(seen) == 0 {
 		t.Fatalf("no Lambda code assets")
 	}
-	if err := (Config{StackName: "x", LambdaDir: t.TempDir(), ASLFile: fixtureASL}).Validate(); err == nil ||
+	set := stackconfig.Default()
+	if err := (Config{StackName: "x", LambdaDir: t.TempDir(), ASLFile: fixtureASL, Settings: set}).Validate(); err == nil ||
 		!strings.Contains(err.Error(), "bootstrap is missing") {
 		t.Errorf("Validate of an empty lambdaDir = %v, want a missing-bootstrap error", err)
 	}
@@ -294,23 +305,36 @@ func TestLambdaAssetsComeFromLambdaDir(t *testing.T) {
 	if err := fakeLambdaDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := (Config{StackName: "x", LambdaDir: dir, ASLFile: fixtureASL}).Validate(); err != nil {
+	if err := (Config{StackName: "x", LambdaDir: dir, ASLFile: fixtureASL, Settings: set}).Validate(); err != nil {
 		t.Errorf("Validate of a complete lambdaDir: %v", err)
 	}
-	if err := (Config{StackName: "x", LambdaDir: dir, ASLFile: filepath.Join(dir, "none.json")}).Validate(); err == nil {
+	if err := (Config{StackName: "x", LambdaDir: dir, ASLFile: filepath.Join(dir, "none.json"), Settings: set}).Validate(); err == nil {
 		t.Errorf("Validate with a missing ASL file passed")
 	}
 }
 
 func TestConfigFromContext(t *testing.T) {
-	c := ConfigFromContext(func(string) any { return nil })
-	if c != DefaultConfig() || c.LambdaDir != "../build" {
-		t.Errorf("no context: %+v", c)
+	c, err := ConfigFromContext(func(string) any { return nil })
+	if err != nil || c != DefaultConfig() || c.LambdaDir != "../build" {
+		t.Errorf("no context: %+v, %v", c, err)
 	}
-	ctx := map[string]any{ContextLambdaDir: "/tmp/l", ContextASLFile: "x.json", ContextStackName: "S", "other": 1}
-	c = ConfigFromContext(func(k string) any { return ctx[k] })
-	if c.LambdaDir != "/tmp/l" || c.ASLFile != "x.json" || c.StackName != "S" {
-		t.Errorf("context not applied: %+v", c)
+	ctx := map[string]any{ContextLambdaDir: "/tmp/l", ContextASLFile: "x.json", ContextStackName: "S", "other": 1,
+		ContextSettings: map[string]any{"RunTimeout": "12h", "PutEventsQuota": 2400.0}}
+	c, err = ConfigFromContext(func(k string) any { return ctx[k] })
+	if err != nil || c.LambdaDir != "/tmp/l" || c.ASLFile != "x.json" || c.StackName != "S" ||
+		c.Settings.RunTimeout != 12*time.Hour || c.Settings.PutEventsQuota != 2400 {
+		t.Errorf("context not applied: %+v, %v", c, err)
+	}
+	// -c settings='{...}' arrives as a string.
+	ctx[ContextSettings] = `{"MapMaxConcurrency": 40}`
+	if c, err = ConfigFromContext(func(k string) any { return ctx[k] }); err != nil || c.Settings.MapMaxConcurrency != 40 {
+		t.Errorf("settings as a JSON string: %+v, %v", c.Settings, err)
+	}
+	for _, bad := range []any{`{"NoSuchSetting": 1}`, `not json`, 42.0, map[string]any{"RunTimeout": true}} {
+		ctx[ContextSettings] = bad
+		if _, err := ConfigFromContext(func(k string) any { return ctx[k] }); err == nil {
+			t.Errorf("settings %v accepted", bad)
+		}
 	}
 	cj := readCDKJSONContext("cdk.json")
 	if cj[ContextLambdaDir] != DefaultLambdaDir || cj[ContextASLFile] != DefaultASLFile {
@@ -382,7 +406,7 @@ func TestHealthLakeExportRoleTrustAndScope(t *testing.T) {
 	if !passed {
 		t.Errorf("start-export cannot pass the export role")
 	}
-	if !allows("StartExportRole", datastoreArnText(), "healthlake:StartFHIRExportJobWithPost",
+	if !allowsAcross("StartExportRole", datastoreArnText(), "healthlake:StartFHIRExportJobWithPost",
 		"healthlake:DescribeFHIRExportJobWithGet", "healthlake:CancelFHIRExportJobWithDelete", "healthlake:ListFHIRExportJobs") {
 		t.Errorf("start-export lacks the four HealthLake export actions on the datastore ARN")
 	}
@@ -418,6 +442,39 @@ func TestEventBusWithArchive(t *testing.T) {
 	}
 	if !jsonEq(path(props(arch), "RetentionDays"), ref(ParamArchiveRetentionDays)) {
 		t.Errorf("archive retention = %v", path(props(arch), "RetentionDays"))
+	}
+	// Retention is an explicit, finite choice: never "indefinitely" (0), by
+	// default or at all.
+	if min, _ := path(parameters(), ParamArchiveRetentionDays, "MinValue").(float64); min < 1 {
+		t.Errorf("%s MinValue = %v, want at least 1 (0 keeps events forever)", ParamArchiveRetentionDays, min)
+	}
+	if d := path(parameters(), ParamArchiveRetentionDays, "Default"); d != float64(synthesized.cfg.Settings.ArchiveRetentionDays) {
+		t.Errorf("%s Default = %v, want the setting %d", ParamArchiveRetentionDays, d, synthesized.cfg.Settings.ArchiveRetentionDays)
+	}
+	// Bus and archive carry full resources: both encrypted with the stack's key...
+	if !jsonEq(path(props(bus), "KmsKeyIdentifier"), keyArn(t)) {
+		t.Errorf("bus KmsKeyIdentifier = %v, want the stack's key", path(props(bus), "KmsKeyIdentifier"))
+	}
+	if !jsonEq(path(props(arch), "KmsKeyIdentifier"), keyArn(t)) {
+		t.Errorf("archive KmsKeyIdentifier = %v, want the stack's key", path(props(arch), "KmsKeyIdentifier"))
+	}
+	// ...whose policy lets EventBridge use it for this bus only.
+	busArn := "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/${" + ParamEventBusName + "}"
+	var crypt, describe bool
+	for _, s := range statements() {
+		if s.ResourceType != "AWS::KMS::Key" || flatten(path(s.Raw, "Principal", "Service")) != "events.amazonaws.com" {
+			continue
+		}
+		ctx := asList(path(s.Raw, "Condition", "StringEquals", "kms:EncryptionContext:aws:events:event-bus:arn"))
+		switch {
+		case containsAll(s.Actions, []string{"kms:GenerateDataKey", "kms:Decrypt"}) && len(ctx) > 0:
+			crypt = flatten(ctx[0]) == busArn
+		case containsAll(s.Actions, []string{"kms:DescribeKey"}):
+			describe = true
+		}
+	}
+	if !crypt || !describe {
+		t.Errorf("key policy: EventBridge may not use the key for the bus (encrypt %v, describe %v)", crypt, describe)
 	}
 	if !allows("PrepareChangeRole", "${"+busID+".Arn}", "events:PutEvents") {
 		t.Errorf("prepare-change cannot PutEvents on the bus")
@@ -504,9 +561,8 @@ func TestStateMachineRoleStatements(t *testing.T) {
 		t.Errorf("state machine trust = %v", trust)
 	}
 	// start-export and check-export answer task tokens of this state machine only.
-	smID, _ := stateMachine(t)
 	for _, r := range []string{"StartExportRole", "CheckExportRole"} {
-		if !allows(r, "${"+smID+"}", "states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat") {
+		if !allows(r, stateMachineArnText(), "states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat") {
 			t.Errorf("%s cannot answer the task token", r)
 		}
 	}
@@ -536,7 +592,7 @@ func TestScheduleStartsStateMachineEveryNMinutes(t *testing.T) {
 		t.Errorf("default schedule = %v minutes, want 5", path(parameters(), ParamScheduleMinutes, "Default"))
 	}
 	roleID := path(p, "Target", "RoleArn", "Fn::GetAtt", 0).(string)
-	if !allows(constructID(roleID), "${"+smID+"}", "states:StartExecution") {
+	if !allows(constructID(roleID), stateMachineArnText(), "states:StartExecution") {
 		t.Errorf("scheduler role cannot start the state machine")
 	}
 	if a := actionsOf(constructID(roleID)); len(a) != 1 {
@@ -565,6 +621,31 @@ func TestAlarms(t *testing.T) {
 			map[string]any{"StateMachineArn": ref(smID)}, 0.0},
 		"CheckpointLagAlarm": {MetricNamespace, MetricCheckpointLag, "GreaterThanThreshold",
 			map[string]any{MetricDimension: stackName}, ref(ParamCheckpointLagThreshold)},
+		// Lost lines page someone (issue 11.9).
+		"QuarantinedLinesAlarm": {MetricNamespace, MetricQuarantinedLines, "GreaterThanThreshold",
+			map[string]any{MetricDimension: stackName}, 0.0},
+		"EntriesFailedAlarm": {MetricNamespace, MetricEntriesFailed, "GreaterThanThreshold",
+			map[string]any{MetricDimension: stackName}, 0.0},
+		"ExportErrorsAlarm": {MetricNamespace, MetricExportErrors, "GreaterThanThreshold",
+			map[string]any{MetricDimension: stackName}, 0.0},
+	}
+	// The lost-line alarms say where to look.
+	for _, name := range []string{"QuarantinedLinesAlarm", "EntriesFailedAlarm", "ExportErrorsAlarm"} {
+		_, a := oneOfType(t, "AWS::CloudWatch::Alarm", name)
+		desc, _ := props(a)["AlarmDescription"].(string)
+		if !strings.Contains(desc, "cdcctl quarantine") || !strings.Contains(desc, "docs/OPERATIONS.md") {
+			t.Errorf("%s description %q does not name `cdcctl quarantine` and the runbook", name, desc)
+		}
+	}
+	// The metric names are the ones the Lambdas emit (docs/ARCHITECTURE.md "Metrics").
+	arch, err := os.ReadFile("../docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{MetricQuarantinedLines, MetricEntriesFailed, MetricExportErrors} {
+		if !strings.Contains(string(arch), "`"+m+"`") {
+			t.Errorf("metric %s is not in docs/ARCHITECTURE.md", m)
+		}
 	}
 	for name, w := range cases {
 		_, a := oneOfType(t, "AWS::CloudWatch::Alarm", name)
@@ -639,16 +720,20 @@ func TestParametersAndNothingHardCoded(t *testing.T) {
 	for _, name := range []string{
 		ParamDatastoreID, ParamEventBusName, ParamScheduleMinutes, ParamScheduleState, ParamResourceTypes, ParamExcludeTypes,
 		ParamCheckpointLagThreshold, ParamLogRetentionDays, ParamExportsExpiryDays, ParamManifestsExpiryDays,
-		ParamMapResultsExpiryDays, ParamClaimChecksExpiryDays, ParamQuarantineExpiryDays, ParamMapMaxConcurrency, ParamMapFilesPerBatch,
-		ParamExportHeartbeatSeconds, ParamExportTimeoutSeconds, ParamAlarmEmail, ParamMaxReceiveCount,
+		ParamMapResultsExpiryDays, ParamClaimChecksExpiryDays, ParamQuarantineExpiryDays, ParamAlarmEmail,
+		ParamArchiveRetentionDays,
 	} {
 		if parameters()[name] == nil {
 			t.Errorf("parameter %s missing", name)
 		}
 	}
-	// A live run must never outlive the run lock's 26 h lease: the export wait is capped at 20 h.
-	if max, _ := path(parameters(), ParamExportTimeoutSeconds, "MaxValue").(float64); max == 0 || max > 72000 {
-		t.Errorf("%s MaxValue = %v, want at most 72000 (below the 26 h lock lease)", ParamExportTimeoutSeconds, max)
+	// Values that must hold relations to each other are settings checked at
+	// synth, not parameters CloudFormation could not hold to them.
+	for _, name := range []string{"MapMaxConcurrency", "MapFilesPerBatch", "ExportHeartbeatSeconds", "ExportTimeoutSeconds",
+		"MaxReceiveCount", "MaxWindow"} {
+		if parameters()[name] != nil {
+			t.Errorf("parameter %s: it is a stackconfig setting now", name)
+		}
 	}
 	if _, hasDefault := parameters()[ParamDatastoreID].(map[string]any)["Default"]; hasDefault {
 		t.Errorf("%s has a default; it must be given at deploy time", ParamDatastoreID)

@@ -74,7 +74,7 @@ type Footprint struct {
 // defaults.
 func ThisFootprint() Footprint {
 	return Footprint{
-		CustomMetrics: 11,
+		CustomMetrics: 12,
 		Alarms:        7,
 		Dashboards:    0,
 		KMSKeys:       1,
@@ -107,7 +107,10 @@ type Volume struct {
 	ChangesPerDay        float64
 	RunsPerDay           float64
 	AvgResourceBytes     float64 // average exported NDJSON line
-	ExportedPerDelivered float64 // exported lines ÷ delivered events (the overlap's re-exports); ≥ 1
+	// Redelivery is events delivered (and lines exported) per change, ≥ 1:
+	// in steady state 1 + overlap ÷ schedule interval (the overlap's
+	// duplicates, same eventIds), 1.2 with the defaults.
+	Redelivery float64
 	ClaimCheckFraction   float64 // share of changes whose resource is claim-checked
 	AvgClaimCheckBytes   float64
 	QuarantineFraction   float64
@@ -127,16 +130,16 @@ func gb(b float64) float64 { return b / 1e9 }
 // quarantine and manifests, DynamoDB storage and backups. Storage is priced
 // at steady state: what a day adds times the days it is kept.
 func Monthly(d Design, f Footprint, v Volume, p Prices, mp MonthlyPrices) Bill {
-	ratio := math.Max(v.ExportedPerDelivered, 1)
+	ratio := math.Max(v.Redelivery, 1)
 	perWindow := 0.0
 	if v.RunsPerDay > 0 {
 		perWindow = v.ChangesPerDay / v.RunsPerDay
 	}
 	filesPerDay := d.Files(perWindow) * v.RunsPerDay
-	bill := Price(d.Daily(v.ChangesPerDay, v.RunsPerDay).Scale(DaysPerMonth), p)
+	bill := Price(d.Daily(v.ChangesPerDay*ratio, v.RunsPerDay).Scale(DaysPerMonth), p)
 
 	exportBytesDay := v.ChangesPerDay * ratio * v.AvgResourceBytes
-	eventBytesDay := v.ChangesPerDay * (math.Min(v.AvgResourceBytes, 256*1024) + envelopeBytes)
+	eventBytesDay := v.ChangesPerDay * ratio * (math.Min(v.AvgResourceBytes, 256*1024) + envelopeBytes)
 	claimBytesDay := v.ChangesPerDay * v.ClaimCheckFraction * v.AvgClaimCheckBytes
 	quarantineBytesDay := v.ChangesPerDay * v.QuarantineFraction * v.AvgResourceBytes
 	logBytesDay := v.RunsPerDay*f.LogBytesPerRun + filesPerDay*f.LogBytesPerFile

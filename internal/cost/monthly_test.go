@@ -7,10 +7,11 @@ import (
 )
 
 // syntheaVolume is a month of changes shaped like the Synthea sample: 1.46 KB
-// per resource on average, one resource in 5,000 claim-checked at 300 KB.
+// per resource on average, one resource in 5,000 claim-checked at 300 KB, and
+// the default 1-minute overlap re-delivering a fifth of the changes.
 func syntheaVolume(perDay float64) Volume {
 	return Volume{
-		ChangesPerDay: perDay, RunsPerDay: 288, AvgResourceBytes: 1460, ExportedPerDelivered: 1.0,
+		ChangesPerDay: perDay, RunsPerDay: 288, AvgResourceBytes: 1460, Redelivery: 1.2,
 		ClaimCheckFraction: 1.0 / 5000, AvgClaimCheckBytes: 300 * 1024, QuarantineFraction: 1e-5,
 	}
 }
@@ -33,7 +34,7 @@ func TestMonthlyPricesEveryLineItem(t *testing.T) {
 	if !near(sum, b.Total) {
 		t.Fatalf("items add up to %v, total %v", sum, b.Total)
 	}
-	if got, want := b.Items["cloudWatchMetrics"], 11*0.30; !near(got, want) {
+	if got, want := b.Items["cloudWatchMetrics"], 12*0.30; !near(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
 	}
 	// Storage is steady state: a day's export bytes kept 7 days, among others.
@@ -76,8 +77,8 @@ func Example_monthly() {
 	}
 	// Output:
 	// changes/d  $/month    fixed      largest items
-	// 10000      10.53      5.00       cloudWatchMetrics 3.30, stepFunctionsStandard 1.75, kmsKeys 1.00
-	// 100000     13.84      5.00       cloudWatchMetrics 3.30, eventBridge 3.04, stepFunctionsStandard 1.75
-	// 1000000    46.97      5.00       eventBridge 30.42, eventArchiveIngestion 5.81, cloudWatchMetrics 3.30
-	// 10000000   378.27     5.00       eventBridge 304.17, eventArchiveIngestion 58.10, cloudWatchMetrics 3.30
+	// 10000      10.90      5.30       cloudWatchMetrics 3.60, stepFunctionsStandard 1.75, kmsKeys 1.00
+	// 100000     14.88      5.30       eventBridge 3.65, cloudWatchMetrics 3.60, stepFunctionsStandard 1.75
+	// 1000000    54.62      5.30       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 3.60
+	// 10000000   452.30     5.30       eventBridge 365.00, eventArchiveIngestion 69.72, eventArchiveStorage 3.69
 }

@@ -284,10 +284,10 @@ func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *he
 	noticed := time.Duration(-1)
 	if !job.EndTime.IsZero() {
 		noticed = max(now.Sub(job.EndTime), 0)
-		values = append(values, metrics.Seconds(MetricExportNoticeSeconds, noticed))
+		values = append(values, metrics.Seconds(metrics.ExportNoticeSeconds, noticed))
 	}
 	if withErrors {
-		values = append(values, metrics.Count(MetricExportErrors, max(errorEntries, 1)))
+		values = append(values, metrics.Count(metrics.ExportErrors, max(errorEntries, 1)))
 	}
 	logging.Run(h.log, msg.ExecutionID, msg.RunID, job.JobID, msg.Window.String()).InfoContext(ctx, "export done; manifest written",
 		"files", len(files), "parts", len(parts), "staleToken", stale, "waitedSeconds", int(waited.Seconds()),
@@ -301,10 +301,6 @@ func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *he
 	}
 	return nil
 }
-
-// MetricExportNoticeSeconds is the time from the job's end (HealthLake's
-// endTime) to the manifest: how late the pipeline noticed the export finished.
-const MetricExportNoticeSeconds = "ExportNoticeSeconds"
 
 func mustTime(s string) time.Time {
 	t, _ := cdcevents.ParseTime(s)

@@ -18,11 +18,6 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
 
-// MetricExportErrors counts the entries of HealthLake's error files of jobs
-// that ended COMPLETED_WITH_ERRORS (at least 1 per such job); the stack
-// alarms on it.
-const MetricExportErrors = "ExportErrors"
-
 // maxErrorLine bounds one line of an export error file; maxRawError bounds
 // the copy of it kept in the quarantine record.
 const (

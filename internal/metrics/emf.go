@@ -28,6 +28,12 @@ const (
 	ExportWaitSeconds    = "ExportWaitSeconds"
 	SkippedRuns          = "SkippedRuns"
 	RunsFailed           = "RunsFailed"
+	// ExportErrors counts the entries of HealthLake's error files of jobs that
+	// ended COMPLETED_WITH_ERRORS (at least 1 per such job); the stack alarms on it.
+	ExportErrors = "ExportErrors"
+	// ExportNoticeSeconds is the time from a job's end (HealthLake's endTime)
+	// to its manifest: how late the pipeline noticed the export finished.
+	ExportNoticeSeconds = "ExportNoticeSeconds"
 )
 
 // Units used by the pipeline's metrics.

@@ -27,7 +27,7 @@ const (
 	// DefaultOverlap widens every export window back by this much, so a
 	// change HealthLake shows to exports later than the safety lag is
 	// still delivered (as a duplicate with the same eventId at worst).
-	DefaultOverlap = 5 * time.Minute
+	DefaultOverlap = time.Minute
 	DefaultLease   = 26 * time.Hour
 	// leaseMargin is added to a run timeout to derive the lease when only
 	// the timeout is given (internal/stackconfig uses the same margin).
@@ -99,7 +99,7 @@ type Config struct {
 	MaxWindow time.Duration
 	// Overlap widens the export window back: a run exports and delivers
 	// (since − Overlap, until] while its checkpoint moves over (since,
-	// until]. Default 5 min unless OverlapSet, which makes 0 mean none.
+	// until]. Default 1 min unless OverlapSet, which makes 0 mean none.
 	Overlap    time.Duration
 	OverlapSet bool
 	// Lease is how long a lock stays valid without its owner being checked.

@@ -151,7 +151,7 @@ func Default() Config {
 		BatchMaxBytes:       128 << 20,
 		ManifestPartBatches: 1000,
 
-		Overlap:   5 * time.Minute,
+		Overlap:   time.Minute,
 		MaxWindow: 0,
 
 		ArchiveRetentionDays: 30,

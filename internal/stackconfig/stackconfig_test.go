@@ -21,8 +21,8 @@ func TestDefaultsTheIssueAsks(t *testing.T) {
 	if c.RecheckCap > 60*time.Second {
 		t.Errorf("re-check cap %s, want at most 60s", c.RecheckCap)
 	}
-	if c.Overlap != 5*time.Minute || c.MaxWindow != 0 {
-		t.Errorf("overlap %s, max window %s; want 5m and 0", c.Overlap, c.MaxWindow)
+	if c.Overlap != time.Minute || c.MaxWindow != 0 {
+		t.Errorf("overlap %s, max window %s; want 1m and 0", c.Overlap, c.MaxWindow)
 	}
 	if c.ArchiveRetentionDays < 1 {
 		t.Errorf("archive retention %d: must be finite", c.ArchiveRetentionDays)
@@ -135,7 +135,7 @@ func TestEnvOfEachLambda(t *testing.T) {
 		c.Env(CheckExport)[EnvRecheckMaxDelay]: c.RecheckCap,
 		c.Env(CheckExport)[EnvExportMaxWait]:   c.ExportTimeout,
 		c.Env(RunLock)[EnvMaxWindow]:           0,
-		c.Env(RunLock)[EnvOverlap]:             5 * time.Minute,
+		c.Env(RunLock)[EnvOverlap]:             time.Minute,
 	} {
 		if got, err := time.ParseDuration(v); err != nil || got != d {
 			t.Errorf("env value %q, want %s", v, d)

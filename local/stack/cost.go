@@ -91,7 +91,7 @@ func (s *Stack) monthly(u cost.Usage, changes int64) (cost.Bill, bool) {
 	fp := cost.ThisFootprint()
 	fp.CustomMetrics = len(s.Metrics.Totals())
 	eb := s.EventBridge.Stats()
-	v := cost.Volume{ChangesPerDay: float64(changes) / windows * runsPerDay, RunsPerDay: runsPerDay, ExportedPerDelivered: 1}
+	v := cost.Volume{ChangesPerDay: float64(changes) / windows * runsPerDay, RunsPerDay: runsPerDay, Redelivery: 1}
 	if eb.EntriesAccepted > 0 {
 		v.AvgResourceBytes = float64(eb.AcceptedBytes) / float64(eb.EntriesAccepted)
 	}
