@@ -66,8 +66,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 
 // awsConfig loads the default configuration (credential chain, profile,
 // region) and applies --endpoint and --region. Against a local endpoint
-// without configured credentials it signs with placeholder ones: the local
-// emulators do not check them.
+// without configured credentials it signs with the conventional local ones
+// (test/test), which cdc-local takes as an administrator.
 func (f *awsFlags) awsConfig(ctx context.Context) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
 	if f.region != "" {
@@ -75,7 +75,7 @@ func (f *awsFlags) awsConfig(ctx context.Context) (aws.Config, error) {
 	}
 	local := f.endpoint != ""
 	if local && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_PROFILE") == "" {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
 	}
 	if local && f.region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		opts = append(opts, config.WithRegion("us-east-1"))

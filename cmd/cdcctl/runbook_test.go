@@ -118,6 +118,8 @@ func splitCommand(line string, vars map[string]string) ([]string, error) {
 			cur.WriteString(v)
 			inWord = true
 			i = k - 1
+		case quote == 0 && !inWord && c == '#':
+			i = len(rs) // a shell comment runs to the end of the line
 		case quote == 0 && (c == ' ' || c == '\t'):
 			if inWord {
 				args = append(args, cur.String())
@@ -238,6 +240,9 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 		RecheckDelay:      time.Second,
 		MaxReceiveCount:   2,
 		RecordEvents:      true,
+		// The runbook parks re-check messages; HealthLake's job events would
+		// park beside them at their own pace.
+		NoJobEventRule: true,
 	})
 	if err != nil {
 		t.Fatalf("start the local stack: %v", err)
@@ -493,6 +498,26 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	w5, _ := cdcctlRun()
 	if w5.Outcome != report.OutcomeCommitted || w5.Window.Since != events.FormatTime(checkpoint) || !status().Checkpoint.After(checkpoint) {
 		t.Fatalf("the run after the failure: %+v", w5)
+	}
+
+	// ExportErrorsAlarm: HealthLake ends an export COMPLETED_WITH_ERRORS. With
+	// the lenient default the run publishes the good files, quarantines the
+	// error entry and commits; status shows it, quarantine lists the entry.
+	if _, err := st.PutResource(ctx, "Patient", "rb-export-errors", []byte(`{"resourceType":"Patient","id":"rb-export-errors","gender":"other"}`)); err != nil {
+		t.Fatal(err)
+	}
+	st.HealthLake.CompleteNextJobWithErrorsLosing("runbook test: one resource failed to export", 1)
+	w6, _ := cdcctlRun()
+	if w6.Outcome != report.OutcomeCommitted {
+		t.Fatalf("a run whose export completed with errors: %+v, want committed (lenient)", w6)
+	}
+	out, _ = rb.run(t, "cdcctl status                      # the run, its job id, completedWithErrors / the failure's cause", nil, exitOK)
+	if !strings.Contains(out, w6.RunID) {
+		t.Errorf("status does not show the run %s:\n%s", w6.RunID, out)
+	}
+	out, _ = rb.run(t, "cdcctl quarantine --run $RUN_ID    # lenient: one record per error entry (file, line, reason)", vars{"RUN_ID": w6.RunID}, exitOK)
+	if !strings.Contains(out, "OperationOutcome") || strings.Contains(out, "rb-export-errors") {
+		t.Errorf("quarantine of the export's error entry (file named, resource id never shown):\n%s", out)
 	}
 
 	var missing []string

@@ -171,7 +171,7 @@ func (h *CheckHandler) handleJobEvent(ctx context.Context, rec events.SQSMessage
 		h.log.InfoContext(ctx, "job event for a run that is not waiting on this job dropped", "runId", runID, "jobId", ev.JobID, "event", ev.JobStatus)
 		return nil
 	}
-	h.log.InfoContext(ctx, "job event: checking the run's export now", "runId", runID, "jobId", ev.JobID, "event", ev.JobStatus)
+	logging.Run(h.log, entry.ExecutionID, runID, ev.JobID, entry.Window.String()).InfoContext(ctx, "job event: checking the run's export now", "event", ev.JobStatus)
 	return h.check(ctx, RecheckMessage{
 		TaskToken: entry.TaskToken, ExecutionID: entry.ExecutionID, RunID: runID, Window: entry.Window,
 		DatastoreID: ev.DatastoreID, JobID: ev.JobID, StartedAt: fmtTime(entry.StartedAt), Attempt: 0,

@@ -136,7 +136,7 @@ func TestAcquireOutputMatchesTheContract(t *testing.T) {
 	}
 	want := map[string]any{"acquired": true, "runId": "run-1", "empty": false,
 		"window":       map[string]any{"since": "2026-11-21T09:00:00.000Z", "until": "2026-11-21T09:58:00.000Z"},
-		"exportWindow": map[string]any{"since": "2026-11-21T08:55:00.000Z", "until": "2026-11-21T09:58:00.000Z"},
+		"exportWindow": map[string]any{"since": "2026-11-21T08:59:00.000Z", "until": "2026-11-21T09:58:00.000Z"},
 		"reuse":        nil}
 	for k, v := range want {
 		if fmt.Sprint(got[k]) != fmt.Sprint(v) {

@@ -29,6 +29,11 @@ const (
 	SecretAccessKey = "local-secret-for-healthlake-cdc"
 	DefaultRegion   = "us-east-1"
 	DefaultAccount  = "000000000000"
+	// ConventionalAccessKeyID and ConventionalSecretAccessKey are the
+	// credentials local AWS users already export (test/test); cdc-local
+	// takes them as an administrator, like the credentials it prints.
+	ConventionalAccessKeyID     = "test"
+	ConventionalSecretAccessKey = "test"
 )
 
 // Options configure Start.

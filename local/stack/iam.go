@@ -68,6 +68,7 @@ func (s *Stack) setupIAM() error {
 		TaskTokenResource: res.StateMachineARN,
 	}, mode)
 	s.IAM.AddAdmin(localaws.AccessKeyID)
+	s.IAM.AddAdmin(localaws.ConventionalAccessKeyID)
 	for _, p := range iampolicy.Principals() {
 		stmts, err := iampolicy.Policy(p, res)
 		if err != nil {
@@ -98,6 +99,7 @@ func principalKeys() map[string]string {
 	for _, p := range iampolicy.Principals() {
 		out[localaws.PrincipalAccessKeyID(string(p))] = localaws.SecretAccessKey
 	}
+	out[localaws.ConventionalAccessKeyID] = localaws.ConventionalSecretAccessKey
 	return out
 }
 

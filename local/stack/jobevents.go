@@ -34,7 +34,7 @@ func (s *Stack) onJobEvent(ev fakehealthlake.JobEvent) {
 		DatastoreID string `json:"datastoreId"`
 	}
 	_ = json.Unmarshal(ev.Detail, &detail)
-	if ev.Source != exportjob.JobEventSource || !slices.Contains(exportjob.JobEventDetailTypes, ev.DetailType) ||
+	if s.opts.NoJobEventRule || ev.Source != exportjob.JobEventSource || !slices.Contains(exportjob.JobEventDetailTypes, ev.DetailType) ||
 		detail.DatastoreID != s.Res.DatastoreID || s.Res.RecheckQueueURL == "" {
 		return
 	}

@@ -129,6 +129,10 @@ type Options struct {
 	MaxReceiveCount   int
 	// ResourcesPerFile splits export files (default HealthLake's 5000).
 	ResourcesPerFile int
+	// NoJobEventRule leaves out the rule that routes HealthLake's job events
+	// to the re-check queue, so only polling notices an export's end (tests
+	// of the polling path and its dead-letter queue).
+	NoJobEventRule bool
 	// RecordEvents makes Delivered keep whole events (tests); by default it
 	// keeps only eventIds.
 	RecordEvents bool
