@@ -104,17 +104,17 @@ func ThisFootprint() Footprint {
 
 // Volume is a month's traffic.
 type Volume struct {
-	ChangesPerDay        float64
-	RunsPerDay           float64
-	AvgResourceBytes     float64 // average exported NDJSON line
+	ChangesPerDay    float64
+	RunsPerDay       float64
+	AvgResourceBytes float64 // average exported NDJSON line
 	// Redelivery is events delivered (and lines exported) per change, ≥ 1:
 	// in steady state 1 + overlap ÷ schedule interval (the overlap's
 	// duplicates, same eventIds), 1.2 with the defaults.
-	Redelivery float64
-	ClaimCheckFraction   float64 // share of changes whose resource is claim-checked
-	AvgClaimCheckBytes   float64
-	QuarantineFraction   float64
-	StoredResources      float64 // resources in the data store (DynamoDB holds none; kept for reconciliation models)
+	Redelivery         float64
+	ClaimCheckFraction float64 // share of changes whose resource is claim-checked
+	AvgClaimCheckBytes float64
+	QuarantineFraction float64
+	StoredResources    float64 // resources in the data store (DynamoDB holds none; kept for reconciliation models)
 }
 
 // envelopeBytes is the detail envelope and event metadata around a resource.
