@@ -4,6 +4,8 @@
 
 GO        ?= go
 STATICCHECK_VERSION := v0.6.1
+GOIMPORTS_VERSION := v0.30.0
+MODULE    := github.com/healthlake-cdc/healthlake-cdc
 ASL_VALIDATOR_VERSION := 4.0.0
 TOOLS     := $(CURDIR)/.tools
 LAMBDAS   := start-export check-export prepare-change run-lock
@@ -37,15 +39,6 @@ test-fuzz:
 	if [ $$n -eq 0 ]; then echo "no fuzz targets found" >&2; exit 1; fi
 
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		if $(GO) test -list "^$$name$$" $$pkg 2>/dev/null | grep -qx "$$name"; then \
-			echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
-		else echo "fuzz target $$name not found in $$pkg" >&2; exit 1; fi; \
-	done
-
-fuzz:
 	$(MAKE) test-fuzz FUZZTIME=5m
 
 $(TOOLS)/node_modules/.bin/asl-validator:
@@ -65,9 +58,13 @@ synth: build
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## lint: formatting, vet, staticcheck
-lint: $(TOOLS)/staticcheck
+$(TOOLS)/goimports:
+	GOBIN=$(TOOLS) $(GO) install golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
+
+## lint: formatting, import grouping (standard, third-party, this module), vet, staticcheck
+lint: $(TOOLS)/staticcheck $(TOOLS)/goimports
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+	@out=$$($(TOOLS)/goimports -l -local $(MODULE) $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "import grouping (goimports -local $(MODULE)): $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
 	cd cdk && $(GO) vet ./...

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 )
 

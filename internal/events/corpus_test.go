@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // TestCorpusDetailsMatchSchema builds the detail of every line of the

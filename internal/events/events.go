@@ -10,8 +10,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
 // SchemaVersion is the value of the detail's schemaVersion field.

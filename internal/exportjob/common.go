@@ -132,24 +132,10 @@ func (c *core) cancelIfRunning(ctx context.Context, runID, datastoreID, jobID st
 	}
 }
 
-// findJob looks a job up by its deterministic name through the SDK's
-// ListFHIRExportJobs, newest first; it returns "" when there is none.
-func findJob(ctx context.Context, lister JobLister, datastoreID, jobName string) (string, time.Time, error) {
-	jobs, err := listJobs(ctx, lister, datastoreID, jobName)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	var best hlsdkJob
-	for _, j := range jobs {
-		if best.id == "" || j.submit.After(best.submit) {
-			best = j
-		}
-	}
-	return best.id, best.submit, nil
-}
-
-// findLiveJob is findJob ignoring jobs that were cancelled: a job an
-// ambiguous attempt started and the pipeline cancelled is not the run's.
+// findLiveJob looks the run's job up by its deterministic name through the
+// SDK's ListFHIRExportJobs, newest first, ignoring jobs that were cancelled
+// (a job an ambiguous attempt started and the pipeline cancelled is not the
+// run's); it returns "" when there is none.
 func findLiveJob(ctx context.Context, lister JobLister, datastoreID, jobName string) (string, time.Time, error) {
 	jobs, err := listJobs(ctx, lister, datastoreID, jobName)
 	if err != nil {

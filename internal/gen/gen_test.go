@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	models "github.com/samply/golang-fhir-models/fhir-models/fhir"
+
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	models "github.com/samply/golang-fhir-models/fhir-models/fhir"
 )
 
 // decoders decode a line into the golang-fhir-models type of its resource

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
+
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 

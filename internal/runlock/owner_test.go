@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock/runlocktest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )

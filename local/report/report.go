@@ -8,12 +8,13 @@ package report
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
 )
 
 // Window outcomes.

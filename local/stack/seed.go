@@ -7,12 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
