@@ -18,9 +18,26 @@ import (
 // SchemaVersion is the value of the detail's schemaVersion field.
 const SchemaVersion = "1"
 
-// OperationUpsert is the operation of every v1 event: the resource version was
-// created or updated (state transfer of the latest version in the window).
-const OperationUpsert = "upsert"
+// Operations of schema v1 (the values are defined once, in pkg/cdcevent).
+const (
+	// OperationUpsert: the resource version was created or updated (state
+	// transfer of the latest version in the window).
+	OperationUpsert = cdcevent.OperationUpsert
+	// OperationDelete: the resource was deleted; the event carries neither
+	// resource nor resourceRef.
+	OperationDelete = cdcevent.OperationDelete
+)
+
+// SnapshotSince is the since of a first run's snapshot window: the zero time,
+// 0001-01-01T00:00:00.000Z. An export window starting at (or before) it is a
+// full export, without _since.
+var SnapshotSince = time.Time{}
+
+// IsSnapshotSince reports whether t is SnapshotSince or earlier: a window
+// starting there covers the whole store.
+func IsSnapshotSince(t time.Time) bool {
+	return !t.After(SnapshotSince)
+}
 
 // SchemaJSON is the JSON Schema (draft 2020-12) of the detail, version 1.
 //
@@ -173,8 +190,8 @@ type ExportRef = cdcevent.Export
 // byte for byte as an S3 object, with its size and lowercase hex SHA-256.
 type ResourceRef = cdcevent.ResourceRef
 
-// Detail is the decoded event detail, schema v1 (cdcevent.Detail). Exactly
-// one of Resource and ResourceRef is set.
+// Detail is the decoded event detail, schema v1 (cdcevent.Detail). An upsert
+// sets exactly one of Resource and ResourceRef; a delete sets neither.
 type Detail = cdcevent.Detail
 
 // Resource is what the builder needs from one exported line: the peeked
@@ -277,4 +294,54 @@ func appendInt(dst []byte, n int64) []byte {
 		b[i] = '-'
 	}
 	return append(dst, b[i:]...)
+}
+
+// Deletion is what the delete builder needs: the deleted resource and the
+// deletion's version and time. For a deletion recorded in the instance history
+// VersionID and LastUpdated are those of the DELETE entry; for a hard delete
+// (history gone) VersionID is HardDeleteVersion(last delivered version) and
+// LastUpdated the time the reconciliation's full export started.
+type Deletion struct {
+	ResourceType string
+	ResourceID   string
+	VersionID    string
+	LastUpdated  string
+	Window       Window
+	Export       ExportRef
+}
+
+// HardDeleteVersion returns the versionId of the delete event of a resource
+// whose history is gone: "{last delivered versionId}-deleted". It is stable (the
+// same hard delete always yields the same eventId) and fits the versionId
+// pattern whenever the delivered version leaves 8 characters to spare.
+func HardDeleteVersion(lastDelivered string) string {
+	return lastDelivered + "-deleted"
+}
+
+// AppendDeleteDetail appends the detail JSON (schema v1) of the delete event
+// for d to dst and returns the extended slice: the same fields, in the same
+// order, as AppendDetail, with operation "delete" and neither resource nor
+// resourceRef. String fields are JSON-escaped (invalid UTF-8 becomes U+FFFD).
+func AppendDeleteDetail(dst []byte, d Deletion) []byte {
+	dst = append(dst, `{"schemaVersion":"`+SchemaVersion+`","eventId":"`...)
+	dst = appendEscaped(dst, d.ResourceType)
+	dst = append(dst, '/')
+	dst = appendEscaped(dst, d.ResourceID)
+	dst = append(dst, "/_history/"...)
+	dst = appendEscaped(dst, d.VersionID)
+	dst = append(dst, `","operation":"`+OperationDelete+`","resourceType":`...)
+	dst = AppendString(dst, d.ResourceType)
+	dst = append(dst, `,"resourceId":`...)
+	dst = AppendString(dst, d.ResourceID)
+	dst = append(dst, `,"versionId":`...)
+	dst = AppendString(dst, d.VersionID)
+	dst = append(dst, `,"lastUpdated":`...)
+	dst = AppendString(dst, d.LastUpdated)
+	dst = append(dst, `,"window":`...)
+	dst = appendWindow(dst, d.Window)
+	dst = append(dst, `,"export":{"datastoreId":`...)
+	dst = AppendString(dst, d.Export.DatastoreID)
+	dst = append(dst, `,"jobId":`...)
+	dst = AppendString(dst, d.Export.JobID)
+	return append(dst, `}}`...)
 }

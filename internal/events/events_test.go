@@ -263,3 +263,68 @@ func TestParseTimeErrorHidesValue(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestAppendDeleteDetailIsByteExact(t *testing.T) {
+	d := Deletion{ResourceType: "Patient", ResourceID: "p1", VersionID: "4", LastUpdated: "2026-11-21T10:02:00.500Z",
+		Window: testWindow, Export: ExportRef{DatastoreID: "ds1", JobID: "job1"}}
+	out := AppendDeleteDetail([]byte("KEEP"), d)
+	if !bytes.HasPrefix(out, []byte("KEEP")) {
+		t.Fatal("dst prefix lost")
+	}
+	out = out[4:]
+	want := `{"schemaVersion":"1","eventId":"Patient/p1/_history/4","operation":"delete","resourceType":"Patient",` +
+		`"resourceId":"p1","versionId":"4","lastUpdated":"2026-11-21T10:02:00.500Z",` +
+		`"window":{"since":"2026-11-21T10:00:00.000Z","until":"2026-11-21T10:05:00.000Z"},` +
+		`"export":{"datastoreId":"ds1","jobId":"job1"}}`
+	if string(out) != want {
+		t.Fatalf("detail =\n%s\nwant\n%s", out, want)
+	}
+	var got Detail
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Operation != OperationDelete || got.Resource != nil || got.ResourceRef != nil || got.EventID != EventID("Patient", "p1", "4") {
+		t.Fatalf("decoded %+v", got)
+	}
+	// The upsert of the same version has the same prefix up to the operation.
+	up := AppendDetail(nil, Resource{ResourceType: "Patient", ID: "p1", VersionID: "4", LastUpdated: d.LastUpdated, Raw: []byte(`{}`)}, testWindow, d.Export, nil)
+	if i := bytes.Index(up, []byte(`"operation"`)); !bytes.Equal(up[:i], out[:i]) {
+		t.Fatalf("delete and upsert envelopes differ before operation:\n%s\n%s", up, out)
+	}
+}
+
+func TestAppendDeleteDetailEscapesUntrustedStrings(t *testing.T) {
+	d := Deletion{ResourceType: "Pa\"t", ResourceID: "id\n\u2028", VersionID: "v\xff", LastUpdated: "\x00",
+		Window: testWindow, Export: ExportRef{DatastoreID: "d\"", JobID: "j\\"}}
+	out := AppendDeleteDetail(nil, d)
+	var got Detail
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("invalid JSON %q: %v", out, err)
+	}
+	if got.ResourceType != d.ResourceType || got.ResourceID != d.ResourceID || got.VersionID != "v\uFFFD" ||
+		got.EventID != EventID(d.ResourceType, d.ResourceID, "v\uFFFD") || got.Export.JobID != "j\\" {
+		t.Fatalf("decoded %+v", got)
+	}
+}
+
+func TestHardDeleteVersion(t *testing.T) {
+	if got := HardDeleteVersion("7"); got != "7-deleted" {
+		t.Fatalf("HardDeleteVersion = %q", got)
+	}
+	if HardDeleteVersion("h-0123456789abcdef") == HardDeleteVersion("h-0123456789abcdee") {
+		t.Fatal("different versions, same hard-delete version")
+	}
+}
+
+func TestSnapshotSince(t *testing.T) {
+	if got := FormatTime(SnapshotSince); got != "0001-01-01T00:00:00.000Z" {
+		t.Fatalf("SnapshotSince = %s", got)
+	}
+	if !IsSnapshotSince(SnapshotSince) || IsSnapshotSince(SnapshotSince.Add(time.Millisecond)) {
+		t.Fatal("IsSnapshotSince")
+	}
+	w := Window{Since: SnapshotSince, Until: testWindow.Until}
+	if !w.Contains(mustTime(t, "1970-01-01T00:00:00Z")) || !w.Contains(testWindow.Until) {
+		t.Fatal("snapshot window does not contain the past")
+	}
+}

@@ -44,7 +44,11 @@ func TestBuiltDetailsMatchSchema(t *testing.T) {
 		Raw: []byte(`{"resourceType":"Condition","id":"c.1","meta":{"lastUpdated":"2026-11-21T12:01:00+02:00"}}`)}
 	ref := &ResourceRef{Bucket: "artifacts", Key: "claim-check/Condition/c.1/_history/" + ContentVersion(hashed.Raw) + ".json",
 		Size: int64(len(hashed.Raw)), SHA256: strings.Repeat("0f", 32)}
+	del := Deletion{ResourceType: "Patient", ResourceID: "p-1", VersionID: "13", LastUpdated: "2026-11-21T10:02:00.123Z", Window: testWindow, Export: exp}
+	hard := Deletion{ResourceType: "Condition", ResourceID: "c.1", VersionID: HardDeleteVersion(ContentVersion(hashed.Raw)), LastUpdated: "2026-11-22T00:00:00.000Z", Window: testWindow, Export: exp}
 	for name, d := range map[string][]byte{
+		"delete":                 AppendDeleteDetail(nil, del),
+		"hard delete":            AppendDeleteDetail(nil, hard),
 		"inline with versionId":  AppendDetail(nil, withVersion, testWindow, exp, nil),
 		"inline content version": AppendDetail(nil, hashed, testWindow, exp, nil),
 		"claim-checked":          AppendDetail(nil, hashed, testWindow, exp, ref),
@@ -84,11 +88,28 @@ func TestBrokenDetailsFailSchema(t *testing.T) {
 		"both resource and ref":    mutate(func(m map[string]any) { m["resourceRef"] = refJSON }),
 		"neither resource nor ref": mutate(func(m map[string]any) { delete(m, "resource") }),
 		"wrong schemaVersion":      mutate(func(m map[string]any) { m["schemaVersion"] = "2" }),
-		"unknown operation":        mutate(func(m map[string]any) { m["operation"] = "delete" }),
-		"bad eventId":              mutate(func(m map[string]any) { m["eventId"] = "Patient/p1" }),
-		"bad versionId":            mutate(func(m map[string]any) { m["versionId"] = "h-/../x" }),
-		"window not UTC ms":        mutate(func(m map[string]any) { m["window"].(map[string]any)["since"] = "2026-11-21T10:00:00Z" }),
-		"lastUpdated not instant":  mutate(func(m map[string]any) { m["lastUpdated"] = "2026-11-21" }),
+		"unknown operation":        mutate(func(m map[string]any) { m["operation"] = "remove" }),
+		"no operation":             mutate(func(m map[string]any) { delete(m, "operation") }),
+		"delete with resource":     mutate(func(m map[string]any) { m["operation"] = "delete" }),
+		"delete with ref": mutate(func(m map[string]any) {
+			m["operation"] = "delete"
+			delete(m, "resource")
+			m["resourceRef"] = refJSON
+		}),
+		"delete without versionId": mutate(func(m map[string]any) {
+			m["operation"] = "delete"
+			delete(m, "resource")
+			delete(m, "versionId")
+		}),
+		"delete with bad version": mutate(func(m map[string]any) {
+			m["operation"] = "delete"
+			delete(m, "resource")
+			m["versionId"] = "1 deleted"
+		}),
+		"bad eventId":             mutate(func(m map[string]any) { m["eventId"] = "Patient/p1" }),
+		"bad versionId":           mutate(func(m map[string]any) { m["versionId"] = "h-/../x" }),
+		"window not UTC ms":       mutate(func(m map[string]any) { m["window"].(map[string]any)["since"] = "2026-11-21T10:00:00Z" }),
+		"lastUpdated not instant": mutate(func(m map[string]any) { m["lastUpdated"] = "2026-11-21" }),
 		"ref with bad sha256": mutate(func(m map[string]any) {
 			delete(m, "resource")
 			m["resourceRef"] = map[string]any{"bucket": "b", "key": "k", "size": 1, "sha256": "ABC"}
@@ -103,6 +124,11 @@ func TestBrokenDetailsFailSchema(t *testing.T) {
 		if err := validate(t, sch, d); err == nil {
 			t.Errorf("%s: schema accepted %s", name, d)
 		}
+	}
+	// A delete without resource and resourceRef is valid.
+	del := mutate(func(m map[string]any) { m["operation"] = "delete"; delete(m, "resource") })
+	if err := validate(t, sch, del); err != nil {
+		t.Errorf("delete without resource rejected: %v", err)
 	}
 	// Unknown top-level fields are allowed: fields may be added in v1.
 	extra := mutate(func(m map[string]any) { m["traceId"] = "abc" })

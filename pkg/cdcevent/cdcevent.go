@@ -7,8 +7,10 @@
 // same resource version again, always with the same eventId. Keep the
 // DedupeKey of what you processed and skip repeats.
 //
-// Each event carries the latest state of one resource changed in the window
-// (state transfer), not every intermediate version.
+// Each upsert event carries the latest state of one resource changed in the
+// window (state transfer), not every intermediate version. A delete event
+// (Operation "delete") means "remove this resource" and carries no resource; a
+// later upsert of the same id (a re-creation) has a higher version and wins.
 package cdcevent
 
 import (
@@ -35,12 +37,28 @@ const (
 	DefaultDetailType = "FHIR Resource Changed"
 )
 
+// Operations of schema version 1: Detail.Operation is one of these.
+const (
+	// OperationUpsert: the resource was created or updated; the event carries
+	// its latest version in the window (resource or resourceRef).
+	OperationUpsert = "upsert"
+	// OperationDelete: the resource was deleted; remove it. The event carries
+	// neither resource nor resourceRef. VersionID and LastUpdated are those of
+	// the deletion.
+	OperationDelete = "delete"
+)
+
 // Errors Decode and Resolve wrap; test with errors.Is.
 var (
 	ErrMalformed         = errors.New("cdcevent: malformed event")
 	ErrUnsupportedSchema = errors.New("cdcevent: unsupported detail schema version")
-	ErrSizeMismatch      = errors.New("cdcevent: claim-checked object size differs from resourceRef.size")
-	ErrChecksumMismatch  = errors.New("cdcevent: claim-checked object SHA-256 differs from resourceRef.sha256")
+	// ErrUnsupportedOperation: the detail's operation is not one this package
+	// knows (a newer producer); do not treat the event as an upsert.
+	ErrUnsupportedOperation = errors.New("cdcevent: unsupported operation")
+	// ErrDeleted: Resolve was asked for the resource of a delete event.
+	ErrDeleted          = errors.New("cdcevent: delete event carries no resource")
+	ErrSizeMismatch     = errors.New("cdcevent: claim-checked object size differs from resourceRef.size")
+	ErrChecksumMismatch = errors.New("cdcevent: claim-checked object SHA-256 differs from resourceRef.sha256")
 )
 
 // Event is an EventBridge event as a rule target receives it, with the
@@ -78,13 +96,15 @@ type ResourceRef struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Detail is the event detail, schema version 1. Exactly one of Resource and
-// ResourceRef is set; use Resolve to get the resource either way.
+// Detail is the event detail, schema version 1. An upsert sets exactly one of
+// Resource and ResourceRef (use Resolve to get the resource either way); a
+// delete sets neither.
 type Detail struct {
 	SchemaVersion string `json:"schemaVersion"`
 	// EventID is "{resourceType}/{resourceId}/_history/{versionId}", stable
 	// for a resource version.
-	EventID      string `json:"eventId"`
+	EventID string `json:"eventId"`
+	// Operation is OperationUpsert or OperationDelete.
 	Operation    string `json:"operation"`
 	ResourceType string `json:"resourceType"`
 	ResourceID   string `json:"resourceId"`
@@ -100,6 +120,9 @@ type Detail struct {
 
 // DedupeKey returns the key to deduplicate deliveries by: the eventId.
 func (d *Detail) DedupeKey() string { return d.EventID }
+
+// IsDelete reports whether the event is a delete: remove the resource.
+func (d *Detail) IsDelete() bool { return d.Operation == OperationDelete }
 
 // LastUpdatedTime parses LastUpdated.
 func (d *Detail) LastUpdatedTime() (time.Time, error) {
@@ -133,8 +156,10 @@ func Decode(eventBridgeEventJSON []byte) (*Event, error) {
 }
 
 // DecodeDetail decodes the detail alone (for targets whose input is
-// "$.detail"). It requires schemaVersion "1", an eventId and exactly one of
-// resource and resourceRef; unknown fields are ignored, as the schema asks.
+// "$.detail"). It requires schemaVersion "1", an eventId, an operation of
+// "upsert" (with exactly one of resource and resourceRef) or "delete" (with
+// neither); unknown fields are ignored, as the schema asks. Another operation
+// yields ErrUnsupportedOperation.
 func DecodeDetail(detailJSON []byte) (*Detail, error) {
 	var d Detail
 	if err := json.Unmarshal(detailJSON, &d); err != nil {
@@ -147,6 +172,17 @@ func DecodeDetail(detailJSON []byte) (*Detail, error) {
 		return nil, fmt.Errorf("%w: eventId, resourceType, resourceId and versionId are required", ErrMalformed)
 	}
 	hasResource := len(d.Resource) > 0 && string(d.Resource) != "null"
+	switch d.Operation {
+	case OperationUpsert:
+	case OperationDelete:
+		if hasResource || d.ResourceRef != nil {
+			return nil, fmt.Errorf("%w: delete event %s carries a resource", ErrMalformed, d.EventID)
+		}
+		d.Resource = nil
+		return &d, nil
+	default:
+		return nil, fmt.Errorf("%w: %d-byte operation value", ErrUnsupportedOperation, len(d.Operation))
+	}
 	if hasResource == (d.ResourceRef != nil) {
 		return nil, fmt.Errorf("%w: event %s must carry exactly one of resource and resourceRef", ErrMalformed, d.EventID)
 	}
@@ -169,6 +205,9 @@ type S3Getter interface {
 func Resolve(ctx context.Context, getter S3Getter, d *Detail) ([]byte, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil detail", ErrMalformed)
+	}
+	if d.IsDelete() {
+		return nil, fmt.Errorf("%w: event %s", ErrDeleted, d.EventID)
 	}
 	if d.ResourceRef == nil {
 		if len(d.Resource) == 0 {

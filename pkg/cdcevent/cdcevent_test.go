@@ -146,16 +146,21 @@ func TestDecodeRejectsWhatIsNotAV1Event(t *testing.T) {
 		event string
 		want  error
 	}{
-		"not json":       {`{"version":`, cdcevent.ErrMalformed},
-		"no detail":      {`{"version":"0"}`, cdcevent.ErrMalformed},
-		"schema 2":       {`{"detail":` + strings.Replace(valid, `"schemaVersion":"1"`, `"schemaVersion":"2"`, 1) + `}`, cdcevent.ErrUnsupportedSchema},
-		"no eventId":     {`{"detail":` + strings.Replace(valid, `"eventId":"Patient/1/_history/1",`, ``, 1) + `}`, cdcevent.ErrMalformed},
-		"both":           {`{"detail":` + strings.TrimSuffix(valid, "}") + ref + `}}`, cdcevent.ErrMalformed},
-		"neither":        {`{"detail":` + strings.Replace(valid, `"resource":{"resourceType":"Patient","id":"1"},`, ``, 1) + `}`, cdcevent.ErrMalformed},
-		"detail string":  {`{"detail":"x"}`, cdcevent.ErrMalformed},
-		"bad window":     {`{"detail":` + strings.Replace(valid, `"2026-11-21T10:00:00.000Z"`, `"soon"`, 1) + `}`, cdcevent.ErrMalformed},
-		"resource null":  {`{"detail":` + strings.Replace(valid, `{"resourceType":"Patient","id":"1"}`, `null`, 1) + `}`, cdcevent.ErrMalformed},
-		"bad event time": {`{"time":"yesterday","detail":` + valid + `}`, cdcevent.ErrMalformed},
+		"not json":             {`{"version":`, cdcevent.ErrMalformed},
+		"no detail":            {`{"version":"0"}`, cdcevent.ErrMalformed},
+		"schema 2":             {`{"detail":` + strings.Replace(valid, `"schemaVersion":"1"`, `"schemaVersion":"2"`, 1) + `}`, cdcevent.ErrUnsupportedSchema},
+		"no eventId":           {`{"detail":` + strings.Replace(valid, `"eventId":"Patient/1/_history/1",`, ``, 1) + `}`, cdcevent.ErrMalformed},
+		"both":                 {`{"detail":` + strings.TrimSuffix(valid, "}") + ref + `}}`, cdcevent.ErrMalformed},
+		"neither":              {`{"detail":` + strings.Replace(valid, `"resource":{"resourceType":"Patient","id":"1"},`, ``, 1) + `}`, cdcevent.ErrMalformed},
+		"detail string":        {`{"detail":"x"}`, cdcevent.ErrMalformed},
+		"bad window":           {`{"detail":` + strings.Replace(valid, `"2026-11-21T10:00:00.000Z"`, `"soon"`, 1) + `}`, cdcevent.ErrMalformed},
+		"resource null":        {`{"detail":` + strings.Replace(valid, `{"resourceType":"Patient","id":"1"}`, `null`, 1) + `}`, cdcevent.ErrMalformed},
+		"bad event time":       {`{"time":"yesterday","detail":` + valid + `}`, cdcevent.ErrMalformed},
+		"no operation":         {`{"detail":` + strings.Replace(valid, `"operation":"upsert",`, ``, 1) + `}`, cdcevent.ErrUnsupportedOperation},
+		"new operation":        {`{"detail":` + strings.Replace(valid, `"operation":"upsert"`, `"operation":"merge"`, 1) + `}`, cdcevent.ErrUnsupportedOperation},
+		"delete with resource": {`{"detail":` + strings.Replace(valid, `"operation":"upsert"`, `"operation":"delete"`, 1) + `}`, cdcevent.ErrMalformed},
+		"delete with ref": {`{"detail":` + strings.Replace(strings.Replace(valid, `"operation":"upsert"`, `"operation":"delete"`, 1),
+			`,"resource":{"resourceType":"Patient","id":"1"}`, ref, 1) + `}`, cdcevent.ErrMalformed},
 	}
 	for name, tc := range cases {
 		if _, err := cdcevent.Decode([]byte(tc.event)); !errors.Is(err, tc.want) {
@@ -172,5 +177,32 @@ func TestDecodeRejectsWhatIsNotAV1Event(t *testing.T) {
 	}
 	if _, err := cdcevent.Resolve(context.Background(), nil, nil); !errors.Is(err, cdcevent.ErrMalformed) {
 		t.Fatalf("nil detail: %v", err)
+	}
+}
+
+func TestDecodeDeleteEvent(t *testing.T) {
+	detail := events.AppendDeleteDetail(nil, events.Deletion{ResourceType: "Patient", ResourceID: "p1", VersionID: "3",
+		LastUpdated: "2026-11-21T09:40:00.000Z", Export: events.ExportRef{DatastoreID: "ds1", JobID: "job1"},
+		Window: events.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}})
+	ev, err := cdcevent.Decode([]byte(`{"version":"0","source":"healthlake.cdc","detail":` + string(detail) + `}`))
+	if err != nil {
+		t.Fatalf("decode delete: %v\n%s", err, detail)
+	}
+	d := &ev.Detail
+	if !d.IsDelete() || d.Operation != cdcevent.OperationDelete || d.DedupeKey() != "Patient/p1/_history/3" ||
+		d.VersionID != "3" || d.Resource != nil || d.ResourceRef != nil {
+		t.Fatalf("decoded %+v", d)
+	}
+	if lu, err := d.LastUpdatedTime(); err != nil || !lu.Equal(time.Date(2026, 11, 21, 9, 40, 0, 0, time.UTC)) {
+		t.Fatalf("lastUpdated %v %v", lu, err)
+	}
+	if _, err := cdcevent.Resolve(context.Background(), nil, d); !errors.Is(err, cdcevent.ErrDeleted) {
+		t.Fatalf("Resolve of a delete: %v", err)
+	}
+	// An upsert is not a delete.
+	up, err := cdcevent.DecodeDetail(events.AppendDetail(nil, events.Resource{ResourceType: "Patient", ID: "p1", VersionID: "4",
+		LastUpdated: "2026-11-21T09:41:00.000Z", Raw: []byte(`{"resourceType":"Patient","id":"p1"}`)}, events.Window{}, events.ExportRef{DatastoreID: "d", JobID: "j"}, nil))
+	if err != nil || up.IsDelete() || up.Operation != cdcevent.OperationUpsert {
+		t.Fatalf("upsert decoded as %+v, %v", up, err)
 	}
 }

@@ -86,3 +86,42 @@ func ExampleResolve() {
 	// Output:
 	// DocumentReference/d1/_history/1 71 bytes verified
 }
+
+// A consumer keeping a replica: apply upserts, remove on deletes. A later
+// upsert of the same id (a re-creation) has a higher version and wins.
+func ExampleDetail_IsDelete() {
+	details := []string{
+		`{"schemaVersion":"1","eventId":"Patient/123/_history/2","operation":"upsert","resourceType":"Patient","resourceId":"123","versionId":"2",
+		  "lastUpdated":"2026-11-21T09:59:30.120Z","window":{"since":"2026-11-21T09:55:00.000Z","until":"2026-11-21T10:00:00.000Z"},
+		  "export":{"datastoreId":"ds1","jobId":"job1"},"resource":{"resourceType":"Patient","id":"123"}}`,
+		`{"schemaVersion":"1","eventId":"Patient/123/_history/3","operation":"delete","resourceType":"Patient","resourceId":"123","versionId":"3",
+		  "lastUpdated":"2026-11-21T10:01:10.000Z","window":{"since":"2026-11-21T10:00:00.000Z","until":"2026-11-21T10:05:00.000Z"},
+		  "export":{"datastoreId":"ds1","jobId":"job2"}}`,
+	}
+	replica := map[string][]byte{}
+	for _, raw := range details {
+		d, err := cdcevent.DecodeDetail([]byte(raw))
+		if err != nil {
+			fmt.Println("bad event:", err)
+			return
+		}
+		key := d.ResourceType + "/" + d.ResourceID
+		if d.IsDelete() {
+			delete(replica, key) // remove this resource
+			fmt.Println("deleted", key, "at version", d.VersionID)
+			continue
+		}
+		resource, err := cdcevent.Resolve(context.Background(), nil, d)
+		if err != nil {
+			fmt.Println("resolve:", err)
+			return
+		}
+		replica[key] = resource
+		fmt.Println("upserted", key, "version", d.VersionID)
+	}
+	fmt.Println(len(replica), "resources left")
+	// Output:
+	// upserted Patient/123 version 2
+	// deleted Patient/123 at version 3
+	// 0 resources left
+}
