@@ -42,6 +42,12 @@ type Options struct {
 	Addr string
 	// Region and AccountID appear in ARNs and queue URLs.
 	Region, AccountID string
+	// InMemory serves the gateway over in-memory pipes instead of a TCP
+	// listener (Addr is ignored; the URL's host is MemHost): only clients
+	// built from Config, ConfigFor or HTTPClient reach it. Nothing then
+	// waits on real network I/O, so the whole Env can run inside a
+	// testing/synctest bubble on its fake clock (local/sim).
+	InMemory bool
 }
 
 // Env is a running local AWS: one listener, the gateway, and the built-in
@@ -53,11 +59,16 @@ type Env struct {
 	Gateway   *Gateway
 	server    *http.Server
 	listener  net.Listener
+	// mem is the in-memory listener (Options.InMemory), else nil.
+	mem *memListener
+	// stopSQS ends this Env's own goaws housekeeping (in-memory Envs).
+	stopSQS chan bool
 }
 
 var (
-	sqsOnce sync.Once
-	sqsMu   sync.Mutex
+	sqsOnce       sync.Once
+	sqsTickerOnce sync.Once
+	sqsMu         sync.Mutex
 )
 
 // Start listens on opts.Addr and serves S3, SQS and DynamoDB behind a new
@@ -73,9 +84,16 @@ func Start(opts Options) (*Env, error) {
 	if opts.AccountID == "" {
 		opts.AccountID = DefaultAccount
 	}
-	ln, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", opts.Addr, err)
+	var ln net.Listener
+	var mem *memListener
+	if opts.InMemory {
+		mem = newMemListener()
+		ln = mem
+	} else {
+		var err error
+		if ln, err = net.Listen("tcp", opts.Addr); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", opts.Addr, err)
+		}
 	}
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 
@@ -89,8 +107,17 @@ func Start(opts Options) (*Env, error) {
 				MaximumMessageSize: 262144,
 			},
 		}
-		go gosqs.PeriodicTasks(100*time.Millisecond, make(chan bool))
 	})
+	// goaws's housekeeping (visibility timeouts): once per process for TCP
+	// Envs; an in-memory Env runs its own and stops it on Close, so that a
+	// synctest bubble holding it can end.
+	var stopSQS chan bool
+	if opts.InMemory {
+		stopSQS = make(chan bool)
+		go gosqs.PeriodicTasks(100*time.Millisecond, stopSQS)
+	} else {
+		sqsTickerOnce.Do(func() { go gosqs.PeriodicTasks(100*time.Millisecond, make(chan bool)) })
+	}
 	sqsMu.Unlock()
 
 	g := NewGateway()
@@ -104,6 +131,8 @@ func Start(opts Options) (*Env, error) {
 		AccountID: opts.AccountID,
 		Gateway:   g,
 		listener:  ln,
+		mem:       mem,
+		stopSQS:   stopSQS,
 		server:    &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second},
 	}
 	go func() { _ = env.server.Serve(ln) }()
@@ -114,6 +143,10 @@ func Start(opts Options) (*Env, error) {
 func (e *Env) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if e.stopSQS != nil {
+		close(e.stopSQS)
+		e.stopSQS = nil
+	}
 	return e.server.Shutdown(ctx)
 }
 
@@ -132,8 +165,17 @@ func (e *Env) Config() aws.Config {
 		Credentials:      credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, ""),
 		BaseEndpoint:     aws.String(e.URL),
 		RetryMaxAttempts: 2,
-		HTTPClient:       &http.Client{Timeout: 60 * time.Second},
+		HTTPClient:       e.httpClient(),
 	}
+}
+
+// httpClient is Config's HTTP client: the default transport over TCP, the
+// in-memory one otherwise.
+func (e *Env) httpClient() *http.Client {
+	if e.mem != nil {
+		return e.HTTPClient()
+	}
+	return &http.Client{Timeout: 60 * time.Second}
 }
 
 // ConfigFor returns Config signed with another access key id (the local

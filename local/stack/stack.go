@@ -155,6 +155,10 @@ type Options struct {
 	// LambdaEnv overrides or adds variables of the Lambdas' environment
 	// (tests and benchmarks, e.g. a small CDC_MANIFEST_PART_BATCHES).
 	LambdaEnv map[string]string
+	// InMemory serves the gateway over in-memory pipes, not TCP (Addr is
+	// ignored): the stack can then run inside a testing/synctest bubble on
+	// its fake clock (local/sim, cdc-local --simulate).
+	InMemory bool
 }
 
 func (o *Options) defaults() {
@@ -304,7 +308,7 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	env, err := localaws.Start(localaws.Options{Addr: opts.Addr})
+	env, err := localaws.Start(localaws.Options{Addr: opts.Addr, InMemory: opts.InMemory})
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
@@ -322,6 +326,11 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 		httpc:       &http.Client{Timeout: 60 * time.Second},
 	}
 	s.clock = &seedClock{now: opts.Now}
+	if env.InMemory() {
+		// Every client must dial the in-memory gateway.
+		s.Config.HTTPClient = env.HTTPClient()
+		s.httpc = env.HTTPClient()
+	}
 	if opts.RecordEvents {
 		s.Delivered = sink.NewRecorder()
 	}
