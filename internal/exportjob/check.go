@@ -263,9 +263,15 @@ func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *he
 			return fmt.Errorf("write manifest s3://%s/%s: %w", h.cfg.Bucket, key, err)
 		}
 	}
-	out := TaskOutput{
+	partBatches := make([]int, len(parts))
+	for i, p := range parts {
+		partBatches[i] = len(p)
+	}
+	// The task output (contract C2): the first part, and what the state
+	// machine and run-lock need to find the others.
+	out := manifest.Export{
 		Bucket: h.cfg.Bucket, ManifestKey: manifest.PartKey(msg.RunID, 0), ManifestRunID: msg.RunID,
-		Part: 0, Parts: len(parts), PartFiles: manifest.PartFiles(parts),
+		Part: 0, Parts: len(parts), PartFiles: manifest.PartFiles(parts), PartBatches: partBatches,
 		FileCount: manifest.FileCount(parts[0]), BatchCount: len(parts[0]),
 		JobID: job.JobID, DatastoreID: msg.DatastoreID, Window: msg.Window, CompletedWithErrors: withErrors,
 	}

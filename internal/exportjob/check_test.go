@@ -101,9 +101,9 @@ func TestCheckCompletedWritesManifestAndSucceeds(t *testing.T) {
 		}
 	}
 	o := w.outcome(token)
-	wantOut := exportjob.TaskOutput{
+	wantOut := manifest.Export{
 		Bucket: bucket, ManifestKey: "manifests/run-done/part-00000.json", ManifestRunID: "run-done",
-		Part: 0, Parts: 1, PartFiles: []int{2}, FileCount: 2, BatchCount: 1,
+		Part: 0, Parts: 1, PartFiles: []int{2}, PartBatches: []int{1}, FileCount: 2, BatchCount: 1,
 		JobID: m.JobID, DatastoreID: dsID, Window: window(),
 	}
 	if o.Status != "SUCCEEDED" || o.Output != mustJSON(wantOut) {
@@ -140,7 +140,7 @@ func TestCheckNothingChangedWritesEmptyArray(t *testing.T) {
 	if body := w.getObject("manifests/run-empty/part-00000.json"); body != "[]" {
 		t.Errorf("manifest = %q, want []", body)
 	}
-	var out exportjob.TaskOutput
+	var out manifest.Export
 	o := w.outcome(token)
 	if err := json.Unmarshal([]byte(o.Output), &out); err != nil || o.Status != "SUCCEEDED" || out.FileCount != 0 || out.Parts != 1 || out.ManifestKey != "manifests/run-empty/part-00000.json" {
 		t.Errorf("outcome = %+v", o)
@@ -202,7 +202,7 @@ func TestCheckCompletedWithErrors(t *testing.T) {
 				}
 				return
 			}
-			var out exportjob.TaskOutput
+			var out manifest.Export
 			if err := json.Unmarshal([]byte(o.Output), &out); err != nil || o.Status != "SUCCEEDED" || !out.CompletedWithErrors || out.FileCount != 1 {
 				t.Fatalf("outcome = %+v (%v)", o, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
 func jobEvent(jobID, detailType string) exportjob.JobEventMessage {
@@ -31,7 +32,7 @@ func TestJobEventCompletesTheRunAtOnce(t *testing.T) {
 		t.Fatalf("failures %+v; logs %s", resp, w.logs)
 	}
 	o := w.outcome(token)
-	var out exportjob.TaskOutput
+	var out manifest.Export
 	if err := json.Unmarshal([]byte(o.Output), &out); err != nil || o.Status != "SUCCEEDED" || out.FileCount != 1 ||
 		out.Window != window() || out.ManifestRunID != "run-ev" {
 		t.Fatalf("outcome = %+v (%v)", o, err)

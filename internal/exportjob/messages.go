@@ -65,31 +65,6 @@ type JobEventMessage struct {
 	JobStatus   string `json:"jobStatus"`
 }
 
-// TaskOutput is what check-export gives SendTaskSuccess (contract C2): the
-// first part of the manifest and what the state machine and run-lock need to
-// find the others.
-type TaskOutput struct {
-	Bucket string `json:"bucket"`
-	// ManifestKey is the key of part Part: manifest.PartKey(ManifestRunID, Part).
-	ManifestKey string `json:"manifestKey"`
-	// ManifestRunID is the run whose prefix holds the parts.
-	ManifestRunID string `json:"manifestRunId"`
-	Part          int    `json:"part"`
-	Parts         int    `json:"parts"`
-	// PartFiles is the number of files in each part.
-	PartFiles []int `json:"partFiles"`
-	// FileCount and BatchCount count the files and batches of part Part.
-	FileCount   int           `json:"fileCount"`
-	BatchCount  int           `json:"batchCount"`
-	JobID       string        `json:"jobId"`
-	DatastoreID string        `json:"datastoreId"`
-	Window      events.Window `json:"window"`
-	// CompletedWithErrors is true when HealthLake ended the job
-	// COMPLETED_WITH_ERRORS: the good files are in the manifest and the
-	// entries of its error files were quarantined.
-	CompletedWithErrors bool `json:"completedWithErrors"`
-}
-
 // MessageError is a message body the handler cannot act on. Token is the
 // task token when it could be read (the run is then failed at once).
 type MessageError struct {
