@@ -1,0 +1,299 @@
+// Package reconcile is the reconciliation: it compares the index of what a
+// full HealthLake export holds (the store index) with the index of what
+// consumers were told (the delivered index: the previous reconciliation's
+// index plus every version prepare-change published since), partition by
+// partition, and turns the difference into delete events (delivered, no
+// longer in the store) and repairs (in the store, due, never delivered).
+// This file holds the index entries, their partitioning, order and text
+// form; diff.go the comparison; handler.go the Lambda's actions.
+// docs/RECONCILE.md describes the design.
+package reconcile
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+)
+
+// Entry is one line of an index: a resource version. In the delivered
+// index Deleted marks a published delete (the D4 "D" column). In the store
+// index File and Offset/Length locate the version's line in the export
+// (File is an index into the run's file table), so a repair can re-read it.
+type Entry struct {
+	Type, ID, VersionID, LastUpdated string
+	Deleted                          bool
+	File                             int
+	Offset, Length                   int64
+}
+
+// Partition returns the partition of a resource among n: an FNV-1a hash of
+// "type/id" modulo n. Every index uses it, so one partition of the store
+// index meets the same partition of the delivered index.
+func Partition(resourceType, id string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(resourceType))
+	_, _ = h.Write([]byte{'/'})
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum64() % uint64(n))
+}
+
+// CompareKey orders entries by resource type, then id (byte order).
+func CompareKey(a, b *Entry) int {
+	if c := strings.Compare(a.Type, b.Type); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// SortEntries sorts entries by key and, within a key, newest first (Newer),
+// so Reduce keeps the first of each key.
+func SortEntries(es []Entry) {
+	slices.SortFunc(es, func(a, b Entry) int {
+		if c := CompareKey(&a, &b); c != 0 {
+			return c
+		}
+		switch {
+		case Newer(a, b):
+			return -1
+		case Newer(b, a):
+			return 1
+		}
+		return 0
+	})
+}
+
+// Reduce keeps the newest entry of each key of sorted es (sorted by
+// SortEntries), in place, and returns the shortened slice.
+func Reduce(es []Entry) []Entry {
+	out := es[:0]
+	for i := range es {
+		if len(out) > 0 && CompareKey(&out[len(out)-1], &es[i]) == 0 {
+			continue
+		}
+		out = append(out, es[i])
+	}
+	clear(es[len(out):])
+	return out[:len(out):len(out)]
+}
+
+// Newer reports whether a is a later state of the resource than b: a later
+// lastUpdated; at the same instant a delete beats an upsert, then a higher
+// version (numerically when both are numbers, else in byte order).
+func Newer(a, b Entry) bool {
+	ta, errA := events.ParseTime(a.LastUpdated)
+	tb, errB := events.ParseTime(b.LastUpdated)
+	switch {
+	case errA == nil && errB == nil:
+		if !ta.Equal(tb) {
+			return ta.After(tb)
+		}
+	case errA == nil:
+		return true // a time beats an unreadable one
+	case errB == nil:
+		return false
+	default:
+		if c := strings.Compare(a.LastUpdated, b.LastUpdated); c != 0 {
+			return c > 0
+		}
+	}
+	if a.Deleted != b.Deleted {
+		return a.Deleted
+	}
+	return compareVersion(a.VersionID, b.VersionID) > 0
+}
+
+// compareVersion compares version ids numerically when both are numbers.
+func compareVersion(a, b string) int {
+	na, errA := strconv.ParseUint(a, 10, 64)
+	nb, errB := strconv.ParseUint(b, 10, 64)
+	if errA == nil && errB == nil {
+		switch {
+		case na < nb:
+			return -1
+		case na > nb:
+			return 1
+		}
+		return 0
+	}
+	return strings.Compare(a, b)
+}
+
+// lastUpdatedAt parses an entry's lastUpdated.
+func (e Entry) lastUpdatedAt() (time.Time, error) { return events.ParseTime(e.LastUpdated) }
+
+// ErrBadField: a field holds a tab or a line break, which the text form cannot carry.
+var ErrBadField = errors.New("reconcile: index field holds a tab or line break")
+
+func clean(s string) bool { return !strings.ContainsAny(s, "\t\r\n") }
+
+// AppendLine appends e's index line: "type\tid\tversionId\tlastUpdated",
+// then "\tD" for a delete (the D4 delivered-index form) and, when
+// withLocation, "\t{D or empty}\tfile\toffset\tlength" (the store runs).
+func AppendLine(dst []byte, e Entry, withLocation bool) ([]byte, error) {
+	if e.Type == "" || e.ID == "" || !clean(e.Type) || !clean(e.ID) || !clean(e.VersionID) || !clean(e.LastUpdated) {
+		return dst, ErrBadField
+	}
+	dst = append(dst, e.Type...)
+	dst = append(dst, '\t')
+	dst = append(dst, e.ID...)
+	dst = append(dst, '\t')
+	dst = append(dst, e.VersionID...)
+	dst = append(dst, '\t')
+	dst = append(dst, e.LastUpdated...)
+	if withLocation {
+		dst = append(dst, '\t')
+		if e.Deleted {
+			dst = append(dst, 'D')
+		}
+		dst = append(dst, '\t')
+		dst = strconv.AppendInt(dst, int64(e.File), 10)
+		dst = append(dst, '\t')
+		dst = strconv.AppendInt(dst, e.Offset, 10)
+		dst = append(dst, '\t')
+		dst = strconv.AppendInt(dst, e.Length, 10)
+	} else if e.Deleted {
+		dst = append(dst, "\tD"...)
+	}
+	return append(dst, '\n'), nil
+}
+
+// ParseLine reads one index line (either form, without its newline).
+func ParseLine(line string) (Entry, error) {
+	f := strings.Split(line, "\t")
+	if len(f) < 4 || f[0] == "" || f[1] == "" {
+		return Entry{}, fmt.Errorf("reconcile: index line has %d fields, want at least type, id, versionId, lastUpdated", len(f))
+	}
+	e := Entry{Type: f[0], ID: f[1], VersionID: f[2], LastUpdated: f[3]}
+	switch len(f) {
+	case 4:
+	case 5:
+		if f[4] != "D" {
+			return Entry{}, errors.New("reconcile: index line's 5th field is not D")
+		}
+		e.Deleted = true
+	case 8:
+		e.Deleted = f[4] == "D"
+		file, err1 := strconv.Atoi(f[5])
+		off, err2 := strconv.ParseInt(f[6], 10, 64)
+		n, err3 := strconv.ParseInt(f[7], 10, 64)
+		if err := errors.Join(err1, err2, err3); err != nil || file < 0 || off < 0 || n < 0 {
+			return Entry{}, errors.New("reconcile: index line's location is not three counts")
+		}
+		e.File, e.Offset, e.Length = file, off, n
+	default:
+		return Entry{}, fmt.Errorf("reconcile: index line has %d fields, want 4, 5 or 8", len(f))
+	}
+	return e, nil
+}
+
+// FileHeader is the prefix of a store run's file-table line:
+// "#file\t{n}\t{bucket}\t{key}".
+const FileHeader = "#file"
+
+// FileRef is an export file a store run refers to.
+type FileRef struct{ Bucket, Key string }
+
+// Writer writes index lines, gzip-compressed.
+type Writer struct {
+	zw       *gzip.Writer
+	buf      []byte
+	location bool
+	n        int64
+}
+
+// NewWriter returns a writer of index lines to w; withLocation writes the
+// store-run form.
+func NewWriter(w io.Writer, withLocation bool) *Writer {
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	return &Writer{zw: zw, location: withLocation}
+}
+
+// Files writes a store run's file table; call it before any entry.
+func (w *Writer) Files(files []FileRef) error {
+	for i, f := range files {
+		if !clean(f.Bucket) || !clean(f.Key) {
+			return ErrBadField
+		}
+		if _, err := fmt.Fprintf(w.zw, "%s\t%d\t%s\t%s\n", FileHeader, i, f.Bucket, f.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Write writes one entry.
+func (w *Writer) Write(e Entry) error {
+	var err error
+	w.buf, err = AppendLine(w.buf[:0], e, w.location)
+	if err != nil {
+		return err
+	}
+	w.n++
+	_, err = w.zw.Write(w.buf)
+	return err
+}
+
+// Count returns the entries written.
+func (w *Writer) Count() int64 { return w.n }
+
+// Close flushes the compressed stream (not the underlying writer).
+func (w *Writer) Close() error { return w.zw.Close() }
+
+// ReadAll reads an index object (gzip or plain text) and calls fn for each
+// entry; a store run's file table goes to files (nil ignores it).
+func ReadAll(r io.Reader, files func(FileRef), fn func(Entry) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, err := br.Peek(2)
+	var src io.Reader = br
+	if err == nil && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("reconcile: read index: %w", err)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	sc := bufio.NewScanner(src)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, FileHeader+"\t") {
+			f := strings.Split(line, "\t")
+			if len(f) != 4 {
+				return fmt.Errorf("reconcile: index line %d: bad file table line", n)
+			}
+			if files != nil {
+				files(FileRef{Bucket: f[2], Key: f[3]})
+			}
+			continue
+		}
+		e, err := ParseLine(line)
+		if err != nil {
+			return fmt.Errorf("index line %d: %w", n, err)
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reconcile: read index: %w", err)
+	}
+	return nil
+}
