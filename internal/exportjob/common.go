@@ -15,6 +15,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
 
@@ -48,8 +49,8 @@ func newCore(cfg Config, d Deps) *core {
 func (c *core) failTask(ctx context.Context, token, name, cause string) (stale bool, err error) {
 	_, err = c.d.SFN.SendTaskFailure(ctx, &sfn.SendTaskFailureInput{
 		TaskToken: aws.String(token),
-		Error:     aws.String(truncate(name, 256)),
-		Cause:     aws.String(truncate(cause, 32768)),
+		Error:     aws.String(clip.String(name, 256)),
+		Cause:     aws.String(clip.String(cause, 32768)),
 	})
 	if err == nil {
 		return false, nil

@@ -218,12 +218,3 @@ func jsonProblem(err error) string {
 	}
 	return "cannot decode JSON"
 }
-
-// truncate keeps s within n runes (SendTaskFailure: error ≤ 256, cause ≤ 32,768).
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}

@@ -1,6 +1,7 @@
 // Package healthlake is a small client for the AWS HealthLake FHIR REST
 // export API: start (`POST …/r4/$export`), describe (`GET …/r4/export/{jobId}`)
-// and cancel (`DELETE …/r4/export/{jobId}`). Requests are signed with SigV4
+// and cancel (`DELETE …/r4/export/{jobId}`), plus a resource's instance
+// history (`GET …/r4/{type}/{id}/_history`). Requests are signed with SigV4
 // (service `healthlake`) by aws-sdk-go-v2's signer. Throttling (429) and 5xx
 // answers, and transport errors, are retried with exponential backoff; other
 // 4xx answers are not.
@@ -26,6 +27,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 )
 
 // SigningName is the SigV4 service name HealthLake requests are signed for.
@@ -128,7 +131,7 @@ func New(opts Options) (*Client, error) {
 		opts.MaxDelay = 5 * time.Second
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sleepCtx
+		opts.Sleep = backoff.Sleep
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -144,17 +147,6 @@ func NewFromConfig(cfg aws.Config, endpoint string) (*Client, error) {
 		opts.HTTPClient = hc
 	}
 	return New(opts)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // StartExportInput is one `$export` request.
@@ -426,10 +418,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 
 // backoff is exponential with full jitter, at least a quarter of the step.
 func (c *Client) backoff(attempt int) time.Duration {
-	d := c.opts.BaseDelay << (attempt - 1)
-	if d > c.opts.MaxDelay || d <= 0 {
-		d = c.opts.MaxDelay
-	}
+	d := backoff.Ceiling(c.opts.BaseDelay, c.opts.MaxDelay, attempt)
 	quarter := d / 4
 	return quarter + time.Duration(rand.Int64N(int64(d-quarter)+1))
 }

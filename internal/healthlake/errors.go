@@ -11,7 +11,7 @@ import (
 // APIError is a non-success HealthLake answer: the HTTP status and the text
 // of its OperationOutcome (or AWS JSON error) body.
 type APIError struct {
-	// Operation is StartExport, DescribeExport or CancelExport.
+	// Operation is StartExport, DescribeExport, CancelExport or History.
 	Operation string
 	// StatusCode is the HTTP status.
 	StatusCode int

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -111,7 +112,7 @@ func (c Config) withDefaults() Config {
 		c.MaxDelay = DefaultMaxDelay
 	}
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = backoff.Sleep
 	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64
@@ -126,20 +127,6 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	return c
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // EntrySize returns the size of a PutEvents entry by AWS's documented
@@ -545,14 +532,7 @@ func retryableCallError(ctx context.Context, err error) (code string, retry bool
 // backoff returns the full-jitter delay before retry n (n from 1): uniform
 // in [0, min(MaxDelay, BaseDelay·2^(n-1))).
 func (p *Publisher) backoff(n int) time.Duration {
-	ceil := p.cfg.BaseDelay
-	for i := 1; i < n && ceil < p.cfg.MaxDelay; i++ {
-		ceil *= 2
-	}
-	if ceil > p.cfg.MaxDelay {
-		ceil = p.cfg.MaxDelay
-	}
-	return time.Duration(p.cfg.Rand() * float64(ceil))
+	return time.Duration(p.cfg.Rand() * float64(backoff.Ceiling(p.cfg.BaseDelay, p.cfg.MaxDelay, n)))
 }
 
 // isThrottle reports whether an error code is EventBridge throttling.

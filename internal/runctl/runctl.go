@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -181,7 +182,7 @@ func (h *Handler) Handle(ctx context.Context, in Input) (any, error) {
 	case ActionFail:
 		return h.fail(ctx, in)
 	default:
-		return nil, &InputError{Msg: fmt.Sprintf("unknown action %q: want acquire, commit or fail", truncate(in.Action, 40))}
+		return nil, &InputError{Msg: fmt.Sprintf("unknown action %q: want acquire, commit or fail", clip.String(in.Action, 40))}
 	}
 }
 
@@ -243,7 +244,7 @@ func (h *Handler) cancelPreviousExport(ctx context.Context, in Input, a runlock.
 	defer cancel()
 	if err := h.Exports.CancelRunExport(cctx, a.PreviousRunID); err != nil {
 		h.log().Warn("export of the previous run not cancelled", "executionId", in.ExecutionID, "runId", in.ExecutionName,
-			"previousRunId", a.PreviousRunID, "previousOutcome", string(a.PreviousOutcome), "error", truncate(err.Error(), 300))
+			"previousRunId", a.PreviousRunID, "previousOutcome", string(a.PreviousOutcome), "error", clip.String(err.Error(), 300))
 	}
 }
 
@@ -330,7 +331,7 @@ func ParseExport(raw json.RawMessage) (*manifest.Export, error) {
 	}
 	var e manifest.Export
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return nil, &InputError{Msg: "export: not a manifest part object (" + truncate(err.Error(), 200) + ")"}
+		return nil, &InputError{Msg: "export: not a manifest part object (" + clip.String(err.Error(), 200) + ")"}
 	}
 	if e.Parts == 0 {
 		return nil, nil
@@ -354,7 +355,7 @@ func (h *Handler) fail(ctx context.Context, in Input) (FinishOutput, error) {
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		if cerr := h.Exports.CancelRunExport(cctx, in.ExecutionName); cerr != nil {
-			h.log().Warn("export cancel failed", "executionId", in.ExecutionID, "runId", in.ExecutionName, "error", truncate(cerr.Error(), 300))
+			h.log().Warn("export cancel failed", "executionId", in.ExecutionID, "runId", in.ExecutionName, "error", clip.String(cerr.Error(), 300))
 		}
 		cancel()
 	}
@@ -378,7 +379,7 @@ const (
 // keeps only its type and message (no stack trace), control characters are
 // dropped and both parts are truncated.
 func FailureReason(errName, cause string) string {
-	errName = truncate(clean(errName), maxErrorBytes)
+	errName = clip.String(clean(errName), maxErrorBytes)
 	if errName == "" {
 		errName = "UnknownError"
 	}
@@ -392,7 +393,7 @@ func FailureReason(errName, cause string) string {
 			cause = lambdaErr.Type + ": " + cause
 		}
 	}
-	cause = truncate(clean(cause), maxCauseBytes)
+	cause = clip.String(clean(cause), maxCauseBytes)
 	if cause == "" {
 		return errName
 	}
@@ -406,14 +407,4 @@ func clean(v string) string {
 		}
 		return r
 	}, v))
-}
-
-func truncate(v string, n int) string {
-	if len(v) <= n {
-		return v
-	}
-	for n > 0 && (v[n]&0xC0) == 0x80 {
-		n--
-	}
-	return v[:n] + "…"
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
@@ -227,7 +228,7 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 		update = "SET #lastRunId = :oldRun, #lastOutcome = :abandoned, #lastReason = :why, #lastEndedAt = :now, " + update[len("SET "):]
 		values[":oldRun"] = str(st.runID)
 		values[":abandoned"] = str(string(OutcomeAbandoned))
-		values[":why"] = str(truncate(Redact(lw.key, lw.why), 500))
+		values[":why"] = str(clip.String(Redact(lw.key, lw.why), 500))
 	}
 	names := lockNames(map[string]string{
 		"#cp": attrCheckpoint, "#takeovers": attrTakeovers, "#lastRunId": attrLastRunID,
@@ -291,7 +292,7 @@ func (s *Store) markAbandoned(ctx context.Context, st state, now time.Time, why 
 		ConditionExpression:      aws.String("#outcome = :running"),
 		ExpressionAttributeNames: map[string]string{"#outcome": attrOutcome, "#reason": attrReason, "#endedAt": attrEndedAt},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":abandoned": str(string(OutcomeAbandoned)), ":why": str(truncate(why, 500)), ":now": tm(now),
+			":abandoned": str(string(OutcomeAbandoned)), ":why": str(clip.String(why, 500)), ":now": tm(now),
 			":running": str(string(OutcomeRunning)),
 		},
 	})

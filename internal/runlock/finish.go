@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
@@ -143,7 +144,7 @@ func (s *Store) Fail(ctx context.Context, req FailRequest) (Result, error) {
 			}
 			change.newKey = true
 		}
-		reason := truncate(Redact(change.key, req.Reason), maxReasonBytes)
+		reason := clip.String(Redact(change.key, req.Reason), maxReasonBytes)
 		if !st.locked() || st.owner != req.Owner {
 			if !req.StartTime.IsZero() {
 				s.markFailed(ctx, historySK(req.StartTime.UTC().Truncate(time.Millisecond), req.RunID), now, req, reason)

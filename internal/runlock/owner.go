@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 )
 
 // Execution statuses an OwnerChecker returns: the Step Functions ones, plus
@@ -87,7 +89,7 @@ func (s *Store) liveness(ctx context.Context, st state, now time.Time) Liveness 
 	status, err := s.cfg.Owners.ExecutionStatus(ctx, st.owner)
 	if err != nil {
 		s.log.Warn("run lock owner status unknown", "owner", st.owner, "runId", st.runID, "error", err.Error())
-		return Liveness{Live: true, Why: "owner status unknown: " + truncate(err.Error(), 200)}
+		return Liveness{Live: true, Why: "owner status unknown: " + clip.String(err.Error(), 200)}
 	}
 	if ownerLive(status) {
 		return Liveness{Live: true, Status: status, Why: "owner is " + status}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 )
 
@@ -61,7 +62,7 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			return ReplayResult{}, fmt.Errorf("replay: %s is after the checkpoint %s: %w (moving it forward would skip changes)",
 				events.FormatTime(since), events.FormatTime(st.checkpoint), ErrNotBackwards)
 		}
-		rec := ReplayRecord{At: now, By: req.Actor, To: since, Reason: truncate(req.Reason, maxReasonBytes)}
+		rec := ReplayRecord{At: now, By: req.Actor, To: since, Reason: clip.String(req.Reason, maxReasonBytes)}
 		if st.exists {
 			rec.From = st.checkpoint
 		}
@@ -178,7 +179,7 @@ func (s *Store) Unlock(ctx context.Context, req UnlockRequest) (UnlockResult, er
 		}
 		// The pending export stays, as on a take-over: the next run delivers
 		// the part the unlocked run was given again.
-		err = s.transact(ctx, s.releaseWrite(st, now, OutcomeAbandoned, truncate(why, 500), st.checkpoint, pc))
+		err = s.transact(ctx, s.releaseWrite(st, now, OutcomeAbandoned, clip.String(why, 500), st.checkpoint, pc))
 		if conditionFailed(err) {
 			continue
 		}

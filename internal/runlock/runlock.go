@@ -255,17 +255,6 @@ func lockNames(extra map[string]string) map[string]string {
 	return m
 }
 
-// truncate cuts v to at most n bytes on a rune boundary.
-func truncate(v string, n int) string {
-	if len(v) <= n {
-		return v
-	}
-	for n > 0 && (v[n]&0xC0) == 0x80 {
-		n--
-	}
-	return v[:n] + "…"
-}
-
 // used keeps the placeholders of names and values that the expressions
 // mention: DynamoDB rejects unused ones.
 func used(names map[string]string, values map[string]types.AttributeValue, exprs ...string) (map[string]string, map[string]types.AttributeValue) {

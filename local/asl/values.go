@@ -9,6 +9,8 @@ import (
 
 	"github.com/ohler55/ojg/jp"
 	"github.com/ohler55/ojg/oj"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 )
 
 // JSON values inside the interpreter are nil, bool, int64, float64, string,
@@ -207,11 +209,11 @@ func (p *path) get(data, ctxObj any) (v any, err error) {
 		case jp.Child:
 			m, ok := cur.(map[string]any)
 			if !ok {
-				return nil, runtimeErr("The JSONPath '%s' could not be found in the input '%s'", p.src, truncate(mustJSON(data)))
+				return nil, runtimeErr("The JSONPath '%s' could not be found in the input '%s'", p.src, clip.String(mustJSON(data), 512))
 			}
 			cur, ok = m[string(t)]
 			if !ok {
-				return nil, runtimeErr("The JSONPath '%s' could not be found in the input '%s'", p.src, truncate(mustJSON(data)))
+				return nil, runtimeErr("The JSONPath '%s' could not be found in the input '%s'", p.src, clip.String(mustJSON(data), 512))
 			}
 		case jp.Nth:
 			a, ok := cur.([]any)
@@ -220,7 +222,7 @@ func (p *path) get(data, ctxObj any) (v any, err error) {
 				i += len(a)
 			}
 			if !ok || i < 0 || i >= len(a) {
-				return nil, runtimeErr("The JSONPath '%s' could not be found in the input '%s'", p.src, truncate(mustJSON(data)))
+				return nil, runtimeErr("The JSONPath '%s' could not be found in the input '%s'", p.src, clip.String(mustJSON(data), 512))
 			}
 			cur = a[i]
 		}
@@ -293,11 +295,4 @@ func setIn(cur any, frags []jp.Frag, value any, src string) (any, error) {
 		return a, nil
 	}
 	return nil, runtimeErr("ResultPath %q is not a reference path", src)
-}
-
-func truncate(s string) string {
-	if len(s) > 512 {
-		return s[:512] + "…"
-	}
-	return s
 }

@@ -28,6 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 )
 
 // Handler is the shape of an SQS-triggered Lambda handler with partial batch
@@ -200,7 +202,7 @@ func seconds(d time.Duration) int32 {
 }
 
 func (m *Mapping) poll(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		out, err := m.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(m.cfg.QueueURL),
@@ -215,30 +217,19 @@ func (m *Mapping) poll(ctx context.Context) {
 				return
 			}
 			m.log.Warn("receive failed", "queue", m.cfg.QueueURL, "error", err.Error())
-			if !sleep(ctx, backoff) {
+			if backoff.Sleep(ctx, delay) != nil {
 				return
 			}
-			if backoff < 2*time.Second {
-				backoff *= 2
+			if delay < 2*time.Second {
+				delay *= 2
 			}
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		delay = 100 * time.Millisecond
 		if len(out.Messages) == 0 {
 			continue
 		}
 		m.handleBatch(ctx, out.Messages)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

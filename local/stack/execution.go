@@ -14,6 +14,7 @@ import (
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
@@ -127,7 +128,7 @@ func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsB
 	}
 	w := report.Window{
 		RunID: aws.ToString(out.Name), ExecutionARN: arn, StartedAt: started.UTC(), FinishedAt: s.opts.Now().UTC(),
-		Status: string(out.Status), Error: aws.ToString(out.Error), Cause: truncate(aws.ToString(out.Cause), 512),
+		Status: string(out.Status), Error: aws.ToString(out.Error), Cause: clip.String(aws.ToString(out.Cause), 512),
 		Events: int64(s.Delivered.Len() - eventsBefore),
 	}
 	w.Outcome = outcomeOf(out)
@@ -165,13 +166,6 @@ func outcomeOf(out *sfnapi.DescribeExecutionOutput) string {
 		return report.OutcomeFailed
 	}
 	return report.OutcomeCommitted
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // RunOnce runs one window now and waits for it. The error reports a failure

@@ -1,0 +1,187 @@
+package healthlake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// ErrNoHistory is returned by History when the data store has no history
+// for the resource (404): it never existed, or it was hard deleted.
+var ErrNoHistory = errors.New("healthlake: resource has no history")
+
+// maxHistoryPages bounds how many `next` links History follows.
+const maxHistoryPages = 1000
+
+// HistoryEntry is one version in a resource's instance history.
+type HistoryEntry struct {
+	// VersionID is the version's meta.versionId (for a deletion, the
+	// version the DELETE created).
+	VersionID string
+	// LastUpdated is the version's meta.lastUpdated (for a deletion, the
+	// time of the DELETE), a FHIR instant as HealthLake wrote it.
+	LastUpdated string
+	// Deleted marks a deletion: request.method DELETE, no resource.
+	Deleted bool
+}
+
+// HistoryPath returns the path of a resource's instance history.
+func HistoryPath(datastoreID, resourceType, id string) string {
+	return "/datastore/" + url.PathEscape(datastoreID) + "/r4/" + url.PathEscape(resourceType) + "/" + url.PathEscape(id) + "/_history"
+}
+
+// History reads `GET …/r4/{type}/{id}/_history` (a FHIR Bundle of type
+// history, newest first, deletions included) and returns its entries in
+// that order, following `next` links. A 404 returns ErrNoHistory. Errors
+// never carry the resource id or any resource content.
+func (c *Client) History(ctx context.Context, datastoreID, resourceType, id string) ([]HistoryEntry, error) {
+	if datastoreID == "" || resourceType == "" || id == "" {
+		return nil, errors.New("history: datastore id, resource type and id are required")
+	}
+	path, query := HistoryPath(datastoreID, resourceType, id), url.Values(nil)
+	var out []HistoryEntry
+	for page := 1; ; page++ {
+		status, body, errType, _, err := c.do(ctx, "History", http.MethodGet, path, query, nil)
+		if err != nil {
+			return nil, fmt.Errorf("history of a %s: %w", resourceType, err)
+		}
+		switch {
+		case status == http.StatusNotFound:
+			return nil, fmt.Errorf("history of a %s: %w", resourceType, ErrNoHistory)
+		case status != http.StatusOK:
+			// The OperationOutcome may name the resource: keep only its code.
+			e := newAPIError("History", status, body, errType)
+			e.Message = http.StatusText(status)
+			return nil, fmt.Errorf("history of a %s: %w", resourceType, e)
+		}
+		entries, next, err := parseHistory(body)
+		if err != nil {
+			return nil, fmt.Errorf("history of a %s, page %d: %w", resourceType, page, err)
+		}
+		out = append(out, entries...)
+		if next == "" {
+			return out, nil
+		}
+		if page >= maxHistoryPages {
+			return nil, fmt.Errorf("history of a %s: more than %d pages", resourceType, maxHistoryPages)
+		}
+		if path, query, err = c.nextPage(datastoreID, next); err != nil {
+			return nil, fmt.Errorf("history of a %s, page %d: %w", resourceType, page, err)
+		}
+	}
+}
+
+// nextPage turns a `next` link (absolute, or relative to the data store's
+// FHIR base) into a path and query under the client's endpoint. A link to
+// another host is refused: the request would be signed for it.
+func (c *Client) nextPage(datastoreID, link string) (string, url.Values, error) {
+	fhirBase := *c.base
+	fhirBase.Path = strings.TrimRight(c.base.Path, "/") + "/datastore/" + datastoreID + "/r4/"
+	fhirBase.RawPath = ""
+	ref, err := url.Parse(link)
+	if err != nil {
+		return "", nil, errors.New("next link is not a URL")
+	}
+	u := fhirBase.ResolveReference(ref)
+	basePath := strings.TrimRight(c.base.Path, "/")
+	if u.Scheme != c.base.Scheme || u.Host != c.base.Host || !strings.HasPrefix(u.Path, basePath+"/datastore/") {
+		return "", nil, errors.New("next link leaves the HealthLake endpoint")
+	}
+	return strings.TrimPrefix(u.Path, basePath), u.Query(), nil
+}
+
+// historyBundle is the part of a history Bundle History reads.
+type historyBundle struct {
+	ResourceType string `json:"resourceType"`
+	Type         string `json:"type"`
+	Link         []struct {
+		Relation string `json:"relation"`
+		URL      string `json:"url"`
+	} `json:"link"`
+	Entry []struct {
+		FullURL  string          `json:"fullUrl"`
+		Resource json.RawMessage `json:"resource"`
+		Request  *struct {
+			Method string `json:"method"`
+		} `json:"request"`
+		Response *struct {
+			Etag         string `json:"etag"`
+			LastModified string `json:"lastModified"`
+		} `json:"response"`
+	} `json:"entry"`
+}
+
+// parseHistory reads one page of a history Bundle: its entries and the
+// `next` link ("" on the last page). A version is taken from the resource's
+// meta, else from response.etag (W/"n") or a fullUrl ending in
+// /_history/n; a time from meta.lastUpdated, else response.lastModified.
+func parseHistory(body []byte) ([]HistoryEntry, string, error) {
+	var b historyBundle
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, "", errors.New("answer is not a JSON Bundle")
+	}
+	if b.ResourceType != "Bundle" || b.Type != "history" {
+		return nil, "", fmt.Errorf("answer is a %.40q of type %.40q, not a history Bundle", b.ResourceType, b.Type)
+	}
+	out := make([]HistoryEntry, 0, len(b.Entry))
+	for i, e := range b.Entry {
+		var h HistoryEntry
+		res := bytes.TrimSpace(e.Resource)
+		hasResource := len(res) > 0 && string(res) != "null"
+		h.Deleted = (e.Request != nil && strings.EqualFold(e.Request.Method, http.MethodDelete)) || !hasResource
+		if hasResource {
+			var r struct {
+				Meta struct {
+					VersionID   string `json:"versionId"`
+					LastUpdated string `json:"lastUpdated"`
+				} `json:"meta"`
+			}
+			if err := json.Unmarshal(e.Resource, &r); err != nil {
+				return nil, "", fmt.Errorf("entry %d: resource is not a JSON object", i+1)
+			}
+			h.VersionID, h.LastUpdated = r.Meta.VersionID, r.Meta.LastUpdated
+		}
+		if e.Response != nil {
+			if h.VersionID == "" {
+				h.VersionID = etagVersion(e.Response.Etag)
+			}
+			if h.LastUpdated == "" {
+				h.LastUpdated = e.Response.LastModified
+			}
+		}
+		if h.VersionID == "" {
+			if _, v, ok := strings.Cut(e.FullURL, "/_history/"); ok && v != "" && !strings.Contains(v, "/") {
+				h.VersionID = v
+			}
+		}
+		if h.VersionID == "" || h.LastUpdated == "" {
+			return nil, "", fmt.Errorf("entry %d has no versionId or no lastUpdated", i+1)
+		}
+		out = append(out, h)
+	}
+	next := ""
+	for _, l := range b.Link {
+		if l.Relation == "next" && l.URL != "" {
+			next = l.URL
+		}
+	}
+	return out, next, nil
+}
+
+// etagVersion returns the version of a FHIR ETag W/"n" (or "n"), or "".
+func etagVersion(etag string) string {
+	s := strings.TrimPrefix(strings.TrimSpace(etag), "W/")
+	if len(s) < 3 || s[0] != '"' || s[len(s)-1] != '"' {
+		return ""
+	}
+	v := s[1 : len(s)-1]
+	if strings.ContainsAny(v, "\"/ ") {
+		return ""
+	}
+	return v
+}
