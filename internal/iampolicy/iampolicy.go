@@ -91,6 +91,11 @@ const (
 	PrefixMapResults = "map-results/"
 	PrefixClaimCheck = "claim-check/"
 	PrefixQuarantine = "quarantine/"
+	// PrefixDelivered holds the delivered index (what prepare-change and the
+	// reconciliation published); PrefixReconcile the reconciliation's own
+	// store runs, indexes and plans (docs/RECONCILE.md).
+	PrefixDelivered = "delivered/"
+	PrefixReconcile = "reconcile/"
 )
 
 // Objects returns the ARN pattern of the bucket's objects under prefix.
@@ -194,7 +199,8 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 			logs(),
 			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
 			{Sid: "ReadExports", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixExports)}},
-			{Sid: "WriteClaimChecksAndQuarantine", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixClaimCheck), r.Objects(PrefixQuarantine)}},
+			// ... and the delivered index, one object per file (docs/RECONCILE.md).
+			{Sid: "WriteClaimChecksAndQuarantine", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixClaimCheck), r.Objects(PrefixQuarantine), r.Objects(PrefixDelivered)}},
 			// Quarantine objects are written by multipart upload; a failed
 			// upload is aborted (issue 11.11).
 			{Sid: "AbortQuarantineUpload", Actions: []string{"s3:AbortMultipartUpload"}, Resources: []string{r.Objects(PrefixQuarantine)},

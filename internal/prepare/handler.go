@@ -30,6 +30,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
 )
 
 // Input is the payload of one invocation, built by the Distributed Map's
@@ -176,6 +177,7 @@ type fileState struct {
 	bytes    int64
 	rejected int64  // lines quarantined after EventBridge rejected their event
 	key      string // the quarantine object, once written
+	rec      recorder // the delivered-index object (D4)
 	pending  int    // events handed to the publisher without an outcome
 	readDone bool   // every line read
 	closed   bool   // quarantine object closed
@@ -189,6 +191,8 @@ type lineRef struct {
 	number int64
 	offset int64
 	raw    []byte
+	// The version the event carries, recorded in the delivered index once accepted.
+	typ, id, versionID, lastUpdated string
 }
 
 // batch is one invocation's work: its files, publisher and emitter.
@@ -345,7 +349,8 @@ func (b *batch) token(fs *fileState, line *fhir.Line) *lineRef {
 		tok = new(lineRef)
 	}
 	raw := tok.raw[:0]
-	*tok = lineRef{file: fs, number: line.Number, offset: line.Offset}
+	*tok = lineRef{file: fs, number: line.Number, offset: line.Offset,
+		typ: line.ResourceType, id: line.ID, versionID: line.VersionID, lastUpdated: line.LastUpdated}
 	if b.h.cfg.Validation == fhir.ValidateNone {
 		tok.raw = append(raw, line.Raw...)
 	}
@@ -366,6 +371,9 @@ func (b *batch) settle(ctx context.Context) error {
 		fs := lr.file
 		fs.pending--
 		if o.Code == "" {
+			if err := fs.rec.add(reconcile.Entry{Type: lr.typ, ID: lr.id, VersionID: lr.versionID, LastUpdated: lr.lastUpdated}); err != nil {
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: delivered index of %s line %d: %w", fs.ref.Key, lr.number, err)}
+			}
 			b.free = append(b.free, lr) // accepted: the token is free again
 			continue
 		}
@@ -393,6 +401,9 @@ func (b *batch) closeReady(ctx context.Context) error {
 		if !fs.closed && fs.readDone && fs.pending == 0 {
 			key, err := fs.q.close(ctx)
 			if err != nil {
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
+			}
+			if err := fs.rec.write(ctx, b.h.s3, b.h.cfg.Bucket, b.h.cfg.KMSKeyID, b.in.RunID, fs.ref.Key); err != nil {
 				return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
 			}
 			fs.key, fs.closed = key, true

@@ -419,8 +419,9 @@ func TestLargeQuarantineIsUploadedInParts(t *testing.T) {
 	if err != nil || out.Quarantined != 24 || out.Events != 1 {
 		t.Fatalf("%+v %v", out, err)
 	}
-	// CreateMultipartUpload and CompleteMultipartUpload are POSTs; the export and two parts are PUTs.
-	if calls := r.env.Gateway.Calls(); calls["s3:POSTObject"] != 2 || calls["s3:PUTObject"] != 3 || calls["s3:DELETEObject"] != 0 {
+	// CreateMultipartUpload and CompleteMultipartUpload are POSTs; the export, two parts and the
+	// delivered-index object are PUTs.
+	if calls := r.env.Gateway.Calls(); calls["s3:POSTObject"] != 2 || calls["s3:PUTObject"] != 4 || calls["s3:DELETEObject"] != 0 {
 		t.Fatalf("expected a two-part multipart upload, gateway calls %v", calls)
 	}
 	recs := quarantineRecords(t, r.get(t, out.QuarantineKeys[0]))

@@ -12,6 +12,8 @@ package reconcile
 import (
 	"bufio"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -296,4 +298,14 @@ func ReadAll(r io.Reader, files func(FileRef), fn func(Entry) error) error {
 		return fmt.Errorf("reconcile: read index: %w", err)
 	}
 	return nil
+}
+
+// DeliveredPrefix is where the delivered-index objects live (contract D4).
+const DeliveredPrefix = "delivered/"
+
+// DeliveredKey is the delivered-index object of one export file of a run:
+// "delivered/{runId}/{sha-256 of the file key, hex}.tsv.gz".
+func DeliveredKey(runID, fileKey string) string {
+	sum := sha256.Sum256([]byte(fileKey))
+	return DeliveredPrefix + runID + "/" + hex.EncodeToString(sum[:]) + ".tsv.gz"
 }
