@@ -20,8 +20,10 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
-// runFHIR sends one SigV4-signed FHIR request: `fhir METHOD PATH` with the
-// body read from stdin for PUT and POST, the response body to stdout.
+// runFHIR sends one SigV4-signed FHIR request: `fhir METHOD PATH` (GET, PUT,
+// POST or DELETE) with the body read from stdin for PUT and POST, the
+// response body to stdout. A DELETE that succeeds (204, no body) says so on
+// stderr.
 func runFHIR(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cdc-local fhir", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -29,8 +31,9 @@ func runFHIR(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	datastore := fs.String("datastore", envOr("CDC_DATASTORE_ID", stack.DefaultDatastoreID), "data store id")
 	region := fs.String("region", envOr("AWS_REGION", localaws.DefaultRegion), "signing region")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cdc-local fhir METHOD PATH [--endpoint URL] [--datastore ID] < body")
-		fmt.Fprintln(stderr, "  e.g. cdc-local fhir PUT Patient/123 < patient.json; cdc-local fhir GET Patient/123/_history")
+		fmt.Fprintln(stderr, "usage: cdc-local fhir GET|PUT|POST|DELETE PATH [--endpoint URL] [--datastore ID] < body")
+		fmt.Fprintln(stderr, "  e.g. cdc-local fhir PUT Patient/123 < patient.json; cdc-local fhir DELETE Patient/123;")
+		fmt.Fprintln(stderr, "       cdc-local fhir GET Patient/123/_history")
 		fs.PrintDefaults()
 	}
 	// Flags may follow the two positional arguments.
@@ -51,6 +54,13 @@ func runFHIR(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitUsage
 	}
 	method, path := strings.ToUpper(pos[0]), strings.TrimPrefix(pos[1], "/")
+	switch method {
+	case http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete:
+	default:
+		fmt.Fprintf(stderr, "cdc-local fhir: method %q: use GET, PUT, POST or DELETE\n", pos[0])
+		fs.Usage()
+		return exitUsage
+	}
 	var body []byte
 	if method == http.MethodPut || method == http.MethodPost {
 		b, err := io.ReadAll(stdin)
@@ -73,6 +83,9 @@ func runFHIR(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if status >= 300 {
 		fmt.Fprintf(stderr, "cdc-local fhir: HTTP %d\n", status)
 		return exitFailed
+	}
+	if method == http.MethodDelete {
+		fmt.Fprintf(stderr, "cdc-local fhir: deleted (HTTP %d)\n", status)
 	}
 	return exitOK
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -71,6 +72,31 @@ func (d *Datastore) Read(resourceType, id string) ([]byte, bool) {
 		return nil, false
 	}
 	return append([]byte(nil), r.current().body...), true
+}
+
+// Delete deletes a resource as the FHIR delete interaction does: a new
+// version marking the deletion, with its own lastUpdated, kept in the history.
+// It returns the deletion's versionId, or false when the resource is absent or
+// already deleted (nothing changes then).
+func (d *Datastore) Delete(resourceType, id string) (versionID string, ok bool) {
+	d.e.mu.Lock()
+	defer d.e.mu.Unlock()
+	v := d.deleteLocked(resourceType, id)
+	if v == nil {
+		return "", false
+	}
+	return strconv.Itoa(v.vid), true
+}
+
+// deleteLocked appends a deletion to a current resource; the caller holds e.mu.
+func (d *Datastore) deleteLocked(typ, id string) *version {
+	res, ok := d.resources[typ+"/"+id]
+	if !ok || res.current().deleted {
+		return nil
+	}
+	v := &version{vid: len(res.versions) + 1, lastUpdated: d.e.stamp(), deleted: true}
+	res.versions = append(res.versions, v)
+	return v
 }
 
 // Count returns the number of resources whose current version is not deleted.
@@ -295,10 +321,7 @@ func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datasto
 			writeResource(w, http.StatusOK, typ, parts[1], res.current())
 		}
 	case len(parts) == 2 && r.Method == http.MethodDelete:
-		res, ok := ds.resources[typ+"/"+parts[1]]
-		if ok && !res.current().deleted {
-			res.versions = append(res.versions, &version{vid: len(res.versions) + 1, lastUpdated: e.stamp(), deleted: true})
-		}
+		ds.deleteLocked(typ, parts[1])
 		w.WriteHeader(http.StatusNoContent)
 	case len(parts) == 3 && parts[2] == "_history" && r.Method == http.MethodGet:
 		res, ok := ds.resources[typ+"/"+parts[1]]
@@ -306,7 +329,7 @@ func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datasto
 			writeOutcome(w, http.StatusNotFound, "not-found", "resource "+typ+"/"+parts[1]+" not found")
 			return
 		}
-		ds.history(w, res)
+		ds.history(w, r, res)
 	case len(parts) == 4 && parts[2] == "_history" && r.Method == http.MethodGet:
 		res, ok := ds.resources[typ+"/"+parts[1]]
 		n, err := strconv.Atoi(parts[3])
@@ -346,16 +369,33 @@ func writeResource(w http.ResponseWriter, status int, typ, id string, v *version
 type bundleEntry struct {
 	FullURL  string          `json:"fullUrl,omitempty"`
 	Resource json.RawMessage `json:"resource,omitempty"`
-	Request  *struct {
-		Method string `json:"method"`
-		URL    string `json:"url"`
-	} `json:"request,omitempty"`
+	Request  *entryRequest   `json:"request,omitempty"`
+	Response *entryResponse  `json:"response,omitempty"`
+}
+
+// entryRequest is Bundle.entry.request: the interaction that made a version.
+type entryRequest struct {
+	Method string `json:"method"`
+	URL    string `json:"url"`
+}
+
+// entryResponse is Bundle.entry.response: its outcome, version and time.
+type entryResponse struct {
+	Status       string `json:"status"`
+	Etag         string `json:"etag,omitempty"`
+	LastModified string `json:"lastModified,omitempty"`
+}
+
+type bundleLink struct {
+	Relation string `json:"relation"`
+	URL      string `json:"url"`
 }
 
 type bundle struct {
 	ResourceType string        `json:"resourceType"`
 	Type         string        `json:"type"`
 	Total        int           `json:"total"`
+	Link         []bundleLink  `json:"link,omitempty"`
 	Entry        []bundleEntry `json:"entry"`
 }
 
@@ -375,24 +415,83 @@ func (d *Datastore) search(w http.ResponseWriter, typ string) {
 	writeJSON(w, http.StatusOK, "application/fhir+json", b)
 }
 
-// history answers GET /{Type}/{id}/_history, newest version first.
-func (d *Datastore) history(w http.ResponseWriter, r *resource) {
-	b := bundle{ResourceType: "Bundle", Type: "history", Total: len(r.versions), Entry: []bundleEntry{}}
-	for i := len(r.versions) - 1; i >= 0; i-- {
-		v := r.versions[i]
-		en := bundleEntry{FullURL: r.typ + "/" + r.id + "/_history/" + strconv.Itoa(v.vid)}
-		en.Request = &struct {
-			Method string `json:"method"`
-			URL    string `json:"url"`
-		}{Method: http.MethodPut, URL: r.typ + "/" + r.id}
-		if v.deleted {
+// history answers GET /{Type}/{id}/_history with a Bundle of type history,
+// newest version first, deletions included (FHIR R4 RESTful API, history):
+// each entry has request.method (PUT for a stored version, DELETE for a
+// deletion, which carries no resource) and response.status, etag W/"{vid}"
+// and lastModified. `_count` pages it: a page of that many entries, with a
+// `next` link (`_page`, 1-based) while more remain.
+func (d *Datastore) history(w http.ResponseWriter, req *http.Request, r *resource) {
+	q := req.URL.Query()
+	count, page := len(r.versions), 1
+	if c := q.Get("_count"); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			writeOutcome(w, http.StatusBadRequest, "invalid", "_count must be a positive integer")
+			return
+		}
+		count = n
+	}
+	if p := q.Get("_page"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			writeOutcome(w, http.StatusBadRequest, "invalid", "_page must be a positive integer")
+			return
+		}
+		page = n
+	}
+	self := r.typ + "/" + r.id + "/_history"
+	b := bundle{ResourceType: "Bundle", Type: "history", Total: len(r.versions), Entry: []bundleEntry{},
+		Link: []bundleLink{{Relation: "self", URL: self + pageQuery(q, count, page)}}}
+	first := (page - 1) * count
+	for k := first; k < len(r.versions) && k < first+count; k++ {
+		v := r.versions[len(r.versions)-1-k]
+		en := bundleEntry{
+			FullURL:  r.typ + "/" + r.id + "/_history/" + strconv.Itoa(v.vid),
+			Request:  &entryRequest{Method: http.MethodPut, URL: r.typ + "/" + r.id},
+			Response: &entryResponse{Status: "200 OK", Etag: `W/"` + strconv.Itoa(v.vid) + `"`, LastModified: v.lastUpdated.UTC().Format(InstantLayout)},
+		}
+		switch {
+		case v.deleted:
 			en.Request.Method = http.MethodDelete
-		} else {
+			en.Response.Status = "204 No Content"
+		case v.vid == 1 || r.versions[v.vid-2].deleted:
+			en.Response.Status = "201 Created"
+			en.Resource = v.body
+		default:
 			en.Resource = v.body
 		}
 		b.Entry = append(b.Entry, en)
 	}
+	if first+count < len(r.versions) {
+		b.Link = append(b.Link, bundleLink{Relation: "next", URL: self + pageQuery(q, count, page+1)})
+	}
 	writeJSON(w, http.StatusOK, "application/fhir+json", b)
+}
+
+// pageQuery is the query of a history page link.
+func pageQuery(q url.Values, count, page int) string {
+	if q.Get("_count") == "" {
+		return ""
+	}
+	return "?_count=" + strconv.Itoa(count) + "&_page=" + strconv.Itoa(page)
+}
+
+// HardDelete removes a resource and its whole history, as if it had never
+// been stored: reads and history answer 404 afterwards, exports leave it
+// out, and a later write of the same id starts again at version 1. It
+// reports whether the resource existed. HealthLake documents no REST
+// interaction that removes history, so this is a Go-only knob (modelled; see
+// docs/LOCAL.md).
+func (d *Datastore) HardDelete(resourceType, id string) bool {
+	d.e.mu.Lock()
+	defer d.e.mu.Unlock()
+	key := resourceType + "/" + id
+	if _, ok := d.resources[key]; !ok {
+		return false
+	}
+	delete(d.resources, key)
+	return true
 }
 
 // serveREST routes FHIR REST paths.
