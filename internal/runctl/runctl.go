@@ -29,16 +29,21 @@ const (
 	ActionAcquire = "acquire"
 	ActionCommit  = "commit"
 	ActionFail    = "fail"
+	// ModeReconcile is the acquire mode of the reconciliation state machine.
+	ModeReconcile = "reconcile"
 )
 
 // Input is the run-lock Lambda's payload.
 type Input struct {
-	Action        string         `json:"action"`
-	ExecutionID   string         `json:"executionId"`
-	ExecutionName string         `json:"executionName"`
-	StartTime     string         `json:"startTime"`
-	Window        *events.Window `json:"window,omitempty"`
-	ExportJobID   string         `json:"exportJobId,omitempty"`
+	Action        string `json:"action"`
+	ExecutionID   string `json:"executionId"`
+	ExecutionName string `json:"executionName"`
+	StartTime     string `json:"startTime"`
+	// Mode "reconcile" (acquire only) takes the lock for a reconciliation:
+	// an empty window at the checkpoint, a full export (docs/RECONCILE.md).
+	Mode        string         `json:"mode,omitempty"`
+	Window      *events.Window `json:"window,omitempty"`
+	ExportJobID string         `json:"exportJobId,omitempty"`
 	// Results is the Distributed Map's output with ResultWriterDetails, or null.
 	Results json.RawMessage `json:"results,omitempty"`
 	// Export is the manifest part the run delivered (commit): the export
@@ -202,7 +207,11 @@ func (h *Handler) acquire(ctx context.Context, in Input) (AcquireOutput, error) 
 	if err != nil {
 		return AcquireOutput{}, err
 	}
-	a, err := h.Lock.Acquire(ctx, runlock.AcquireRequest{Owner: in.ExecutionID, RunID: in.ExecutionName, StartTime: start})
+	if in.Mode != "" && in.Mode != ModeReconcile {
+		return AcquireOutput{}, &InputError{Msg: fmt.Sprintf("unknown mode %q: want reconcile or none", clip.String(in.Mode, 40))}
+	}
+	a, err := h.Lock.Acquire(ctx, runlock.AcquireRequest{Owner: in.ExecutionID, RunID: in.ExecutionName, StartTime: start,
+		Reconcile: in.Mode == ModeReconcile})
 	if err != nil {
 		return AcquireOutput{}, fmt.Errorf("acquire run lock for %s: %w", in.ExecutionName, err)
 	}

@@ -21,6 +21,10 @@ type AcquireRequest struct {
 	Owner, RunID string
 	// StartTime is the execution's start time; zero means now.
 	StartTime time.Time
+	// Reconcile takes the lock for a reconciliation (reconcile.go): the
+	// window is empty at the checkpoint, so the commit leaves it alone, and
+	// the export window is the whole store.
+	Reconcile bool
 }
 
 // Acquisition is the answer to Acquire.
@@ -94,6 +98,9 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			a := Acquisition{Acquired: true, Reason: "already held by this run", RunID: st.runID,
 				Window: st.window, ExportWindow: s.heldExportWindow(st), Empty: st.window.Empty(), Checkpoint: st.checkpoint,
 				PreviousRunID: prev, PreviousOutcome: prevOutcome}
+			if req.Reconcile {
+				a.ExportWindow = reconcileExportWindow(st.checkpoint)
+			}
 			if st.pending != nil {
 				e := st.pending.Next
 				a.Reuse = &e
@@ -110,6 +117,11 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			tookOver = st.owner
 		}
 		checkpoint := st.checkpoint
+		if req.Reconcile {
+			if why := reconcileRefusal(st); why != "" {
+				return Acquisition{Acquired: false, Reason: why, RunID: req.RunID, Holder: st.owner, Checkpoint: checkpoint}, nil
+			}
+		}
 		if !st.exists {
 			if s.cfg.InitialCheckpoint.IsZero() {
 				return Acquisition{}, fmt.Errorf("acquire: %w", ErrNoCheckpoint)
@@ -139,6 +151,9 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 		} else {
 			w = WindowAt(checkpoint, now, s.cfg.SafetyLag, s.cfg.MaxWindow)
 			ew = ExportWindowOf(w, s.cfg.Overlap)
+		}
+		if req.Reconcile {
+			w, ew = events.Window{Since: checkpoint, Until: checkpoint}, reconcileExportWindow(checkpoint)
 		}
 		h := HistoryRecord{RunID: req.RunID, ExecutionID: req.Owner, StartTime: start, AcquiredAt: now,
 			Window: w, ExportWindow: ew, Empty: w.Empty(), Outcome: OutcomeRunning, TookOverFrom: tookOver}
