@@ -123,10 +123,7 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			}
 		}
 		if !st.exists {
-			if s.cfg.InitialCheckpoint.IsZero() {
-				return Acquisition{}, fmt.Errorf("acquire: %w", ErrNoCheckpoint)
-			}
-			checkpoint = s.cfg.InitialCheckpoint
+			checkpoint = s.initialCheckpoint(now)
 		}
 		lw := lockArgs{key: st.redactKey}
 		if len(lw.key) == 0 {

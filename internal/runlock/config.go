@@ -21,9 +21,20 @@ const (
 	EnvHistoryTTL        = "CDC_HISTORY_TTL"
 )
 
+// Values of CDC_INITIAL_CHECKPOINT besides an RFC 3339 time.
+const (
+	// InitialSnapshot (the default): the first run exports the whole store
+	// (no _since) and publishes every resource, then continues incrementally.
+	InitialSnapshot = "snapshot"
+	// InitialNow: the first run starts at its own time; nothing written
+	// before it is delivered.
+	InitialNow = "now"
+)
+
 // ConfigFromEnv reads the table and window rules from the environment
 // through getenv (os.Getenv in a main): durations in Go syntax ("2m",
-// "24h"), the initial checkpoint in RFC 3339. Unset variables keep the
+// "24h"), the initial checkpoint as "snapshot" (the default), "now" or an
+// RFC 3339 time. Unset variables keep the
 // defaults; CDC_SAFETY_LAG, CDC_MAX_WINDOW and CDC_OVERLAP accept 0 (no
 // lag, no cap, no overlap). The clock, owner checker and logger are left to
 // the caller; New checks the lease against CDC_RUN_TIMEOUT.
@@ -59,10 +70,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	if v := strings.TrimSpace(getenv(EnvInitialCheckpoint)); v != "" {
+	switch v := strings.TrimSpace(getenv(EnvInitialCheckpoint)); v {
+	case "", InitialSnapshot:
+		// The zero InitialCheckpoint: the first run publishes the whole store.
+	case InitialNow:
+		cfg.InitialNow = true
+	default:
 		t, perr := events.ParseTime(v)
 		if perr != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", EnvInitialCheckpoint, perr)
+			return Config{}, fmt.Errorf("config: %s is %q, %q or an RFC 3339 time: %w", EnvInitialCheckpoint, InitialSnapshot, InitialNow, perr)
 		}
 		cfg.InitialCheckpoint = t
 	}

@@ -62,8 +62,6 @@ const (
 
 // Errors callers can test with errors.Is.
 var (
-	// ErrNoCheckpoint: the table has no RUN record and no initial checkpoint is configured.
-	ErrNoCheckpoint = errors.New("no checkpoint yet: set CDC_INITIAL_CHECKPOINT (RFC 3339) or run `cdcctl replay --since T` once")
 	// ErrNotOwner: the caller does not hold the lock (it was taken over, released or never taken).
 	ErrNotOwner = errors.New("the run does not hold the lock")
 	// ErrLockHeld: a live run holds the lock.
@@ -110,8 +108,14 @@ type Config struct {
 	// not longer than it is refused (the lock could expire under a live run).
 	RunTimeout time.Duration
 	// InitialCheckpoint is the checkpoint the first run starts from on a
-	// fresh table. Zero means none: the first Acquire fails with ErrNoCheckpoint.
+	// fresh table. Zero means a snapshot (CDC_INITIAL_CHECKPOINT "snapshot",
+	// the default): the first window is (events.SnapshotSince, now − lag],
+	// exported without _since, so the first run publishes the whole store.
 	InitialCheckpoint time.Time
+	// InitialNow (CDC_INITIAL_CHECKPOINT "now") starts the first run at its
+	// own now − SafetyLag instead: an empty first window, and nothing written
+	// before the first run is delivered. It wins over InitialCheckpoint.
+	InitialNow bool
 	// HistoryTTL and ReplayTTL keep history and replay items this long.
 	HistoryTTL, ReplayTTL time.Duration
 	// Now is the clock; default time.Now.
@@ -180,11 +184,13 @@ func (s *Store) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millise
 
 // WindowAt computes the window a run starting at now gets from checkpoint:
 // since = checkpoint, until = now − lag (capped at since + maxWindow when
-// maxWindow > 0), never before since (an empty window then).
+// maxWindow > 0, except for a snapshot: a checkpoint at events.SnapshotSince
+// covers the whole store in one window), never before since (an empty
+// window then).
 func WindowAt(checkpoint, now time.Time, lag, maxWindow time.Duration) events.Window {
 	since := checkpoint.UTC().Truncate(time.Millisecond)
 	until := now.UTC().Add(-lag).Truncate(time.Millisecond)
-	if maxWindow > 0 && until.Sub(since) > maxWindow {
+	if maxWindow > 0 && !events.IsSnapshotSince(since) && until.Sub(since) > maxWindow {
 		until = since.Add(maxWindow)
 	}
 	if until.Before(since) {
@@ -193,9 +199,27 @@ func WindowAt(checkpoint, now time.Time, lag, maxWindow time.Duration) events.Wi
 	return events.Window{Since: since, Until: until}
 }
 
-// ExportWindowOf widens w back by overlap: (since − overlap, until].
+// ExportWindowOf widens w back by overlap: (since − overlap, until], never
+// before events.SnapshotSince (a snapshot window stays a full export).
 func ExportWindowOf(w events.Window, overlap time.Duration) events.Window {
-	return events.Window{Since: w.Since.Add(-overlap), Until: w.Until}
+	since := w.Since.Add(-overlap)
+	if since.Before(events.SnapshotSince) {
+		since = events.SnapshotSince
+	}
+	return events.Window{Since: since, Until: w.Until}
+}
+
+// initialCheckpoint is the checkpoint of a fresh table's first run at now:
+// now − SafetyLag for InitialNow, else InitialCheckpoint (zero: the snapshot,
+// events.SnapshotSince).
+func (s *Store) initialCheckpoint(now time.Time) time.Time {
+	switch {
+	case s.cfg.InitialNow:
+		return now.Add(-s.cfg.SafetyLag).Truncate(time.Millisecond)
+	case s.cfg.InitialCheckpoint.IsZero():
+		return events.SnapshotSince
+	}
+	return s.cfg.InitialCheckpoint
 }
 
 func (s *Store) getState(ctx context.Context) (state, error) {

@@ -68,15 +68,55 @@ func TestFreshTableFirstRunCreatesRecordFromInitialCheckpoint(t *testing.T) {
 	}
 }
 
-func TestFreshTableWithoutInitialCheckpointFailsLoudly(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.InitialCheckpoint = time.Time{} })
-	f.owners.set(arn("run-1"), StatusRunning)
-	_, err := f.store.Acquire(context.Background(), AcquireRequest{Owner: arn("run-1"), RunID: "run-1"})
-	if !errors.Is(err, ErrNoCheckpoint) || !strings.Contains(err.Error(), "CDC_INITIAL_CHECKPOINT") {
-		t.Fatalf("acquire err = %v, want ErrNoCheckpoint naming CDC_INITIAL_CHECKPOINT", err)
+// With no initial checkpoint configured (the default, "snapshot"), the first
+// run's window starts at events.SnapshotSince, uncapped by MaxWindow, and its
+// export window is a full export; the next run continues from its until.
+func TestFreshTableDefaultsToSnapshot(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.InitialCheckpoint = time.Time{}; c.MaxWindow = 24 * time.Hour })
+	a := f.start(t, "run-1")
+	if !a.Acquired || a.Empty {
+		t.Fatalf("first acquire = %+v, want acquired, not empty", a)
 	}
-	if st := f.status(t); st.Exists {
-		t.Fatalf("a record was written: %+v", st)
+	until := t0.Add(-DefaultSafetyLag)
+	if !a.Window.Since.Equal(events.SnapshotSince) || !a.Window.Until.Equal(until) {
+		t.Fatalf("snapshot window = %s, want (%s, %s]", a.Window, events.FormatTime(events.SnapshotSince), events.FormatTime(until))
+	}
+	if !events.IsSnapshotSince(a.ExportWindow.Since) || !a.ExportWindow.Since.Equal(events.SnapshotSince) || !a.ExportWindow.Until.Equal(until) {
+		t.Fatalf("snapshot export window = %s, want a full export up to %s", a.ExportWindow, events.FormatTime(until))
+	}
+	if st := f.status(t); !st.Exists || !st.Checkpoint.Equal(events.SnapshotSince) {
+		t.Fatalf("status = %+v", st)
+	}
+	// A retried acquire of the same run gets the same snapshot window.
+	if again := f.start(t, "run-1"); !again.Window.Since.Equal(a.Window.Since) || !again.ExportWindow.Since.Equal(events.SnapshotSince) {
+		t.Fatalf("retried acquire = %+v", again)
+	}
+	if _, err := f.store.Commit(context.Background(), CommitRequest{Owner: arn("run-1"), RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(5 * time.Minute)
+	b := f.start(t, "run-2")
+	if !b.Window.Since.Equal(until) || !b.Window.Until.Equal(until.Add(5*time.Minute)) ||
+		!b.ExportWindow.Since.Equal(until.Add(-DefaultOverlap)) {
+		t.Fatalf("second window %s export %s, want incremental from %s", b.Window, b.ExportWindow, events.FormatTime(until))
+	}
+}
+
+// CDC_INITIAL_CHECKPOINT=now: the first run starts at its own time (an empty
+// window), and the next delivers what changed since.
+func TestFreshTableInitialNow(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.InitialNow = true })
+	a := f.start(t, "run-1")
+	start := t0.Add(-DefaultSafetyLag)
+	if !a.Acquired || !a.Empty || !a.Window.Since.Equal(start) {
+		t.Fatalf("first acquire = %+v, want an empty window at %s", a, events.FormatTime(start))
+	}
+	if _, err := f.store.Commit(context.Background(), CommitRequest{Owner: arn("run-1"), RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(5 * time.Minute)
+	if b := f.start(t, "run-2"); !b.Window.Since.Equal(start) || !b.Window.Until.Equal(start.Add(5*time.Minute)) {
+		t.Fatalf("second window %s", b.Window)
 	}
 }
 
@@ -532,6 +572,12 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for v, wantNow := range map[string]bool{"": false, "snapshot": false, " now ": true} {
+		c, err := ConfigFromEnv(func(k string) string { return map[string]string{EnvTable: "t", EnvInitialCheckpoint: v}[k] })
+		if err != nil || c.InitialNow != wantNow || !c.InitialCheckpoint.IsZero() {
+			t.Errorf("%s=%q: InitialNow %v checkpoint %v, %v", EnvInitialCheckpoint, v, c.InitialNow, c.InitialCheckpoint, err)
+		}
+	}
 	if cfg.Table != "cdc" || cfg.SafetyLag != 90*time.Second || cfg.MaxWindow != 6*time.Hour || cfg.Lease != 3*time.Hour ||
 		!cfg.InitialCheckpoint.Equal(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("config = %+v", cfg)
@@ -541,6 +587,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"bad lag":       {EnvTable: "t", EnvSafetyLag: "two minutes"},
 		"zero lease":    {EnvTable: "t", EnvLease: "0s"},
 		"bad timestamp": {EnvTable: "t", EnvInitialCheckpoint: "yesterday"},
+		"snapshot case": {EnvTable: "t", EnvInitialCheckpoint: "Snapshot"},
 		"negative lag":  {EnvTable: "t", EnvSafetyLag: "-1m"},
 	} {
 		if _, err := ConfigFromEnv(func(k string) string { return bad[k] }); err == nil {
