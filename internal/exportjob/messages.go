@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 )
@@ -217,4 +218,14 @@ func jsonProblem(err error) string {
 		return fmt.Sprintf("field %q has the wrong type (%s, want %s)", e.Field, e.Value, e.Type)
 	}
 	return "cannot decode JSON"
+}
+
+// exportSince is the `_since` of the export of w: its since, or the zero
+// time (no `_since`, the whole store) for a snapshot window, which starts at
+// events.SnapshotSince or earlier.
+func exportSince(w events.Window) time.Time {
+	if events.IsSnapshotSince(w.Since) {
+		return time.Time{}
+	}
+	return w.Since
 }

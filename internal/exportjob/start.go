@@ -133,7 +133,7 @@ func (h *StartHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 		out, err := h.d.Export.StartExport(ctx, healthlake.StartExportInput{
 			DatastoreID:       h.cfg.DatastoreID,
 			JobName:           jobName,
-			Since:             msg.Window.Since,
+			Since:             exportSince(msg.Window),
 			Types:             h.cfg.ResourceTypes,
 			S3URI:             h.exportS3URI(),
 			KMSKeyID:          h.cfg.KMSKeyID,

@@ -14,6 +14,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
@@ -382,5 +383,33 @@ func TestStartCancelsAnotherRunningJobWithTheRunsName(t *testing.T) {
 	}
 	if !contains(w.logs.String(), "cancelled a duplicate export job", orphan.JobID) {
 		t.Errorf("the cancel is not logged: %s", w.logs)
+	}
+}
+
+// A snapshot window (since at events.SnapshotSince, the first run of a fresh
+// deployment) starts a full export: no `_since`.
+func TestStartOfASnapshotWindowOmitsSince(t *testing.T) {
+	for name, since := range map[string]time.Time{
+		"at SnapshotSince":   cdcevents.SnapshotSince,
+		"widened by overlap": cdcevents.SnapshotSince.Add(-time.Minute),
+	} {
+		t.Run(name, func(t *testing.T) { startsWithoutSince(t, since) })
+	}
+}
+
+func startsWithoutSince(t *testing.T, since time.Time) {
+	w := newWorld(t, nil)
+	token := w.sfn.IssueTaskToken(time.Hour, 24*time.Hour)
+	msg := w.startMessage("run-1", token)
+	msg.Window.Since = since
+	if resp := w.invoke(w.startHandler().Handle, record("m1", msg)); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch failures %+v; logs %s", resp.BatchItemFailures, w.logs)
+	}
+	starts := w.hl.RequestsFor("StartExport")
+	if len(starts) != 1 {
+		t.Fatalf("StartExport requests = %d, want 1", len(starts))
+	}
+	if q, _ := url.ParseQuery(starts[0].Query); q.Has("_since") || q.Get("_type") != "Patient,Observation" {
+		t.Errorf("snapshot start query ?%s, want no _since", starts[0].Query)
 	}
 }
