@@ -157,3 +157,12 @@ func (r *Recorder) Totals() map[string]float64 {
 	}
 	return out
 }
+
+// Metrics of the reconciliation (docs/RECONCILE.md). ReconcileRepairs counts
+// versions that were due and never delivered, re-published by a
+// reconciliation: each means a gap somewhere, and the stack alarms on it.
+const (
+	ReconcileRepairs   = "ReconcileRepairs"
+	ReconcileDeletes   = "ReconcileDeletes"
+	ReconcileResources = "ReconcileResources"
+)

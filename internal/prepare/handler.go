@@ -351,6 +351,9 @@ func (b *batch) token(fs *fileState, line *fhir.Line) *lineRef {
 	raw := tok.raw[:0]
 	*tok = lineRef{file: fs, number: line.Number, offset: line.Offset,
 		typ: line.ResourceType, id: line.ID, versionID: line.VersionID, lastUpdated: line.LastUpdated}
+	if tok.versionID == "" { // the version the eventId carries
+		tok.versionID = events.ContentVersion(line.Raw)
+	}
 	if b.h.cfg.Validation == fhir.ValidateNone {
 		tok.raw = append(raw, line.Raw...)
 	}
