@@ -114,8 +114,8 @@ func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 		"PutEvents entry size limit; larger resources are claim-checked to S3.")
 	p.SafetyLag = strParam(stack, ParamSafetyLag, "", "",
 		"CDC_SAFETY_LAG for run-lock; empty keeps the Lambda's default (2 minutes).")
-	p.InitialCheckpoint = strParam(stack, ParamInitialCheckpoint, "", "",
-		"CDC_INITIAL_CHECKPOINT for run-lock (RFC 3339); empty keeps the Lambda's default.")
+	p.InitialCheckpoint = strParam(stack, ParamInitialCheckpoint, "snapshot", `^(snapshot|now|[0-9]{4}-[0-9]{2}-[0-9]{2}T.+)?$`,
+		"CDC_INITIAL_CHECKPOINT for run-lock, used only while the table has no RUN record: snapshot (publish the whole store, then continue incrementally), now, or an RFC 3339 time.")
 	p.CheckpointLagThreshold = numParam(stack, ParamCheckpointLagThreshold, 1800, 60, 31536000,
 		"Alarm when CheckpointLagSeconds stays above this many seconds.")
 	p.LogRetentionDays = awscdk.NewCfnParameter(stack, jsii.String(ParamLogRetentionDays), &awscdk.CfnParameterProps{
