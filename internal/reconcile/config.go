@@ -1,0 +1,67 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+)
+
+// ConfigFromEnv reads the configuration from the Lambda's environment:
+// CDC_BUCKET, CDC_KMS_KEY_ID, CDC_TABLE, CDC_DATASTORE_ID, CDC_EVENT_BUS,
+// CDC_EVENT_SOURCE, CDC_DETAIL_TYPE, CDC_RESOURCE_TYPES, CDC_EXCLUDE_TYPES,
+// CDC_PUTEVENTS_RATE and CDC_RECONCILE_PARTITIONS (default 16).
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	cfg := Config{
+		Bucket: get("CDC_BUCKET"), KMSKeyID: get("CDC_KMS_KEY_ID"), Table: get("CDC_TABLE"), DatastoreID: get("CDC_DATASTORE_ID"),
+		Publish: publish.Config{EventBus: get("CDC_EVENT_BUS"), Source: get("CDC_EVENT_SOURCE"), DetailType: get("CDC_DETAIL_TYPE")},
+		Filter: change.Filter{Include: change.ParseTypeList(getenv("CDC_RESOURCE_TYPES")),
+			Exclude: change.ParseTypeList(getenv("CDC_EXCLUDE_TYPES"))},
+		Partitions: DefaultPartitions,
+	}
+	if cfg.Bucket == "" || cfg.Table == "" || cfg.DatastoreID == "" || cfg.Publish.EventBus == "" {
+		return Config{}, errors.New("reconcile configuration: CDC_BUCKET, CDC_TABLE, CDC_DATASTORE_ID and CDC_EVENT_BUS are required")
+	}
+	if s := get("CDC_RECONCILE_PARTITIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPartitions {
+			return Config{}, fmt.Errorf("reconcile configuration: CDC_RECONCILE_PARTITIONS=%q is not a count in [1, %d]", s, MaxPartitions)
+		}
+		cfg.Partitions = n
+	}
+	if s := get("CDC_PUTEVENTS_RATE"); s != "" {
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil || r < 0 || r != r {
+			return Config{}, fmt.Errorf("reconcile configuration: CDC_PUTEVENTS_RATE=%q is not a rate ≥ 0", s)
+		}
+		cfg.Publish.Rate = r
+	}
+	return cfg, nil
+}
+
+// NewFromEnv is the one way the reconcile Lambda is built, deployed
+// (cmd/reconcile) and in cdc-local.
+func NewFromEnv(getenv func(string) string, awsCfg aws.Config, logger *slog.Logger, rec *metrics.Recorder) (*Handler, error) {
+	cfg, err := ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger, cfg.Metrics = logger, rec
+	hl, err := healthlake.NewFromConfig(awsCfg, strings.TrimSpace(getenv("CDC_HEALTHLAKE_ENDPOINT")))
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	return New(awsclient.NewS3(awsCfg), dynamodb.NewFromConfig(awsCfg), hl, eventbridge.NewFromConfig(awsCfg), cfg)
+}
