@@ -296,4 +296,3 @@ func TestReconcileRefusesAnExportWithErrors(t *testing.T) {
 		t.Fatalf("plan of an export with errors: %v", err)
 	}
 }
-
