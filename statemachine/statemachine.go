@@ -15,6 +15,30 @@ import (
 //go:embed cdc.asl.json
 var definition []byte
 
+//go:embed reconcile.asl.json
+var reconcileDefinition []byte
+
+// ReconcileFunctionArn is the reconcile Lambda, a placeholder of the
+// reconciliation's definition (statemachine/reconcile.asl.json), which
+// otherwise uses the pipeline's own placeholders.
+const ReconcileFunctionArn = "ReconcileFunctionArn"
+
+// ReconcileName is the reconciliation state machine's name in cdc-local
+// and the default in CDK.
+const ReconcileName = "healthlake-cdc-reconcile"
+
+// ReconcileDefinition returns a copy of the reconciliation's definition
+// with its placeholders unset (docs/RECONCILE.md).
+func ReconcileDefinition() []byte {
+	return append([]byte(nil), reconcileDefinition...)
+}
+
+// ReconcilePlaceholders returns the names of the reconciliation
+// definition's placeholders, sorted.
+func ReconcilePlaceholders() []string {
+	return placeholdersIn(reconcileDefinition)
+}
+
 // Placeholder names used by the definition.
 const (
 	RunLockFunctionArn       = "RunLockFunctionArn"
