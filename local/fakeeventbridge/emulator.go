@@ -2,10 +2,14 @@
 // the AWS JSON 1.1 protocol (X-Amz-Target "AWSEvents.<Operation>") so that the
 // real aws-sdk-go-v2 EventBridge client talks to it unchanged, and implements
 // PutEvents with AWS's validation and limits, CreateEventBus,
-// DescribeEventBus, ListEventBuses and DeleteEventBus.
+// DescribeEventBus, ListEventBuses and DeleteEventBus; rules with the full
+// event-pattern language (internal/eventpattern) and TestEventPattern;
+// targets (SQS queues, other buses, API destinations) with Input, InputPath,
+// InputTransformer, RetryPolicy and DeadLetterConfig, delivered
+// asynchronously (delivery.go); archives and replays (archive.go).
 //
-// Every accepted entry is delivered to a Sink as the event a rule target
-// receives. The PutEvents quota is a token bucket per account and Region
+// Every accepted entry is also delivered to a Sink as the event a rule target
+// receives (a catch-all view for tests and cdc-local's output). The PutEvents quota is a token bucket per account and Region
 // (Options.PutEventsQuota); a request finding it empty is answered
 // ThrottlingException, as AWS does. Tests can inject per-entry failures (ErrorCode such as
 // InternalFailure or ThrottlingException) and whole-call throttling, and read
@@ -74,6 +78,17 @@ type Options struct {
 	// PutEventsBurst is the bucket's size; default one second's worth of
 	// the quota. AWS documents no burst: this is a model.
 	PutEventsBurst int
+	// Queues sends to SQS targets and dead-letter queues (through the
+	// gateway, with the credentials its client signs with); nil makes such
+	// deliveries fail.
+	Queues QueueSender
+	// HTTPClient calls API destinations; default a client with a 10 s timeout.
+	HTTPClient *http.Client
+	// RetryDelay is the delay before retry n (from 1) of a failed delivery;
+	// default DefaultRetryDelay.
+	RetryDelay func(n int) time.Duration
+	// Workers is the number of delivery goroutines; default 4.
+	Workers int
 }
 
 // RegionPutEventsQuota returns the default PutEvents quota (requests per
@@ -140,6 +155,17 @@ type Stats struct {
 	AcceptedBytes int64
 	// FailedByCode counts failed entries per ErrorCode.
 	FailedByCode map[string]int64
+	// MatchedEvents counts (event, rule) matches; Invocations delivery
+	// attempts, RetryInvocationAttempts those that were retries,
+	// FailedInvocations deliveries given up, InvocationsSentToDLQ and
+	// InvocationsFailedToBeSentToDLQ what became of those (EventBridge's
+	// CloudWatch metrics of the same names).
+	MatchedEvents                  int64
+	Invocations                    int64
+	RetryInvocationAttempts        int64
+	FailedInvocations              int64
+	InvocationsSentToDLQ           int64
+	InvocationsFailedToBeSentToDLQ int64
 }
 
 type bus struct {
@@ -160,6 +186,17 @@ type Emulator struct {
 	throttleN  int
 	throttleFn func(call int) bool
 	quota      map[string]*bucket // by "account/region"
+
+	rules        map[string]map[string]*rule // by bus, then name
+	archives     map[string]*archive
+	replays      map[string]*replay
+	connections  map[string]*connection
+	destinations map[string]*apiDestination
+	queueURLs    map[string]string // by queue ARN
+	work         chan *delivery
+	done         chan struct{}
+	inflight     int
+	closed       bool
 }
 
 // bucket is the PutEvents token bucket of one account and Region.
@@ -191,7 +228,22 @@ func New(opts Options) *Emulator {
 	if opts.PutEventsBurst <= 0 {
 		opts.PutEventsBurst = max(1, int(math.Ceil(opts.PutEventsQuota)))
 	}
-	e := &Emulator{opts: opts, buses: map[string]*bus{}, quota: map[string]*bucket{}}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if opts.RetryDelay == nil {
+		opts.RetryDelay = DefaultRetryDelay
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	e := &Emulator{opts: opts, buses: map[string]*bus{}, quota: map[string]*bucket{},
+		rules: map[string]map[string]*rule{}, archives: map[string]*archive{}, replays: map[string]*replay{},
+		connections: map[string]*connection{}, destinations: map[string]*apiDestination{}, queueURLs: map[string]string{},
+		work: make(chan *delivery, 1024), done: make(chan struct{})}
+	for i := 0; i < opts.Workers; i++ {
+		go e.worker()
+	}
 	now := opts.Now().UTC()
 	e.buses[DefaultBus] = &bus{name: DefaultBus, created: now}
 	for _, b := range opts.Buses {
@@ -298,6 +350,52 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out, aerr = e.listEventBuses(body)
 	case "DeleteEventBus":
 		out, aerr = e.deleteEventBus(body)
+	case "PutRule":
+		out, aerr = e.putRule(body)
+	case "DescribeRule":
+		out, aerr = e.describeRule(body)
+	case "ListRules":
+		out, aerr = e.listRules(body)
+	case "DeleteRule":
+		out, aerr = e.deleteRule(body)
+	case "EnableRule":
+		out, aerr = e.setRuleState(body, "ENABLED")
+	case "DisableRule":
+		out, aerr = e.setRuleState(body, "DISABLED")
+	case "PutTargets":
+		out, aerr = e.putTargets(body)
+	case "ListTargetsByRule":
+		out, aerr = e.listTargetsByRule(body)
+	case "RemoveTargets":
+		out, aerr = e.removeTargets(body)
+	case "TestEventPattern":
+		out, aerr = e.testEventPattern(body)
+	case "CreateArchive":
+		out, aerr = e.createArchive(body)
+	case "DescribeArchive":
+		out, aerr = e.describeArchive(body)
+	case "ListArchives":
+		out, aerr = e.listArchives(body)
+	case "DeleteArchive":
+		out, aerr = e.deleteArchive(body)
+	case "StartReplay":
+		out, aerr = e.startReplay(body)
+	case "DescribeReplay":
+		out, aerr = e.describeReplay(body)
+	case "ListReplays":
+		out, aerr = e.listReplays(body)
+	case "CreateConnection":
+		out, aerr = e.createConnection(body)
+	case "DescribeConnection":
+		out, aerr = e.describeConnection(body)
+	case "DeleteConnection":
+		out, aerr = e.deleteConnection(body)
+	case "CreateApiDestination":
+		out, aerr = e.createAPIDestination(body)
+	case "DescribeApiDestination":
+		out, aerr = e.describeAPIDestination(body)
+	case "DeleteApiDestination":
+		out, aerr = e.deleteAPIDestination(body)
 	default:
 		aerr = &apiError{status: http.StatusBadRequest, code: "UnknownOperationException", message: "operation " + op + " is not supported by the emulator"}
 	}
@@ -550,7 +648,67 @@ func (e *Emulator) putEntry(ctx context.Context, call, index int, en Entry) resu
 			return resultEntry{ErrorCode: "InternalFailure", ErrorMessage: "Internal Service Failure"}
 		}
 	}
+	e.ingest(name, ev)
 	return resultEntry{EventID: id}
+}
+
+// ingest routes an accepted event to the bus's rules and archives.
+func (e *Emulator) ingest(bus string, ev Event) {
+	raw, err := marshalEvent(ev)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	e.route(bus, raw, nil, true)
+	e.mu.Unlock()
+}
+
+// marshalEvent is ev's JSON text with <, > and & left as they are.
+func marshalEvent(ev Event) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// PutServiceEvent puts an event an AWS service sends (a source starting
+// "aws.", which PutEvents refuses) on bus: it goes to the bus's rules and
+// archives, not to the Sink. Empty ID, Version, Account, Region and Time are
+// filled in; resources default to [].
+func (e *Emulator) PutServiceEvent(bus string, ev Event) error {
+	name := busName(bus)
+	e.mu.Lock()
+	_, ok := e.buses[name]
+	e.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("fakeeventbridge: event bus %s does not exist", name)
+	}
+	if !isJSONObject(string(ev.Detail)) {
+		return fmt.Errorf("fakeeventbridge: service event detail is not a JSON object")
+	}
+	if ev.ID == "" {
+		ev.ID = e.opts.NewID()
+	}
+	if ev.Version == "" {
+		ev.Version = "0"
+	}
+	if ev.Account == "" {
+		ev.Account = e.opts.AccountID
+	}
+	if ev.Region == "" {
+		ev.Region = e.opts.Region
+	}
+	if ev.Time == "" {
+		ev.Time = e.opts.Now().UTC().Format("2006-01-02T15:04:05Z")
+	}
+	if ev.Resources == nil {
+		ev.Resources = []string{}
+	}
+	e.ingest(name, ev)
+	return nil
 }
 
 func defaultMessage(code string) string {

@@ -18,6 +18,8 @@ type Event struct {
 	Region     string          `json:"region"`
 	Resources  []string        `json:"resources"`
 	Detail     json.RawMessage `json:"detail"`
+	// ReplayName is set on events a replay sends ("replay-name").
+	ReplayName string `json:"replay-name,omitempty"`
 }
 
 // Sink receives every accepted entry, in request order, as the event a rule
