@@ -36,6 +36,7 @@ func run() error {
 		}
 	}
 	app := awscdk.NewApp(props)
+	ApplyNagPacks(app)
 	cfg, err := ConfigFromContext(func(k string) any { return app.Node().TryGetContext(jsii.String(k)) })
 	if err != nil {
 		return err

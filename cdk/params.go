@@ -31,6 +31,7 @@ const (
 	ParamMapResultsExpiryDays   = "MapResultsExpiryDays"
 	ParamClaimChecksExpiryDays  = "ClaimChecksExpiryDays"
 	ParamQuarantineExpiryDays   = "QuarantineExpiryDays"
+	ParamAccessLogsExpiryDays   = "AccessLogsExpiryDays"
 	ParamAlarmEmail             = "AlarmEmail"
 )
 
@@ -55,6 +56,7 @@ type params struct {
 	ArchiveRetentionDays                               awscdk.CfnParameter
 	ExportsExpiryDays, ManifestsExpiryDays             awscdk.CfnParameter
 	MapResultsExpiryDays, ClaimChecksExpiryDays        awscdk.CfnParameter
+	AccessLogsExpiryDays                               awscdk.CfnParameter
 	QuarantineExpiryDays                               awscdk.CfnParameter
 	AlarmEmail                                         awscdk.CfnParameter
 }
@@ -133,6 +135,8 @@ func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 	p.MapResultsExpiryDays = numParam(stack, ParamMapResultsExpiryDays, 30, 1, 36500, "Expiry of map-results/ objects, in days.")
 	p.ClaimChecksExpiryDays = numParam(stack, ParamClaimChecksExpiryDays, 30, 1, 36500, "Expiry of claim-check/ objects, in days.")
 	p.QuarantineExpiryDays = numParam(stack, ParamQuarantineExpiryDays, 90, 1, 36500, "Expiry of quarantine/ objects, in days.")
+	p.AccessLogsExpiryDays = numParam(stack, ParamAccessLogsExpiryDays, 365, 1, 36500,
+		"Expiry of the artifact bucket's server access logs, in days.")
 	p.AlarmEmail = strParam(stack, ParamAlarmEmail, "", `^$|^[^@\s]+@[^@\s]+$`,
 		"Optional e-mail address subscribed to the alarm topic.")
 	return p

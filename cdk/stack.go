@@ -97,6 +97,10 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 		props.Description = jsii.String("healthlake-cdc: AWS HealthLake change-data-capture to EventBridge")
 	}
 	stack := awscdk.NewStack(scope, jsii.String(cfg.StackName), props)
+	// S3 server access logs are delivered under a bucket policy for the
+	// logging service (the log bucket enforces bucket-owner object
+	// ownership, so ACL-based delivery is not possible).
+	stack.Node().SetContext(jsii.String("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"), true)
 	p := newParams(stack, cfg.Settings)
 	b := &builder{stack: stack, cfg: cfg, p: p}
 	b.build(string(asl))
@@ -256,17 +260,26 @@ func (b *builder) build(asl string) {
 			Prefix:                              b.s(prefix),
 			Expiration:                          awscdk.Duration_Days(days.ValueAsNumber()),
 			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+			// The bucket is versioned: an expired or overwritten object's
+			// previous version is kept one day, then removed.
+			NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(1)),
 		}
 	}
+	accessLogs := b.accessLogBucket()
 	b.bucket = awss3.NewBucket(stack, b.s("ArtifactBucket"), &awss3.BucketProps{
-		Encryption:        awss3.BucketEncryption_KMS,
-		EncryptionKey:     b.key,
-		BucketKeyEnabled:  jsii.Bool(true),
-		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-		EnforceSSL:        jsii.Bool(true),
-		MinimumTLSVersion: jsii.Number(1.2),
-		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		// Server access logs of the PHI bucket (exports, claim-checks,
+		// quarantine); object keys in them carry no resource ids.
+		ServerAccessLogsBucket: accessLogs,
+		ServerAccessLogsPrefix: b.s("artifact-bucket/"),
+		Versioned:              jsii.Bool(true),
+		Encryption:             awss3.BucketEncryption_KMS,
+		EncryptionKey:          b.key,
+		BucketKeyEnabled:       jsii.Bool(true),
+		BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:             jsii.Bool(true),
+		MinimumTLSVersion:      jsii.Number(1.2),
+		ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		RemovalPolicy:          awscdk.RemovalPolicy_RETAIN,
 		LifecycleRules: &[]*awss3.LifecycleRule{
 			expire("expire-exports", PrefixExports, p.ExportsExpiryDays),
 			expire("expire-manifests", PrefixManifests, p.ManifestsExpiryDays),
@@ -275,6 +288,7 @@ func (b *builder) build(asl string) {
 			expire("expire-quarantine", PrefixQuarantine, p.QuarantineExpiryDays),
 		},
 	})
+	suppressArtifactBucketFindings(b.bucket)
 
 	// --- table -----------------------------------------------------------------
 	b.table = awsdynamodb.NewTable(stack, b.s("Table"), &awsdynamodb.TableProps{
@@ -290,6 +304,7 @@ func (b *builder) build(asl string) {
 		DeletionProtection: jsii.Bool(true),
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
 	})
+	suppress(b.table, nagRule{id: "HIPAA.Security-DynamoDBInBackupPlan", reason: "Point-in-time recovery keeps continuous backups of the table for 35 days and deletion protection is on; the table holds only the pipeline's coordination state (run lock, checkpoint, run history, export ledger), no PHI, and an AWS Backup plan would add a second copy of that state without a recovery it does not already have."})
 
 	// --- queues ----------------------------------------------------------------
 	// Visibility timeouts (6 × the consumer's timeout) and maxReceiveCount
@@ -411,7 +426,12 @@ func (b *builder) build(asl string) {
 			Timeout:      seconds(sf.Timeout),
 			MemorySize:   jsii.Number(sf.MemoryMB),
 			Environment:  &vars,
+			// Function-level concurrency (HIPAA Security LambdaConcurrency):
+			// prepare-change at the Map's concurrency, so the pipeline's
+			// PutEvents share holds; the others at what their callers need.
+			ReservedConcurrentExecutions: jsii.Number(reservedConcurrency(name, set.MapMaxConcurrency)),
 		})
+		suppressLambdaFindings(f)
 		return fn{f: f, role: role, logs: lg}
 	}
 
@@ -509,7 +529,9 @@ func (b *builder) build(asl string) {
 			Level:                awsstepfunctions.LogLevel_ALL,
 			IncludeExecutionData: jsii.Bool(false),
 		},
+		TracingEnabled: jsii.Bool(true),
 	})
+	b.suppressGeneratedStateMachineGrants(smRole)
 
 	// --- schedule ----------------------------------------------------------------------
 	oneMinute := awscdk.NewCfnCondition(stack, b.s("ScheduleIsOneMinute"), &awscdk.CfnConditionProps{

@@ -177,7 +177,7 @@ func TestInspectBytesAreVerbatim(t *testing.T) {
 		if d.ResourceRef != nil {
 			claimChecked++
 			// The key prepare-change would write: inspect drives the same emitter.
-			if d.ResourceRef.Key != publish.ClaimCheckKey(d.ResourceType, d.ResourceID, d.VersionID) || d.ResourceRef.Size <= 256_000 {
+			if d.ResourceRef.Key != publish.ClaimCheckKey(d.ResourceType, d.ResourceRef.SHA256) || d.ResourceRef.Size <= 256_000 {
 				t.Errorf("claim check %+v", d.ResourceRef)
 			}
 			continue

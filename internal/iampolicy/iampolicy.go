@@ -209,8 +209,10 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		}
 	case StateMachine:
 		out = []Statement{
+			// The definition invokes the unqualified function ARNs: no
+			// version or alias grants (":*").
 			{Sid: "InvokeFunctions", Actions: []string{"lambda:InvokeFunction"}, Resources: []string{
-				r.RunLockFunctionARN, r.RunLockFunctionARN + ":*", r.PrepareChangeFunctionARN, r.PrepareChangeFunctionARN + ":*",
+				r.RunLockFunctionARN, r.PrepareChangeFunctionARN,
 			}},
 			{Sid: "SendStart", Actions: []string{"sqs:SendMessage"}, Resources: []string{r.StartQueueARN}},
 			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},

@@ -214,7 +214,7 @@ func TestHandlerWindowQuarantineClaimCheckAndSummary(t *testing.T) {
 	}
 	_ = json.Unmarshal(r.sink.Events()[2].Event.Detail, &d)
 	sum := sha256.Sum256([]byte(big))
-	if d.ResourceRef == nil || d.ResourceRef.Key != "claim-check/Patient/big/_history/3.json" || d.ResourceRef.SHA256 != hex.EncodeToString(sum[:]) || d.ResourceRef.Size != int64(len(big)) {
+	if d.ResourceRef == nil || d.ResourceRef.Key != "claim-check/Patient/"+hex.EncodeToString(sum[:])+".json" || d.ResourceRef.SHA256 != hex.EncodeToString(sum[:]) || d.ResourceRef.Size != int64(len(big)) {
 		t.Fatalf("resourceRef = %+v", d.ResourceRef)
 	}
 	if got := r.get(t, d.ResourceRef.Key); string(got) != big {

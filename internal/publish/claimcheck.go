@@ -25,11 +25,12 @@ type PutObjectAPI interface {
 }
 
 // ClaimCheckKey returns the S3 key of a claim-checked resource version:
-// "claim-check/{resourceType}/{id}/_history/{versionId}.json". Each segment is
-// path-escaped, so FHIR ids ([A-Za-z0-9-.]) stand as they are and no segment
-// can add a level.
-func ClaimCheckKey(resourceType, id, versionID string) string {
-	return ClaimCheckPrefix + url.PathEscape(resourceType) + "/" + url.PathEscape(id) + "/_history/" + url.PathEscape(versionID) + ".json"
+// "claim-check/{resourceType}/{sha256}.json", content-addressed by the
+// SHA-256 (hex) of the exported line. The key is stable across retries (the
+// same line gives the same bytes) and holds no resource id: S3 keys are not
+// encrypted with the object, and reach listings and access logs.
+func ClaimCheckKey(resourceType, sha256Hex string) string {
+	return ClaimCheckPrefix + url.PathEscape(resourceType) + "/" + url.PathEscape(sha256Hex) + ".json"
 }
 
 // ClaimCheck stores resources too large for an event in S3, encrypted with
@@ -44,15 +45,15 @@ type ClaimCheck struct {
 	DryRun   bool
 }
 
-// Store writes raw, the exported line byte for byte, under the key of the
-// resource version and returns the reference an event carries.
-func (c *ClaimCheck) Store(ctx context.Context, resourceType, id, versionID string, raw []byte) (events.ResourceRef, error) {
+// Store writes raw, the exported line byte for byte, under its
+// content-addressed key and returns the reference an event carries.
+func (c *ClaimCheck) Store(ctx context.Context, resourceType string, raw []byte) (events.ResourceRef, error) {
 	if c == nil || c.S3 == nil && !c.DryRun || c.Bucket == "" {
 		return events.ResourceRef{}, errors.New("claim-check: no bucket configured")
 	}
-	key := ClaimCheckKey(resourceType, id, versionID)
 	sum := sha256.Sum256(raw)
 	digest := hex.EncodeToString(sum[:])
+	key := ClaimCheckKey(resourceType, digest)
 	ref := events.ResourceRef{Bucket: c.Bucket, Key: key, Size: int64(len(raw)), SHA256: digest}
 	if c.DryRun {
 		return ref, nil
@@ -70,7 +71,6 @@ func (c *ClaimCheck) Store(ctx context.Context, resourceType, id, versionID stri
 		in.SSEKMSKeyId = aws.String(c.KMSKeyID)
 	}
 	if _, err := c.S3.PutObject(ctx, in); err != nil {
-		// The key holds the resource id: the error names the prefix only.
 		return events.ResourceRef{}, fmt.Errorf("claim-check: put %d bytes under s3://%s/%s: %w", len(raw), c.Bucket, ClaimCheckPrefix, err)
 	}
 	return ref, nil

@@ -70,12 +70,12 @@ func (e *Emitter) Emit(ctx context.Context, r events.Resource, token any) (Resul
 		return res, &InvalidResourceError{}
 	}
 	// Check that the reference fits before writing the object.
-	ref := events.ResourceRef{Bucket: e.ClaimCheck.Bucket, Key: ClaimCheckKey(r.ResourceType, r.ID, r.VersionID), Size: int64(len(raw)), SHA256: zeroDigest}
+	ref := events.ResourceRef{Bucket: e.ClaimCheck.Bucket, Key: ClaimCheckKey(r.ResourceType, zeroDigest), Size: int64(len(raw)), SHA256: zeroDigest}
 	e.buf = events.AppendDetail(e.buf[:0], r, e.Window, e.Export, &ref)
 	if !e.Publisher.Fits(len(e.buf)) {
 		return res, &EntryTooLargeError{Size: e.Publisher.EntrySize(len(e.buf)), Limit: e.Publisher.Config().MaxEntryBytes}
 	}
-	stored, err := e.ClaimCheck.Store(ctx, r.ResourceType, r.ID, r.VersionID, raw)
+	stored, err := e.ClaimCheck.Store(ctx, r.ResourceType, raw)
 	if err != nil {
 		return res, fmt.Errorf("emit: %w", err)
 	}

@@ -136,7 +136,7 @@ func TestClaimCheckLargeResource(t *testing.T) {
 				t.Fatalf("decode detail: %v", err)
 			}
 			sum := sha256.Sum256(big)
-			wantKey := "claim-check/Patient/big-1/_history/7.json"
+			wantKey := "claim-check/Patient/" + hex.EncodeToString(sum[:]) + ".json"
 			if d.EventID != "Patient/big-1/_history/7" || d.Resource != nil || d.ResourceRef == nil ||
 				*d.ResourceRef != (events.ResourceRef{Bucket: "artifacts", Key: wantKey, Size: int64(len(big)), SHA256: hex.EncodeToString(sum[:])}) {
 				t.Fatalf("detail = %+v ref %+v", d, d.ResourceRef)
@@ -222,14 +222,16 @@ func TestCheckJSONKeepsBrokenLinesOutOfClaimChecks(t *testing.T) {
 }
 
 func TestClaimCheckKey(t *testing.T) {
-	if k := publish.ClaimCheckKey("Observation", "abc-1.2", "h-0123456789abcdef"); k != "claim-check/Observation/abc-1.2/_history/h-0123456789abcdef.json" {
+	// Content-addressed: no resource id in the key (S3 keys are not
+	// encrypted with the object and reach listings and access logs).
+	if k := publish.ClaimCheckKey("Observation", "ab12"); k != "claim-check/Observation/ab12.json" {
 		t.Fatalf("key = %s", k)
 	}
-	if k := publish.ClaimCheckKey("Patient", "../x/y", "1"); strings.Count(k, "/") != 4 {
-		t.Fatalf("an id added key levels: %s", k)
+	if k := publish.ClaimCheckKey("Patient/../x", "1"); strings.Count(k, "/") != 2 {
+		t.Fatalf("a type added key levels: %s", k)
 	}
 	var cc *publish.ClaimCheck
-	if _, err := cc.Store(context.Background(), "Patient", "1", "1", nil); err == nil {
+	if _, err := cc.Store(context.Background(), "Patient", nil); err == nil {
 		t.Fatal("nil claim-check stored")
 	}
 }

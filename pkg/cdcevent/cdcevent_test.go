@@ -101,7 +101,7 @@ func TestDecodeAndResolveWhatThePipelinePublishes(t *testing.T) {
 		t.Fatalf("decode: %v", err)
 	}
 	ref := ev2.Detail.ResourceRef
-	if ref == nil || ev2.Detail.Resource != nil || ref.Key != "claim-check/Observation/o2/_history/9.json" || ref.Size != int64(len(big)) {
+	if ref == nil || ev2.Detail.Resource != nil || ref.Key != "claim-check/Observation/"+ref.SHA256+".json" || len(ref.SHA256) != 64 || ref.Size != int64(len(big)) {
 		t.Fatalf("claim-checked event = %+v", ev2.Detail)
 	}
 	got, err = cdcevent.Resolve(ctx, s3c, &ev2.Detail)
