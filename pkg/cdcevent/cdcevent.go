@@ -1,7 +1,9 @@
 // Package cdcevent is the consumer side of healthlake-cdc events: it decodes
 // an EventBridge event (as a rule target receives it) into the detail of
 // schema version 1, gives the key to deduplicate it by, and resolves a
-// claim-checked resource through S3, checking its size and SHA-256.
+// claim-checked resource through any object store (an ObjectGetter; the
+// subpackage s3getter adapts the AWS SDK's S3 client), checking its size and
+// SHA-256. The package itself depends on no AWS SDK.
 //
 // Delivery is at least once: a window that is retried or replayed sends the
 // same resource version again, always with the same eventId. Keep the
@@ -23,9 +25,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // SchemaVersion is the detail schema version this package decodes.
@@ -192,17 +191,19 @@ func DecodeDetail(detailJSON []byte) (*Detail, error) {
 	return &d, nil
 }
 
-// S3Getter is the part of the S3 client Resolve needs.
-type S3Getter interface {
-	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+// ObjectGetter fetches a claim-checked object: the body of bucket/key, which
+// the caller closes. s3getter.New adapts an *s3.Client; any store holding the
+// same bytes will do.
+type ObjectGetter interface {
+	GetObject(ctx context.Context, bucket, key string) (io.ReadCloser, error)
 }
 
 // Resolve returns the resource of d: the inline resource as it is, or the
 // claim-checked object fetched through getter after checking that it has
 // exactly resourceRef.size bytes (ErrSizeMismatch) and their SHA-256 is
 // resourceRef.sha256 (ErrChecksumMismatch). It never reads more than size+1
-// bytes of the object.
-func Resolve(ctx context.Context, getter S3Getter, d *Detail) ([]byte, error) {
+// bytes of the object. An inline resource needs no getter (nil will do).
+func Resolve(ctx context.Context, getter ObjectGetter, d *Detail) ([]byte, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil detail", ErrMalformed)
 	}
@@ -220,18 +221,21 @@ func Resolve(ctx context.Context, getter S3Getter, d *Detail) ([]byte, error) {
 		return nil, fmt.Errorf("%w: event %s has an incomplete resourceRef", ErrMalformed, d.EventID)
 	}
 	if getter == nil {
-		return nil, fmt.Errorf("cdcevent: resolve %s: no S3 client", d.EventID)
+		return nil, fmt.Errorf("cdcevent: resolve %s: no object getter", d.EventID)
 	}
-	out, err := getter.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)})
+	body, err := getter.GetObject(ctx, ref.Bucket, ref.Key)
 	if err != nil {
 		return nil, fmt.Errorf("cdcevent: resolve %s: get s3://%s/%s: %w", d.EventID, ref.Bucket, ref.Key, err)
 	}
-	defer out.Body.Close()
+	if body == nil {
+		return nil, fmt.Errorf("cdcevent: resolve %s: get s3://%s/%s: no body", d.EventID, ref.Bucket, ref.Key)
+	}
+	defer body.Close()
 	var buf bytes.Buffer
 	if ref.Size < 64<<20 {
 		buf.Grow(int(ref.Size) + 1)
 	}
-	if _, err := io.Copy(&buf, io.LimitReader(out.Body, ref.Size+1)); err != nil {
+	if _, err := io.Copy(&buf, io.LimitReader(body, ref.Size+1)); err != nil {
 		return nil, fmt.Errorf("cdcevent: resolve %s: read s3://%s/%s: %w", d.EventID, ref.Bucket, ref.Key, err)
 	}
 	if int64(buf.Len()) != ref.Size {

@@ -18,6 +18,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent/s3getter"
 )
 
 // published runs the producer side for real: the publish package puts the
@@ -79,6 +80,7 @@ func TestDecodeAndResolveWhatThePipelinePublishes(t *testing.T) {
 		t.Fatalf("%d events", len(evs))
 	}
 	ctx := context.Background()
+	objs := s3getter.New(s3c)
 
 	ev, err := cdcevent.Decode(evs[0])
 	if err != nil {
@@ -88,7 +90,7 @@ func TestDecodeAndResolveWhatThePipelinePublishes(t *testing.T) {
 		ev.Detail.DedupeKey() != "Observation/o1/_history/4" || ev.Detail.ResourceRef != nil || ev.Detail.Window.Until.Hour() != 10 {
 		t.Fatalf("event = %+v", ev)
 	}
-	got, err := cdcevent.Resolve(ctx, s3c, &ev.Detail)
+	got, err := cdcevent.Resolve(ctx, objs, &ev.Detail)
 	if err != nil || string(got) != small {
 		t.Fatalf("inline resolve: %v %s", err, got)
 	}
@@ -104,7 +106,7 @@ func TestDecodeAndResolveWhatThePipelinePublishes(t *testing.T) {
 	if ref == nil || ev2.Detail.Resource != nil || ref.Key != "claim-check/Observation/"+ref.SHA256+".json" || len(ref.SHA256) != 64 || ref.Size != int64(len(big)) {
 		t.Fatalf("claim-checked event = %+v", ev2.Detail)
 	}
-	got, err = cdcevent.Resolve(ctx, s3c, &ev2.Detail)
+	got, err = cdcevent.Resolve(ctx, objs, &ev2.Detail)
 	if err != nil || string(got) != big {
 		t.Fatalf("resolve claim-check: %v", err)
 	}
@@ -115,7 +117,7 @@ func TestDecodeAndResolveWhatThePipelinePublishes(t *testing.T) {
 	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key), Body: bytes.NewReader(tampered)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cdcevent.Resolve(ctx, s3c, &ev2.Detail); !errors.Is(err, cdcevent.ErrChecksumMismatch) {
+	if _, err := cdcevent.Resolve(ctx, objs, &ev2.Detail); !errors.Is(err, cdcevent.ErrChecksumMismatch) {
 		t.Fatalf("tampered object: err = %v", err)
 	}
 	// Truncated and extended objects.
@@ -123,7 +125,7 @@ func TestDecodeAndResolveWhatThePipelinePublishes(t *testing.T) {
 		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key), Body: bytes.NewReader(body)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cdcevent.Resolve(ctx, s3c, &ev2.Detail); !errors.Is(err, cdcevent.ErrSizeMismatch) {
+		if _, err := cdcevent.Resolve(ctx, objs, &ev2.Detail); !errors.Is(err, cdcevent.ErrSizeMismatch) {
 			t.Fatalf("object of %d bytes: err = %v", len(body), err)
 		}
 	}
@@ -131,7 +133,7 @@ func TestDecodeAndResolveWhatThePipelinePublishes(t *testing.T) {
 	if _, err := s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(ref.Bucket), Key: aws.String(ref.Key)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cdcevent.Resolve(ctx, s3c, &ev2.Detail); err == nil || !strings.Contains(err.Error(), ref.Key) {
+	if _, err := cdcevent.Resolve(ctx, objs, &ev2.Detail); !errors.Is(err, s3getter.ErrNotFound) || !strings.Contains(err.Error(), ref.Key) {
 		t.Fatalf("missing object: err = %v", err)
 	}
 }

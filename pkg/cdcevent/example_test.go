@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -52,16 +50,16 @@ func ExampleDecode() {
 	// {"resourceType":"Patient","id":"123","meta":{"versionId":"2","lastUpdated":"2026-11-21T09:59:30.120Z"}}
 }
 
-// objects is a stand-in for an S3 client, so the example runs anywhere; pass
-// an *s3.Client in production.
+// objects is an in-memory cdcevent.ObjectGetter, so the example runs
+// anywhere; in production pass s3getter.New(s3Client).
 type objects map[string][]byte
 
-func (o objects) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
-	b, ok := o[*in.Bucket+"/"+*in.Key]
+func (o objects) GetObject(_ context.Context, bucket, key string) (io.ReadCloser, error) {
+	b, ok := o[bucket+"/"+key]
 	if !ok {
-		return nil, fmt.Errorf("NoSuchKey")
+		return nil, fmt.Errorf("no object %s/%s", bucket, key)
 	}
-	return &s3.GetObjectOutput{Body: io.NopCloser(bytes.NewReader(b))}, nil
+	return io.NopCloser(bytes.NewReader(b)), nil
 }
 
 func ExampleResolve() {
