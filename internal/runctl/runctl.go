@@ -118,9 +118,22 @@ type Handler struct {
 
 // emit writes metrics, logging (never failing the action) when it cannot.
 func (h *Handler) emit(in Input, values ...metrics.Value) {
+	if len(values) == 0 {
+		return
+	}
 	if err := h.Metrics.Emit(values, nil, map[string]any{"executionId": in.ExecutionID, "runId": in.ExecutionName}); err != nil {
 		h.log().Warn("metrics not written", "error", err.Error())
 	}
+}
+
+// lag is the CheckpointLagSeconds value of a checkpoint, none while the
+// checkpoint is at events.SnapshotSince (a first run's snapshot: now − the
+// zero time would be an alarm, not a lag) or unknown.
+func (h *Handler) lag(checkpoint time.Time) []metrics.Value {
+	if checkpoint.IsZero() || events.IsSnapshotSince(checkpoint) {
+		return nil
+	}
+	return []metrics.Value{metrics.Seconds(metrics.CheckpointLagSeconds, h.now().Sub(checkpoint))}
 }
 
 func (h *Handler) now() time.Time {
@@ -222,14 +235,10 @@ func (h *Handler) acquire(ctx context.Context, in Input) (AcquireOutput, error) 
 	if a.Acquired {
 		w, ew := a.Window, a.ExportWindow
 		out.Window, out.ExportWindow, out.Empty, out.Reuse = &w, &ew, a.Empty, a.Reuse
-		h.emit(in, metrics.Seconds(metrics.CheckpointLagSeconds, h.now().Sub(a.Checkpoint)))
+		h.emit(in, h.lag(a.Checkpoint)...)
 	} else {
 		// A refused run still reports the lag: a lock held too long shows as a growing lag.
-		values := []metrics.Value{metrics.Count(metrics.SkippedRuns, 1)}
-		if !a.Checkpoint.IsZero() {
-			values = append(values, metrics.Seconds(metrics.CheckpointLagSeconds, h.now().Sub(a.Checkpoint)))
-		}
-		h.emit(in, values...)
+		h.emit(in, append([]metrics.Value{metrics.Count(metrics.SkippedRuns, 1)}, h.lag(a.Checkpoint)...)...)
 	}
 	return out, nil
 }
@@ -322,7 +331,7 @@ func (h *Handler) commit(ctx context.Context, in Input) (FinishOutput, error) {
 	if err != nil {
 		return FinishOutput{}, fmt.Errorf("commit %s: %w", in.ExecutionName, err)
 	}
-	h.emit(in, metrics.Seconds(metrics.CheckpointLagSeconds, h.now().Sub(res.Checkpoint)))
+	h.emit(in, h.lag(res.Checkpoint)...)
 	out := FinishOutput{RunID: in.ExecutionName, Checkpoint: events.FormatTime(res.Checkpoint), Outcome: string(res.Outcome)}
 	if res.Pending != nil {
 		out.NextPart, out.Parts = res.Pending.Next.Part, res.Pending.Next.Parts

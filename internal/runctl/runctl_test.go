@@ -79,7 +79,7 @@ type fixture struct {
 	h       *Handler
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*runlock.Config)) *fixture {
 	t.Helper()
 	env := localaws.StartTest(t)
 	db := dynamodb.NewFromConfig(env.Config())
@@ -88,8 +88,11 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{owners: &owners{m: map[string]string{}}, results: &fakeResults{}, cancel: &fakeCanceller{}, logs: &bytes.Buffer{}, emf: &bytes.Buffer{}}
-	st, err := runlock.New(db, runlock.Config{Table: table, InitialCheckpoint: t0.Add(-time.Hour),
-		Now: func() time.Time { return t0 }, Owners: f.owners})
+	cfg := runlock.Config{Table: table, InitialCheckpoint: t0.Add(-time.Hour), Now: func() time.Time { return t0 }, Owners: f.owners}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	st, err := runlock.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,5 +355,27 @@ func TestInputWindowFormat(t *testing.T) {
 	}
 	if in.Window == nil || events.FormatTime(in.Window.Until) != "2026-11-21T09:58:00.500Z" {
 		t.Fatalf("window = %+v", in.Window)
+	}
+}
+
+// TestSnapshotRunReportsNoCheckpointLag: a first run's snapshot starts at
+// events.SnapshotSince; now − the zero time is no lag, so neither the run
+// that takes the lock nor one refused meanwhile reports CheckpointLagSeconds.
+func TestSnapshotRunReportsNoCheckpointLag(t *testing.T) {
+	f := newFixture(t, func(c *runlock.Config) { c.InitialCheckpoint = time.Time{} })
+	f.owners.set(arn("run-1"), "RUNNING")
+	got, err := f.invoke(t, acquirePayload("run-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["acquired"] != true {
+		t.Fatalf("snapshot acquire = %v", got)
+	}
+	f.owners.set(arn("run-2"), "RUNNING")
+	if _, err := f.invoke(t, acquirePayload("run-2")); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.emf.String(); strings.Contains(out, "CheckpointLagSeconds") || !strings.Contains(out, `"SkippedRuns":1`) {
+		t.Errorf("metrics during a snapshot = %s", out)
 	}
 }
