@@ -27,6 +27,10 @@ const (
 	StateMachine     Principal = "state-machine"
 	HealthLakeExport Principal = "healthlake-export"
 	Scheduler        Principal = "scheduler"
+	// Reconcile is the reconcile Lambda's role, ReconcileStateMachine the
+	// reconciliation state machine's (docs/RECONCILE.md).
+	Reconcile             Principal = "reconcile"
+	ReconcileStateMachine Principal = "reconcile-state-machine"
 )
 
 // Principals lists every principal, Lambdas first.
@@ -36,6 +40,15 @@ func Principals() []Principal {
 
 // Lambdas lists the principals that are Lambda execution roles.
 func Lambdas() []Principal { return []Principal{StartExport, CheckExport, PrepareChange, RunLock} }
+
+// ReconcilePrincipals lists the reconciliation's own principals: its Lambda
+// and its state machine. Their statements need the Reconcile* fields of
+// Resources; the pipeline's principals name the reconciliation's resources
+// only when those fields are set (a stack that deploys no reconciliation).
+func ReconcilePrincipals() []Principal { return []Principal{Reconcile, ReconcileStateMachine} }
+
+// All lists the pipeline's principals and the reconciliation's.
+func All() []Principal { return append(Principals(), ReconcilePrincipals()...) }
 
 // Conditions is an IAM Condition block: operator → key → values.
 type Conditions map[string]map[string][]string
@@ -82,6 +95,29 @@ type Resources struct {
 	ExportRoleARN string
 	// LogGroupARNs are the Lambdas' own log groups.
 	LogGroupARNs map[Principal]string
+
+	// The reconciliation (docs/RECONCILE.md): its Lambda, its state machine,
+	// that machine's executions and Distributed Map child executions. All
+	// set or all empty (no reconciliation deployed).
+	ReconcileFunctionARN, ReconcileStateMachineARN       string
+	ReconcileExecutionsARN, ReconcileMapRunExecutionsARN string
+}
+
+// HasReconcile reports whether the reconciliation's resources are set.
+func (r Resources) HasReconcile() bool {
+	return r.ReconcileFunctionARN != "" || r.ReconcileStateMachineARN != "" ||
+		r.ReconcileExecutionsARN != "" || r.ReconcileMapRunExecutionsARN != ""
+}
+
+// withReconcile returns base plus the reconciliation's ARNs that are set.
+func withReconcile(base []string, reconcile ...string) []string {
+	out := append([]string(nil), base...)
+	for _, a := range reconcile {
+		if a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // S3 prefixes of the artifact bucket (docs/ARCHITECTURE.md, "S3 layout").
@@ -122,10 +158,11 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		},
 		Resources: []string{r.DatastoreARN},
 	}
+	// Both machines wait for the export through the same start message.
 	answerToken := Statement{
 		Sid:       "AnswerTaskToken",
 		Actions:   []string{"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"},
-		Resources: []string{r.StateMachineARN},
+		Resources: withReconcile([]string{r.StateMachineARN}, r.ReconcileStateMachineARN),
 	}
 	ledger := Statement{
 		Sid:       "ExportLedger",
@@ -152,8 +189,8 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 			// objects with the caller's permission.
 			{Sid: "UseKey", Actions: []string{"kms:Decrypt"}, Resources: []string{r.KeyARN}},
 			{Sid: "ReadMapResults", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixMapResults)}},
-			// Whether the lock holder still runs.
-			{Sid: "LockHolderStatus", Actions: []string{"states:DescribeExecution"}, Resources: []string{r.ExecutionsARN}},
+			// Whether the lock holder (a run or a reconciliation) still runs.
+			{Sid: "LockHolderStatus", Actions: []string{"states:DescribeExecution"}, Resources: withReconcile([]string{r.ExecutionsARN}, r.ReconcileExecutionsARN)},
 			// Cancels the export of a failed or abandoned run.
 			healthlakeFollow,
 		}
@@ -233,8 +270,55 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		out = []Statement{
 			{Sid: "StartPipeline", Actions: []string{"states:StartExecution"}, Resources: []string{r.StateMachineARN}},
 		}
+		if r.ReconcileStateMachineARN != "" {
+			// The reconciliation's own schedule (stackconfig ReconcileEvery).
+			out = append(out, Statement{Sid: "StartReconciliation", Actions: []string{"states:StartExecution"}, Resources: []string{r.ReconcileStateMachineARN}})
+		}
+	case Reconcile:
+		out = []Statement{
+			logs(),
+			// Indexes, plans and delivered records are written under the
+			// stack's key; exports and manifests are read with it.
+			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
+			// The full export's files and manifest parts (plan, index, the
+			// ranged read-back of a repair), the delivered index and its own
+			// objects.
+			{Sid: "ReadExportsAndIndexes", Actions: []string{"s3:GetObject"}, Resources: []string{
+				r.Objects(PrefixExports), r.Objects(PrefixManifests), r.Objects(PrefixDelivered), r.Objects(PrefixReconcile)}},
+			// Store runs, indexes, stats; its delivered records; claim-checks
+			// of repairs over the entry limit.
+			{Sid: "WriteIndexes", Actions: []string{"s3:PutObject"}, Resources: []string{
+				r.Objects(PrefixReconcile), r.Objects(PrefixDelivered), r.Objects(PrefixClaimCheck)}},
+			{
+				Sid: "ListIndexes", Actions: []string{"s3:ListBucket"}, Resources: []string{r.BucketARN},
+				Conditions: Conditions{"StringLike": {"s3:prefix": {PrefixDelivered + "*", PrefixReconcile + "*"}}},
+			},
+			// RECONCILE/STATE: the previous reconciliation, and finish's record.
+			{Sid: "ReconcileState", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem"}, Resources: []string{r.TableARN}},
+			// A delete's version and time from the instance history.
+			{Sid: "ReadHistory", Actions: []string{"healthlake:ReadResource"}, Resources: []string{r.DatastoreARN}},
+			{Sid: "PublishChanges", Actions: []string{"events:PutEvents"}, Resources: []string{r.EventBusARN}},
+		}
+	case ReconcileStateMachine:
+		out = []Statement{
+			{Sid: "InvokeFunctions", Actions: []string{"lambda:InvokeFunction"}, Resources: []string{
+				r.RunLockFunctionARN, r.ReconcileFunctionARN,
+			}},
+			{Sid: "SendStart", Actions: []string{"sqs:SendMessage"}, Resources: []string{r.StartQueueARN}},
+			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
+			// The index Map's ItemReader: plan's batch list.
+			{Sid: "ReadBatchList", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixReconcile)}},
+			{Sid: "StartMapRuns", Actions: []string{"states:StartExecution"}, Resources: []string{r.ReconcileStateMachineARN},
+				NotExercised: "the Distributed Map's child executions run inside the local interpreter, not through StartExecution"},
+			{Sid: "ManageMapRuns", Actions: []string{"states:DescribeExecution", "states:StopExecution"}, Resources: []string{r.ReconcileExecutionsARN, r.ReconcileMapRunExecutionsARN},
+				NotExercised: "the Distributed Map's child executions run inside the local interpreter, not through DescribeExecution/StopExecution"},
+		}
 	default:
 		return nil, fmt.Errorf("iampolicy: unknown principal %q", p)
+	}
+	if r.HasReconcile() && (r.ReconcileFunctionARN == "" || r.ReconcileStateMachineARN == "" ||
+		r.ReconcileExecutionsARN == "" || r.ReconcileMapRunExecutionsARN == "") {
+		return nil, fmt.Errorf("iampolicy: %s: the reconciliation's resources are partly set", p)
 	}
 	if err := validate(p, out); err != nil {
 		return nil, err

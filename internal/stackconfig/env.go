@@ -17,6 +17,7 @@ const (
 	EnvLockLease           = "CDC_LOCK_LEASE"
 	EnvOverlap             = "CDC_OVERLAP"
 	EnvMaxWindow           = "CDC_MAX_WINDOW"
+	EnvReconcilePartitions = "CDC_RECONCILE_PARTITIONS"
 )
 
 // Env returns the environment variables of the named Lambda that come from
@@ -43,6 +44,13 @@ func (c Config) Env(name string) map[string]string {
 			// start-export sends the first re-check; its delay never
 			// exceeds the cap either.
 			EnvRecheckMaxDelay: dur(c.RecheckCap),
+		}
+	case Reconcile:
+		// Repairs and deletes are published at prepare-change's rate: the
+		// run lock keeps the two from publishing at the same time.
+		return map[string]string{
+			EnvPutEventsRate:       strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
+			EnvReconcilePartitions: strconv.Itoa(c.ReconcilePartitions),
 		}
 	case RunLock:
 		return map[string]string{

@@ -51,6 +51,10 @@ func (c *Config) fields() []field {
 		field{"Overlap", "exported and delivered again before each window's start", &c.Overlap},
 		field{"MaxWindow", "longest window; 0 means no cap", &c.MaxWindow},
 		field{"ArchiveRetentionDays", "default retention of the event bus archive, in days (finite)", &c.ArchiveRetentionDays},
+		field{"ReconcileTimeout", "timeout of the reconcile Lambda (below the EXPRESS children's 5 minutes)", &c.Reconcile.Timeout},
+		field{"ReconcileMemoryMB", "memory of the reconcile Lambda, in MB (one partition of both indexes)", &c.Reconcile.MemoryMB},
+		field{"ReconcileEvery", "how often the reconciliation runs (its schedule; at least 1 h)", &c.ReconcileEvery},
+		field{"ReconcilePartitions", "index partitions of the reconciliation (CDC_RECONCILE_PARTITIONS); keep each below about 1 M resources", &c.ReconcilePartitions},
 	)
 }
 

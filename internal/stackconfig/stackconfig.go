@@ -26,6 +26,9 @@ const (
 	CheckExport   = "check-export"
 	PrepareChange = "prepare-change"
 	RunLock       = "run-lock"
+	// Reconcile is the reconciliation's Lambda (docs/RECONCILE.md); it is
+	// not one of Lambdas(), which are the pipeline's four.
+	Reconcile = "reconcile"
 )
 
 // Limits AWS documents, which Validate enforces.
@@ -45,6 +48,9 @@ const (
 	MaxMapConcurrency = 10000
 	// MaxReceiveCountLimit is the largest maxReceiveCount of a redrive policy.
 	MaxReceiveCountLimit = 1000
+	// MaxReconcilePartitions bounds the reconciliation's partitions: their
+	// list rides in the execution's state (reconcile.MaxPartitions).
+	MaxReconcilePartitions = 10000
 )
 
 // Fixed ratios of the design.
@@ -120,6 +126,14 @@ type Config struct {
 	// ArchiveRetentionDays is the default retention of the event bus
 	// archive; it is always finite.
 	ArchiveRetentionDays int
+
+	// Reconcile is the reconcile Lambda's timeout and memory: its index and
+	// compare actions run as Distributed Map EXPRESS children.
+	Reconcile Function
+	// ReconcileEvery is the reconciliation's schedule (default daily);
+	// ReconcilePartitions its index partitions (CDC_RECONCILE_PARTITIONS).
+	ReconcileEvery      time.Duration
+	ReconcilePartitions int
 }
 
 // DefaultPutEventsQuota is the lowest default PutEvents quota that
@@ -155,6 +169,12 @@ func Default() Config {
 		MaxWindow: 0,
 
 		ArchiveRetentionDays: 30,
+
+		// A compare child holds one partition of both indexes (about
+		// 660 MiB per million resources, docs/RECONCILE.md).
+		Reconcile:           Function{Timeout: 240 * time.Second, MemoryMB: 1024},
+		ReconcileEvery:      24 * time.Hour,
+		ReconcilePartitions: 16,
 	}
 }
 
@@ -169,6 +189,8 @@ func (c Config) Function(name string) (Function, bool) {
 		return c.PrepareChange, true
 	case RunLock:
 		return c.RunLock, true
+	case Reconcile:
+		return c.Reconcile, true
 	}
 	return Function{}, false
 }
@@ -297,6 +319,18 @@ func (c Config) Validate() error {
 	}
 	if c.Overlap < 0 || c.MaxWindow < 0 {
 		bad("overlap %s and max window %s: want no negative value", c.Overlap, c.MaxWindow)
+	}
+	switch r := c.Reconcile; {
+	case r.Timeout < time.Second || r.Timeout >= ExpressLimit || r.Timeout%time.Second != 0:
+		bad("reconcile timeout %s: want whole seconds from 1 s to below %s, the limit of the Distributed Map's EXPRESS children", r.Timeout, ExpressLimit)
+	case r.MemoryMB < 128 || r.MemoryMB > 10240:
+		bad("reconcile memory %d MB: want 128 to 10240", r.MemoryMB)
+	}
+	if c.ReconcileEvery < time.Hour || c.ReconcileEvery%time.Minute != 0 {
+		bad("reconciliation schedule %s: want at least 1 h, in whole minutes (a scheduler rate expression)", c.ReconcileEvery)
+	}
+	if c.ReconcilePartitions < 1 || c.ReconcilePartitions > MaxReconcilePartitions {
+		bad("reconcile partitions %d: want 1 to %d", c.ReconcilePartitions, MaxReconcilePartitions)
 	}
 	if c.ArchiveRetentionDays < 1 {
 		bad("archive retention %d days: want at least 1 (the archive never keeps events forever by default)", c.ArchiveRetentionDays)

@@ -172,3 +172,30 @@ func TestSetAndSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileSettings: the reconciliation runs daily by default, its
+// Lambda gets CDC_RECONCILE_PARTITIONS and the publish rate, and Validate
+// refuses a schedule below an hour, a timeout an EXPRESS child cannot meet
+// and a partition count outside [1, 10000].
+func TestReconcileSettings(t *testing.T) {
+	c := Default()
+	if c.ReconcileEvery != 24*time.Hour || c.ReconcilePartitions != 16 {
+		t.Errorf("defaults: every %s, %d partitions", c.ReconcileEvery, c.ReconcilePartitions)
+	}
+	if err := c.Apply(map[string]string{"ReconcileEvery": "6h", "ReconcilePartitions": "128"}); err != nil {
+		t.Fatal(err)
+	}
+	env := c.Env(Reconcile)
+	if env[EnvReconcilePartitions] != "128" || env[EnvPutEventsRate] != c.Env(PrepareChange)[EnvPutEventsRate] {
+		t.Errorf("reconcile env = %v", env)
+	}
+	if f, ok := c.Function(Reconcile); !ok || f != c.Reconcile {
+		t.Errorf("Function(reconcile) = %v, %v", f, ok)
+	}
+	for name, v := range map[string]string{"ReconcileEvery": "30m", "ReconcileTimeout": "5m", "ReconcilePartitions": "0", "ReconcileMemoryMB": "64"} {
+		c := Default()
+		if err := c.Apply(map[string]string{name: v}); err == nil {
+			t.Errorf("%s=%s accepted", name, v)
+		}
+	}
+}
