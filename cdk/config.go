@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
 // Lambdas lists the four Lambda functions of the pipeline, by the name of
@@ -32,6 +35,11 @@ const (
 	// of name → value in cdk.json, or the same object as a JSON string with
 	// `-c settings='{"RunTimeout":"12h"}'`.
 	ContextSettings = "settings"
+	// ContextEventSource and ContextDetailType set the `source` and
+	// `detail-type` of every change event: the consumers' contract, which
+	// the schema registry and consumer rules are built from at synth time.
+	ContextEventSource = "eventSource"
+	ContextDetailType  = "detailType"
 )
 
 // Defaults of the context values, relative to the cdk/ directory.
@@ -49,6 +57,10 @@ type Config struct {
 	LambdaDir string
 	// ASLFile is the state machine definition with ${...} placeholders.
 	ASLFile string
+	// EventSource and DetailType are the `source` and `detail-type` of
+	// every change event; empty means cdcevent.DefaultSource and
+	// DefaultDetailType.
+	EventSource, DetailType string
 	// Settings is the deployed configuration shared with cdc-local: Lambda
 	// timeouts and memory, queue limits, the export wait, the run timeout
 	// and lease, the PutEvents budget.
@@ -58,6 +70,7 @@ type Config struct {
 // DefaultConfig returns the configuration used when no context is given.
 func DefaultConfig() Config {
 	return Config{StackName: DefaultStackName, LambdaDir: DefaultLambdaDir, ASLFile: DefaultASLFile,
+		EventSource: cdcevent.DefaultSource, DetailType: cdcevent.DefaultDetailType,
 		Settings: stackconfig.Default()}
 }
 
@@ -75,6 +88,8 @@ func ConfigFromContext(lookup func(key string) any) (Config, error) {
 	set(ContextStackName, &c.StackName)
 	set(ContextLambdaDir, &c.LambdaDir)
 	set(ContextASLFile, &c.ASLFile)
+	set(ContextEventSource, &c.EventSource)
+	set(ContextDetailType, &c.DetailType)
 	values, err := settingsFromContext(lookup(ContextSettings))
 	if err != nil {
 		return c, err
@@ -141,6 +156,9 @@ func (c Config) Validate() error {
 	if err := c.Settings.Validate(); err != nil {
 		return err
 	}
+	if err := ValidateEventNames(c.eventNames()); err != nil {
+		return err
+	}
 	for _, l := range Lambdas {
 		p := filepath.Join(c.LambdaDir, l, "bootstrap")
 		if st, err := os.Stat(p); err != nil || st.IsDir() {
@@ -196,4 +214,34 @@ func silenceNodeWarning() {
 	}
 	env := append(os.Environ(), nodeEOLWarningEnv+"="+v+"20")
 	_ = syscall.Exec(exe, os.Args, env)
+}
+
+// eventNames returns the event source and detail type, defaults for empty ones.
+func (c Config) eventNames() (source, detailType string) {
+	source, detailType = c.EventSource, c.DetailType
+	if source == "" {
+		source = cdcevent.DefaultSource
+	}
+	if detailType == "" {
+		detailType = cdcevent.DefaultDetailType
+	}
+	return source, detailType
+}
+
+// eventSourceRE is the shape of the event source the stack accepts (the
+// pattern of the former EventSource parameter): it is matched by consumers'
+// rules and names the registry schema.
+var eventSourceRE = regexp.MustCompile(`^[A-Za-z0-9._\-]{1,256}$`)
+
+// ValidateEventNames checks a `source` and `detail-type` of the change
+// events: the source 1–256 letters, digits, '.', '_' or '-', the detail
+// type 1–128 characters (the bounds of the former parameters).
+func ValidateEventNames(source, detailType string) error {
+	if !eventSourceRE.MatchString(source) {
+		return fmt.Errorf("event source %q: want 1–256 letters, digits, '.', '_' or '-' (set -c %s=NAME)", source, ContextEventSource)
+	}
+	if n := utf8.RuneCountInString(detailType); n < 1 || n > 128 {
+		return fmt.Errorf("detail type %q: want 1–128 characters (set -c %s=TEXT)", detailType, ContextDetailType)
+	}
+	return nil
 }

@@ -13,8 +13,6 @@ import (
 const (
 	ParamDatastoreID            = "DatastoreId"
 	ParamEventBusName           = "EventBusName"
-	ParamEventSource            = "EventSource"
-	ParamDetailType             = "DetailType"
 	ParamScheduleMinutes        = "ScheduleMinutes"
 	ParamScheduleState          = "ScheduleState"
 	ParamResourceTypes          = "ResourceTypes"
@@ -48,17 +46,17 @@ var logRetentionValues = []string{"1", "3", "5", "7", "14", "30", "60", "90", "1
 
 // params holds the stack's CloudFormation parameters.
 type params struct {
-	DatastoreID, EventBusName, EventSource, DetailType awscdk.CfnParameter
-	ScheduleMinutes, ScheduleState                     awscdk.CfnParameter
-	ResourceTypes, ExcludeTypes, ValidateLevel         awscdk.CfnParameter
-	MaxEntryBytes, SafetyLag, InitialCheckpoint        awscdk.CfnParameter
-	CheckpointLagThreshold, LogRetentionDays           awscdk.CfnParameter
-	ArchiveRetentionDays                               awscdk.CfnParameter
-	ExportsExpiryDays, ManifestsExpiryDays             awscdk.CfnParameter
-	MapResultsExpiryDays, ClaimChecksExpiryDays        awscdk.CfnParameter
-	AccessLogsExpiryDays                               awscdk.CfnParameter
-	QuarantineExpiryDays                               awscdk.CfnParameter
-	AlarmEmail                                         awscdk.CfnParameter
+	DatastoreID, EventBusName                   awscdk.CfnParameter
+	ScheduleMinutes, ScheduleState              awscdk.CfnParameter
+	ResourceTypes, ExcludeTypes, ValidateLevel  awscdk.CfnParameter
+	MaxEntryBytes, SafetyLag, InitialCheckpoint awscdk.CfnParameter
+	CheckpointLagThreshold, LogRetentionDays    awscdk.CfnParameter
+	ArchiveRetentionDays                        awscdk.CfnParameter
+	ExportsExpiryDays, ManifestsExpiryDays      awscdk.CfnParameter
+	MapResultsExpiryDays, ClaimChecksExpiryDays awscdk.CfnParameter
+	AccessLogsExpiryDays                        awscdk.CfnParameter
+	QuarantineExpiryDays                        awscdk.CfnParameter
+	AlarmEmail                                  awscdk.CfnParameter
 }
 
 func strParam(stack awscdk.Stack, name, def, pattern, desc string) awscdk.CfnParameter {
@@ -90,10 +88,6 @@ func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 	})
 	p.EventBusName = strParam(stack, ParamEventBusName, "healthlake-cdc", `^[A-Za-z0-9._\-]{1,256}$`,
 		"Name of the custom EventBridge bus this stack creates.")
-	p.EventSource = strParam(stack, ParamEventSource, "healthlake.cdc", `^[A-Za-z0-9._\-]{1,256}$`,
-		"The `source` of every change event.")
-	p.DetailType = strParam(stack, ParamDetailType, "FHIR Resource Changed", `^.{1,128}$`,
-		"The `detail-type` of every change event.")
 	p.ScheduleMinutes = numParam(stack, ParamScheduleMinutes, 5, 1, 1440,
 		"Minutes between two scheduled runs.")
 	p.ScheduleState = awscdk.NewCfnParameter(stack, jsii.String(ParamScheduleState), &awscdk.CfnParameterProps{

@@ -90,6 +90,14 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 			return nil, fmt.Errorf("state machine definition %s: placeholder ${%s} has no substitution", cfg.ASLFile, name)
 		}
 	}
+	cfg.EventSource, cfg.DetailType = cfg.eventNames()
+	if err := ValidateEventNames(cfg.EventSource, cfg.DetailType); err != nil {
+		return nil, err
+	}
+	schemaContent, err := registryContent(cfg.EventSource, cfg.DetailType)
+	if err != nil {
+		return nil, err
+	}
 	if props == nil {
 		props = &awscdk.StackProps{}
 	}
@@ -102,7 +110,7 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 	// ownership, so ACL-based delivery is not possible).
 	stack.Node().SetContext(jsii.String("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"), true)
 	p := newParams(stack, cfg.Settings)
-	b := &builder{stack: stack, cfg: cfg, p: p}
+	b := &builder{stack: stack, cfg: cfg, p: p, schemaContent: schemaContent}
 	b.build(string(asl))
 	return stack, nil
 }
@@ -116,6 +124,8 @@ type builder struct {
 	bucket       awss3.Bucket
 	table        awsdynamodb.Table
 	datastoreArn *string
+
+	schemaContent string
 }
 
 func (b *builder) s(v string) *string { return jsii.String(v) }
@@ -371,6 +381,9 @@ func (b *builder) build(asl string) {
 		KmsKeyIdentifier: b.key.KeyArn(),
 	})
 
+	// --- the change events' schema, for consumers ------------------------------------
+	evSchema := newEventSchema(stack, pipeline, b.cfg.EventSource, b.cfg.DetailType, b.schemaContent)
+
 	// --- role HealthLake assumes to write the export ---------------------------------
 	exportRole := awsiam.NewRole(stack, b.s("HealthLakeExportRole"), &awsiam.RoleProps{
 		Description: b.s("Assumed by HealthLake to write $export output to exports/ of the artifact bucket"),
@@ -463,8 +476,8 @@ func (b *builder) build(asl string) {
 		"CDC_RESOURCE_TYPES":  p.ResourceTypes.ValueAsString(),
 		"CDC_EXCLUDE_TYPES":   p.ExcludeTypes.ValueAsString(),
 		"CDC_EVENT_BUS":       bus.EventBusName(),
-		"CDC_EVENT_SOURCE":    p.EventSource.ValueAsString(),
-		"CDC_DETAIL_TYPE":     p.DetailType.ValueAsString(),
+		"CDC_EVENT_SOURCE":    b.s(b.cfg.EventSource),
+		"CDC_DETAIL_TYPE":     b.s(b.cfg.DetailType),
 		"CDC_MAX_ENTRY_BYTES": p.MaxEntryBytes.ValueAsString(),
 		"CDC_VALIDATE":        p.ValidateLevel.ValueAsString(),
 	})
@@ -673,6 +686,8 @@ func (b *builder) build(asl string) {
 	out("TableName", b.table.TableName(), "CDC_TABLE for cdcctl")
 	out("BucketName", b.bucket.BucketName(), "CDC_BUCKET for cdcctl")
 	out("EventBusArn", bus.EventBusArn(), "The change event bus")
+	out("SchemaRegistryName", evSchema.registry.AttrRegistryName(), "Schema registry of the change events")
+	out("EventSchemaArn", evSchema.schema.AttrSchemaArn(), "Registered schema of the change events (OpenAPI 3)")
 	out("ExportRoleArn", exportRole.RoleArn(), "Role HealthLake assumes to write exports")
 	out("AlarmTopicArn", topic.TopicArn(), "Alarm notifications")
 	out("StartQueueUrl", startQ.QueueUrl(), "CDC_START_QUEUE_URL for cdcctl dlq")
