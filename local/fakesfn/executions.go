@@ -151,7 +151,7 @@ func (e *Emulator) start(smARN, name, input string) (*execution, error) {
 		}
 		return nil, errf("ExecutionAlreadyExists", "Execution Already Exists: '%s'", arn)
 	}
-	x, err := e.runner().Start(e.ctx, sm.machine, asl.StartInput{
+	x, err := e.runner().Start(withRole(e.ctx, sm.roleARN), sm.machine, asl.StartInput{
 		ExecutionARN: arn, Name: name, StateMachineARN: sm.arn, StateMachineName: sm.name,
 		RoleARN: sm.roleARN, Type: sm.typ, Input: input,
 	})

@@ -85,7 +85,7 @@ func (s *Stack) createStateMachine(ctx context.Context) error {
 		return fmt.Errorf("stack: create state machine: %w", err)
 	}
 	s.Res.StateMachineARN = aws.ToString(out.StateMachineArn)
-	return nil
+	return s.createReconcileMachine(ctx)
 }
 
 var execSeq atomic.Int64
@@ -187,6 +187,14 @@ func (s *Stack) RunOnce(ctx context.Context) (report.Window, error) {
 func (s *Stack) Run(ctx context.Context, onWindow func(report.Window, error)) error {
 	t := time.NewTicker(s.opts.Every)
 	defer t.Stop()
+	// The reconciliation's own schedule (daily by default); a tick that
+	// finds a run holding the lock ends Skipped, as in AWS.
+	var reconcileTick <-chan time.Time
+	if d := s.reconcileEvery(); d > 0 {
+		rt := time.NewTicker(d)
+		defer rt.Stop()
+		reconcileTick = rt.C
+	}
 	done := make(chan struct{}, 64)
 	inflight := 0
 	launch := func() {
@@ -211,6 +219,14 @@ func (s *Stack) Run(ctx context.Context, onWindow func(report.Window, error)) er
 			inflight--
 		case <-t.C:
 			launch()
+		case <-reconcileTick:
+			inflight++
+			go func() {
+				defer func() { done <- struct{}{} }()
+				if _, err := s.Reconcile(context.WithoutCancel(ctx)); err != nil {
+					s.log.Warn("reconciliation not run", "error", err.Error())
+				}
+			}()
 		}
 	}
 }

@@ -96,5 +96,5 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	if err := s.Lambdas.Register(FnRunLock, rl.Handle); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	return nil
+	return s.registerReconcile()
 }

@@ -27,9 +27,10 @@ func (s *Stack) stateMachineName() string { return s.opts.Name }
 func (s *Stack) PolicyResources() iampolicy.Resources {
 	env, sm := s.Env, s.stateMachineName()
 	logs := map[iampolicy.Principal]string{}
-	for _, p := range iampolicy.Lambdas() {
+	for _, p := range append(iampolicy.Lambdas(), iampolicy.Reconcile) {
 		logs[p] = env.ARN("logs", "log-group:/aws/lambda/"+s.opts.Name+"-"+string(p)+":*")
 	}
+	rsm := s.reconcileMachineName()
 	return iampolicy.Resources{
 		BucketARN:                "arn:aws:s3:::" + s.Res.Bucket,
 		TableARN:                 env.ARN("dynamodb", "table/"+s.Res.Table),
@@ -45,6 +46,11 @@ func (s *Stack) PolicyResources() iampolicy.Resources {
 		PrepareChangeFunctionARN: s.Lambdas.ARN(FnPrepareChange),
 		ExportRoleARN:            s.roleARN(iampolicy.HealthLakeExport),
 		LogGroupARNs:             logs,
+
+		ReconcileFunctionARN:         s.Lambdas.ARN(FnReconcile),
+		ReconcileStateMachineARN:     env.ARN("states", "stateMachine:"+rsm),
+		ReconcileExecutionsARN:       env.ARN("states", "execution:"+rsm+":*"),
+		ReconcileMapRunExecutionsARN: env.ARN("states", "execution:"+rsm+"/*"),
 	}
 }
 
@@ -69,7 +75,7 @@ func (s *Stack) setupIAM() error {
 	}, mode)
 	s.IAM.AddAdmin(localaws.AccessKeyID)
 	s.IAM.AddAdmin(localaws.ConventionalAccessKeyID)
-	for _, p := range iampolicy.Principals() {
+	for _, p := range iampolicy.All() {
 		stmts, err := iampolicy.Policy(p, res)
 		if err != nil {
 			return err
@@ -96,15 +102,9 @@ func (s *Stack) principalConfig(p iampolicy.Principal) aws.Config {
 // accepts besides the admin's.
 func principalKeys() map[string]string {
 	out := map[string]string{}
-	for _, p := range iampolicy.Principals() {
+	for _, p := range iampolicy.All() {
 		out[localaws.PrincipalAccessKeyID(string(p))] = localaws.SecretAccessKey
 	}
 	out[localaws.ConventionalAccessKeyID] = localaws.ConventionalSecretAccessKey
 	return out
-}
-
-// stateMachineInvoker is the Lambda invoker of the state machine's tasks,
-// checked against the state machine's statements.
-func (s *Stack) stateMachineInvoker() iam.Invoker {
-	return iam.CheckedInvoker{Next: s.Lambdas, Auth: s.IAM, Principal: iampolicy.StateMachine, FunctionARN: s.Lambdas.ARN}
 }

@@ -159,6 +159,10 @@ type Options struct {
 	// ignored): the stack can then run inside a testing/synctest bubble on
 	// its fake clock (local/sim, cdc-local --simulate).
 	InMemory bool
+	// ReconcileEvery is how often Run starts a reconciliation (0: the
+	// deployed schedule, stackconfig ReconcileEvery, daily; < 0: none).
+	// Stack.Reconcile starts one on demand either way.
+	ReconcileEvery time.Duration
 }
 
 func (o *Options) defaults() {
@@ -206,8 +210,10 @@ type Resources struct {
 	// the DLQ URLs are their dead-letter queues.
 	StartQueueURL, StartDLQURL     string
 	RecheckQueueURL, RecheckDLQURL string
-	// StateMachineARN is the pipeline's state machine.
-	StateMachineARN string
+	// StateMachineARN is the pipeline's state machine,
+	// ReconcileStateMachineARN the reconciliation's.
+	StateMachineARN          string
+	ReconcileStateMachineARN string
 	// HealthLakeEndpoint is the base URL of the HealthLake emulator (the
 	// stack's endpoint).
 	HealthLakeEndpoint string
@@ -434,11 +440,11 @@ func (s *Stack) startEmulators() error {
 	env.Gateway.Handle(localaws.ServiceHealthLake, s.HealthLake)
 	s.startHealthLakeTicker()
 
+	// Each state machine's tasks act as its role.
+	invoker, machineSQS, machineS3 := s.machineClients()
 	s.SFN = fakesfn.New(fakesfn.Options{
 		Region: env.Region, AccountID: env.AccountID,
-		// The state machine's tasks act as its role.
-		Lambda: s.stateMachineInvoker(), SQS: sqs.NewFromConfig(s.principalConfig(iampolicy.StateMachine)),
-		S3: awsclient.NewS3(s.principalConfig(iampolicy.StateMachine)), TimeScale: s.opts.TimeScale,
+		Lambda: invoker, SQS: machineSQS, S3: machineS3, TimeScale: s.opts.TimeScale,
 		OnTransition: s.countTransition,
 	})
 	env.Gateway.Handle(localaws.ServiceSFN, s.SFN)
@@ -487,6 +493,7 @@ func (s *Stack) CLIEnv() [][2]string {
 		{"CDC_DATASTORE_ID", s.Res.DatastoreID},
 		{"CDC_HEALTHLAKE_ENDPOINT", s.Res.HealthLakeEndpoint},
 		{"CDC_STATE_MACHINE_ARN", s.Res.StateMachineARN},
+		{"CDC_RECONCILE_STATE_MACHINE_ARN", s.Res.ReconcileStateMachineARN},
 		{"CDC_START_QUEUE_URL", s.Res.StartQueueURL},
 		{"CDC_START_DLQ_URL", s.Res.StartDLQURL},
 		{"CDC_RECHECK_QUEUE_URL", s.Res.RecheckQueueURL},
