@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -620,6 +621,7 @@ func (b *builder) build(asl string) {
 	})
 	sub.CfnOptions().SetCondition(hasEmail)
 	action := awscloudwatchactions.NewSnsAction(topic)
+	var alarms []interfacesawscloudwatch.IAlarmRef
 	alarm := func(id, desc string, metric awscloudwatch.IMetric, threshold *float64, periods float64, missing awscloudwatch.TreatMissingData) {
 		a := awscloudwatch.NewAlarm(stack, b.s(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   b.s(desc),
@@ -631,6 +633,7 @@ func (b *builder) build(asl string) {
 		})
 		a.AddAlarmAction(action)
 		a.AddOkAction(action)
+		alarms = append(alarms, a)
 	}
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	five := awscdk.Duration_Minutes(jsii.Number(5))
@@ -678,6 +681,13 @@ func (b *builder) build(asl string) {
 		"\"Re-run quarantined records after a fix\".",
 		pipelineSum(MetricExportErrors), jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 
+	// --- dashboard ----------------------------------------------------------------
+	dash := newDashboard(stack, dashboardInputs{
+		pipeline: pipeline, stateMachine: sm, alarms: alarms,
+		deadLetterQueues: map[string]awssqs.IQueue{"start DLQ": startDLQ, "re-check DLQ": recheckDLQ},
+		lagThreshold:     p.CheckpointLagThreshold.ValueAsNumber(),
+	})
+
 	// --- outputs ------------------------------------------------------------------
 	out := func(id string, v *string, desc string) {
 		awscdk.NewCfnOutput(stack, b.s(id), &awscdk.CfnOutputProps{Value: v, Description: b.s(desc)})
@@ -690,6 +700,7 @@ func (b *builder) build(asl string) {
 	out("EventSchemaArn", evSchema.schema.AttrSchemaArn(), "Registered schema of the change events (OpenAPI 3)")
 	out("ExportRoleArn", exportRole.RoleArn(), "Role HealthLake assumes to write exports")
 	out("AlarmTopicArn", topic.TopicArn(), "Alarm notifications")
+	out("DashboardName", dash.DashboardName(), "CloudWatch dashboard of the pipeline")
 	out("StartQueueUrl", startQ.QueueUrl(), "CDC_START_QUEUE_URL for cdcctl dlq")
 	out("StartDeadLetterQueueUrl", startDLQ.QueueUrl(), "CDC_START_DLQ_URL for cdcctl dlq")
 	out("RecheckQueueUrl", recheckQ.QueueUrl(), "CDC_RECHECK_QUEUE_URL for cdcctl dlq")

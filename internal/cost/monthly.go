@@ -70,13 +70,13 @@ type Footprint struct {
 
 // ThisFootprint is healthlake-cdc's footprint with the stack's defaults:
 // the metric names of internal/metrics with the Pipeline dimension only, the
-// alarms of the stack, no dashboard, one key, and the stack's retention
+// alarms and the one dashboard of the stack, one key, and the stack's retention
 // defaults.
 func ThisFootprint() Footprint {
 	return Footprint{
 		CustomMetrics: 12,
 		Alarms:        7,
-		Dashboards:    0,
+		Dashboards:    1,
 		KMSKeys:       1,
 
 		LogRetentionDays:        30,

@@ -77,8 +77,8 @@ func Example_monthly() {
 	}
 	// Output:
 	// changes/d  $/month    fixed      largest items
-	// 10000      10.90      5.30       cloudWatchMetrics 3.60, stepFunctionsStandard 1.75, kmsKeys 1.00
-	// 100000     14.88      5.30       eventBridge 3.65, cloudWatchMetrics 3.60, stepFunctionsStandard 1.75
-	// 1000000    54.62      5.30       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 3.60
-	// 10000000   452.30     5.30       eventBridge 365.00, eventArchiveIngestion 69.72, eventArchiveStorage 3.69
+	// 10000      13.90      8.30       cloudWatchMetrics 3.60, cloudWatchDashboards 3.00, stepFunctionsStandard 1.75
+	// 100000     17.88      8.30       eventBridge 3.65, cloudWatchMetrics 3.60, cloudWatchDashboards 3.00
+	// 1000000    57.62      8.30       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 3.60
+	// 10000000   455.30     8.30       eventBridge 365.00, eventArchiveIngestion 69.72, eventArchiveStorage 3.69
 }
