@@ -95,6 +95,7 @@ func coverageStacks(t *testing.T) (allowed map[string]int64, stacks []*Stack) {
 		}
 	}
 	runConcurrent(t, st)
+	runReconcileScenario(t, st, nil)
 	to := startStack(t, func(o *Options) { o.SampleSize = 6; o.ExportDelay = time.Hour; o.RecheckDelay = 200 * time.Second })
 	runTakeOver(t, to)
 	for _, s := range []*Stack{st, to} {
@@ -117,7 +118,7 @@ func TestIAMNormalRunIsAllowedAndUsesEveryStatement(t *testing.T) {
 			t.Errorf("%d calls denied in a normal run: %v", n, st.IAM.Denials())
 		}
 	}
-	for _, p := range iampolicy.Principals() {
+	for _, p := range iampolicy.All() {
 		for _, s := range stacks[0].IAM.Statements(p) {
 			n := allowed[string(p)+"/"+s.Sid]
 			switch {
@@ -178,6 +179,8 @@ func scenarioOf(p iampolicy.Principal, sid string) string {
 		return "recheck"
 	case p == iampolicy.CheckExport && (sid == "ReadExportErrors" || sid == "WriteQuarantine"):
 		return "completed-with-errors"
+	case p == iampolicy.Reconcile || p == iampolicy.ReconcileStateMachine || (p == iampolicy.Scheduler && sid == "StartReconciliation"):
+		return "reconcile"
 	}
 	return "window"
 }
@@ -206,13 +209,16 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 		case "recheck":
 			// Exports that take a few re-checks.
 			st = startStack(t, func(o *Options) { o.SampleSize = 2; o.ExportDelay = 2 * time.Second })
+		case "reconcile":
+			st = startStack(t, func(o *Options) { o.SampleSize = 2 })
+			runWindow(t, st)
 		default:
 			st = shared
 		}
 		stacks[sc] = st
 		return st
 	}
-	for _, p := range iampolicy.Principals() {
+	for _, p := range iampolicy.All() {
 		for _, s := range shared.IAM.Statements(p) {
 			t.Run(string(p)+"/"+s.Sid, func(t *testing.T) {
 				if s.NotExercised != "" {
@@ -236,6 +242,8 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 				switch sc := scenarioOf(p, s.Sid); sc {
 				case "takeover":
 					runTakeOverUntil(t, st, denied)
+				case "reconcile":
+					runReconcileScenario(t, st, denied)
 				default:
 					runUntil(t, st, denied, func() { prepareScenario(t, st, sc) })
 				}
@@ -257,6 +265,50 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 }
 
 var iamSeq int
+
+// runReconcileScenario delivers a new resource, deletes it and runs a
+// reconciliation, which reads its history and publishes its delete, until
+// done() holds (nil: to the end, which must be a finished reconciliation).
+// A reconciliation still running is stopped; the next one takes its lock
+// over (run-lock asks Step Functions about the reconciliation's execution).
+func runReconcileScenario(t *testing.T, st *Stack, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	iamSeq++
+	id := fmt.Sprintf("iam-rec-%d", iamSeq)
+	if _, err := st.PutResource(ctx, "Patient", id, []byte(`{"resourceType":"Patient","id":"`+id+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	runWindow(t, st)
+	deleteResource(t, st, "Patient", id)
+	if done == nil {
+		reconcileNow(t, st)
+		return
+	}
+	arn, err := st.StartReconciliation(ctx)
+	if err != nil {
+		if !done() {
+			t.Fatalf("start reconciliation: %v", err)
+		}
+		return
+	}
+	for !done() {
+		out, err := st.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Status != "RUNNING" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("reconciliation still running and nothing denied: %v", st.IAM.DeniedKeys())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_ = st.SFN.StopExecution(arn, "Test.Done", "")
+}
 
 // runUntil writes a change and runs one execution until done() holds or
 // the execution ends; an execution still running is stopped.
