@@ -201,6 +201,9 @@ func seconds(d time.Duration) int32 {
 	return s
 }
 
+// emptyReceivePause is the pause after an empty receive.
+const emptyReceivePause = 10 * time.Millisecond
+
 func (m *Mapping) poll(ctx context.Context) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -227,6 +230,13 @@ func (m *Mapping) poll(ctx context.Context) {
 		}
 		delay = 100 * time.Millisecond
 		if len(out.Messages) == 0 {
+			// goaws can answer empty at once while a delayed message falls
+			// due (its readiness test is strict); a short pause keeps this
+			// loop from spinning, which would also freeze a synctest fake
+			// clock (local/sim), since that moves only when all goroutines wait.
+			if backoff.Sleep(ctx, emptyReceivePause) != nil {
+				return
+			}
 			continue
 		}
 		m.handleBatch(ctx, out.Messages)

@@ -1,0 +1,264 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+)
+
+// Writes counts what the workload wrote.
+type Writes struct {
+	Initial int64 `json:"initial"`
+	Creates int64 `json:"creates"`
+	Updates int64 `json:"updates"`
+	Deletes int64 `json:"deletes"`
+	// UpdatesWithoutTarget were due while the type had no live resource
+	// (not written); DeletesRefused were refused by the data store (during
+	// a HealthLake outage the DELETE fails like every other call) and not
+	// retried.
+	UpdatesWithoutTarget int64 `json:"updatesWithoutTarget,omitempty"`
+	DeletesRefused       int64 `json:"deletesRefused,omitempty"`
+	// Rejected counts creates and updates the data store refused.
+	Rejected int64 `json:"rejected,omitempty"`
+}
+
+// deleter sends a FHIR DELETE (stack.FHIR).
+type deleter func(ctx context.Context, method, path string, body []byte) (*http.Response, error)
+
+// driver writes the workload's changes into the data store: creates and
+// updates through the data store's Go API (a client's write is not part of
+// the pipeline; going through the emulator's HTTP API would only cost wall
+// time), deletes through the FHIR REST API (the emulator's DELETE).
+type driver struct {
+	ds     *fakehealthlake.Datastore
+	del    deleter
+	g      *gen.Generator
+	rng    *rand.Rand
+	next   int64
+	live   map[string][]int64 // live ids by type
+	all    map[string][]int64 // every id ever created, by type
+	writes Writes
+	body   []byte
+	// lastWrite is the time of the last write (virtual).
+	lastWrite time.Time
+}
+
+func newDriver(ds *fakehealthlake.Datastore, del deleter, seed int64) *driver {
+	return &driver{
+		ds: ds, del: del, g: gen.New(seed), rng: rand.New(rand.NewPCG(uint64(seed), 0x5157)),
+		live: map[string][]int64{}, all: map[string][]int64{},
+	}
+}
+
+// errRejected: the data store refused a write (counted in Writes.Rejected).
+var errRejected = errors.New("write rejected by the data store")
+
+func resourceID(n int64) string { return "sim-" + strconv.FormatInt(n, 36) }
+
+// create writes a new resource of typ (not counted: the caller counts).
+func (d *driver) create(typ string) error {
+	n := d.next
+	d.next++
+	body, err := d.g.AppendResource(d.body[:0], typ, gen.Options{ID: resourceID(n)})
+	if err != nil {
+		return fmt.Errorf("generate %s: %w", typ, err)
+	}
+	d.body = body
+	if _, err := d.ds.Load(typ, resourceID(n), body); err != nil {
+		d.writes.Rejected++
+		return errRejected
+	}
+	d.live[typ] = append(d.live[typ], n)
+	d.all[typ] = append(d.all[typ], n)
+	d.lastWrite = time.Now()
+	return nil
+}
+
+// update writes a new version of a random live resource of typ.
+func (d *driver) update(typ string) error {
+	ids := d.live[typ]
+	if len(ids) == 0 {
+		d.writes.UpdatesWithoutTarget++
+		return nil
+	}
+	n := ids[d.rng.IntN(len(ids))]
+	body, err := d.g.AppendResource(d.body[:0], typ, gen.Options{ID: resourceID(n)})
+	if err != nil {
+		return fmt.Errorf("generate %s: %w", typ, err)
+	}
+	d.body = body
+	if _, err := d.ds.Load(typ, resourceID(n), body); err != nil {
+		d.writes.Rejected++
+		return nil
+	}
+	d.writes.Updates++
+	d.lastWrite = time.Now()
+	return nil
+}
+
+// remove deletes a random live resource of typ.
+func (d *driver) remove(ctx context.Context, typ string) {
+	ids := d.live[typ]
+	if len(ids) == 0 {
+		return
+	}
+	i := d.rng.IntN(len(ids))
+	n := ids[i]
+	resp, err := d.del(ctx, http.MethodDelete, typ+"/"+resourceID(n), nil)
+	if err != nil {
+		d.writes.DeletesRefused++
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		d.writes.DeletesRefused++
+		return
+	}
+	ids[i] = ids[len(ids)-1]
+	d.live[typ] = ids[:len(ids)-1]
+	d.writes.Deletes++
+	d.lastWrite = time.Now()
+}
+
+// preload writes the initial load, each resource stamped at its time in
+// (start − spread, start]: pin sets the emulator's clock.
+func (d *driver) preload(in Initial, n int, start time.Time, pin func(time.Time)) error {
+	types := in.Types
+	if len(types) == 0 {
+		types = gen.Types()
+	}
+	spread := in.SpreadOver.D()
+	if spread <= 0 {
+		spread = time.Hour
+	}
+	step := spread / time.Duration(max(n, 1))
+	from := start.Add(-spread)
+	for i := 0; i < n; i++ {
+		pin(from.Add(time.Duration(i) * step))
+		switch err := d.create(types[i%len(types)]); {
+		case err == nil:
+			d.writes.Initial++
+		case !errors.Is(err, errRejected):
+			return err
+		}
+	}
+	return nil
+}
+
+// rates are the per-second changes of one type and kind, accumulated so
+// that fractional rates write at the right average.
+type accumulator struct{ acc float64 }
+
+func (a *accumulator) take(x float64) int {
+	a.acc += x
+	n := math.Floor(a.acc)
+	a.acc -= n
+	return int(n)
+}
+
+// plan is what the driver writes each second.
+type plan struct {
+	w       Workload
+	scale   float64
+	streams [][3]accumulator
+	bursts  [][3]accumulator
+}
+
+func newPlan(w Workload) *plan {
+	return &plan{w: w, scale: w.scale(), streams: make([][3]accumulator, len(w.Streams)), bursts: make([][3]accumulator, len(w.Bursts))}
+}
+
+// second writes the changes due in the second starting at offset t.
+func (p *plan) second(ctx context.Context, d *driver, t time.Duration) error {
+	for i, s := range p.w.Streams {
+		if t < s.From.D() || (s.Until > 0 && t >= s.Until.D()) {
+			continue
+		}
+		perSec := p.scale / 86400
+		acc := &p.streams[i]
+		if err := p.write(ctx, d, s.ResourceType,
+			acc[0].take(s.CreatesPerDay*perSec), acc[1].take(s.UpdatesPerDay*perSec), acc[2].take(s.DeletesPerDay*perSec)); err != nil {
+			return err
+		}
+	}
+	for i, b := range p.w.Bursts {
+		over := b.Over.D()
+		if over < time.Second {
+			over = time.Second
+		}
+		if t < b.At.D() || t >= b.At.D()+over {
+			continue
+		}
+		frac := p.scale / over.Seconds()
+		acc := &p.bursts[i]
+		if err := p.write(ctx, d, b.ResourceType,
+			acc[0].take(float64(b.Creates)*frac), acc[1].take(float64(b.Updates)*frac), acc[2].take(float64(b.Deletes)*frac)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *plan) write(ctx context.Context, d *driver, typ string, creates, updates, deletes int) error {
+	for range creates {
+		switch err := d.create(typ); {
+		case err == nil:
+			d.writes.Creates++
+		case !errors.Is(err, errRejected):
+			return err
+		}
+	}
+	for range updates {
+		if err := d.update(typ); err != nil {
+			return err
+		}
+	}
+	for range deletes {
+		d.remove(ctx, typ)
+	}
+	return nil
+}
+
+// latest reads the data store's current version of every resource the
+// driver created: vid "" for a resource whose current version is a
+// deletion (or that is gone).
+func (d *driver) latest(yield func(typ, id, vid string)) {
+	for typ, ids := range d.all {
+		for _, n := range ids {
+			id := resourceID(n)
+			b, ok := d.ds.Read(typ, id)
+			if !ok {
+				yield(typ, id, "")
+				continue
+			}
+			yield(typ, id, versionOf(b))
+		}
+	}
+}
+
+// versionOf finds meta.versionId in a stored resource (the emulator writes
+// it unescaped).
+func versionOf(b []byte) string {
+	const key = `"versionId":"`
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := b[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}

@@ -1,0 +1,170 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
+)
+
+// Duplicates counts deliveries of an eventId already delivered, by cause.
+type Duplicates struct {
+	Total int64 `json:"total"`
+	// Overlap: a later window delivered it again because its export window
+	// starts before its window (the overlap) — the expected cost of the
+	// overlap.
+	Overlap int64 `json:"overlap"`
+	// Retries: the same window delivered it again (a PutEvents retry, a
+	// re-run Map item or a crashed invocation run again).
+	Retries int64 `json:"retries"`
+	// Rerun: a window with the same start delivered it again after the
+	// run that first delivered it failed and the checkpoint stayed.
+	Rerun int64 `json:"rerun"`
+	// Replay: delivered again after a replay moved the checkpoint back.
+	Replay int64 `json:"replay"`
+}
+
+// delivery is what the observer keeps per eventId: when it was first
+// delivered, the window of its last delivery and how often.
+type delivery struct {
+	first        time.Time
+	last         time.Time
+	since, until string
+	count        int32
+}
+
+// observer is the bus's sink in a simulation: it records every delivery's
+// virtual time, the write → delivery latency of each version and the
+// duplicates with their causes.
+type observer struct {
+	mu      sync.Mutex
+	start   time.Time
+	seen    map[string]*delivery
+	windows map[string]string // interned window bounds
+	lat     []float64
+	dup     Duplicates
+	replays []time.Time
+	total   int64
+}
+
+func newObserver(start time.Time) *observer {
+	return &observer{start: start, seen: map[string]*delivery{}, windows: map[string]string{}}
+}
+
+var _ sink.Sink = (*observer)(nil)
+
+type detailHead struct {
+	EventID     string `json:"eventId"`
+	LastUpdated string `json:"lastUpdated"`
+	Window      struct {
+		Since string `json:"since"`
+		Until string `json:"until"`
+	} `json:"window"`
+}
+
+// Deliver records one delivered event; it never refuses one.
+func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
+	var d detailHead
+	if err := json.Unmarshal(ev.Detail, &d); err != nil || d.EventID == "" {
+		return nil
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.total++
+	since, until := o.intern(d.Window.Since), o.intern(d.Window.Until)
+	prev, ok := o.seen[d.EventID]
+	if !ok {
+		o.seen[d.EventID] = &delivery{first: now, last: now, since: since, until: until, count: 1}
+		if lu, err := events.ParseTime(d.LastUpdated); err == nil && !lu.Before(o.start) {
+			o.lat = append(o.lat, now.Sub(lu).Seconds())
+		}
+		return nil
+	}
+	o.dup.Total++
+	switch {
+	case prev.since == since && prev.until == until:
+		o.dup.Retries++
+	case o.replayedAfter(prev.last):
+		o.dup.Replay++
+	case prev.since == since:
+		o.dup.Rerun++
+	default:
+		o.dup.Overlap++
+	}
+	prev.last, prev.since, prev.until = now, since, until
+	prev.count++
+	return nil
+}
+
+// Close implements sink.Closer.
+func (o *observer) Close() error { return nil }
+
+func (o *observer) intern(s string) string {
+	if v, ok := o.windows[s]; ok {
+		return v
+	}
+	o.windows[s] = s
+	return s
+}
+
+// replayedAfter reports whether a replay was applied after t; the caller
+// holds o.mu.
+func (o *observer) replayedAfter(t time.Time) bool {
+	for _, r := range o.replays {
+		if r.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// replayed notes a replay applied now.
+func (o *observer) replayed(at time.Time) {
+	o.mu.Lock()
+	o.replays = append(o.replays, at)
+	o.mu.Unlock()
+}
+
+// delivered reports whether eventID was delivered.
+func (o *observer) delivered(eventID string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.seen[eventID] != nil
+}
+
+// Percentiles are latencies in seconds.
+type Percentiles struct {
+	P50   float64 `json:"p50"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+	Count int     `json:"count"`
+}
+
+// percentiles of xs (nearest rank); sorts xs.
+func percentiles(xs []float64) Percentiles {
+	if len(xs) == 0 {
+		return Percentiles{}
+	}
+	sort.Float64s(xs)
+	rank := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(xs)))) - 1
+		return xs[max(0, min(i, len(xs)-1))]
+	}
+	return Percentiles{P50: rank(0.50), P95: rank(0.95), P99: rank(0.99), Max: xs[len(xs)-1], Count: len(xs)}
+}
+
+// summary returns the latency percentiles, the duplicates, the distinct
+// events and all deliveries.
+func (o *observer) summary() (Percentiles, Duplicates, int64, int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	lat := append([]float64(nil), o.lat...)
+	return percentiles(lat), o.dup, int64(len(o.seen)), o.total
+}

@@ -1,0 +1,457 @@
+package sim
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
+)
+
+// Options adjust a run.
+type Options struct {
+	// Duration overrides the workload's duration; Scale its scale.
+	Duration time.Duration
+	Scale    float64
+	// Logger receives the stack's log (ids, counts, durations); default
+	// discards.
+	Logger *slog.Logger
+}
+
+// Runs counts the windows by how they ended.
+type Runs struct {
+	// Succeeded = Committed + Empty.
+	Succeeded int64 `json:"succeeded"`
+	Committed int64 `json:"committed"`
+	Empty     int64 `json:"empty"`
+	Failed    int64 `json:"failed"`
+	Skipped   int64 `json:"skipped"`
+}
+
+// Throttled counts PutEvents calls answered ThrottlingException.
+type Throttled struct {
+	Calls int64 `json:"calls"`
+	// Quota were refused by the PutEvents quota, Injected by a throttling
+	// storm of the workload.
+	Quota    int64 `json:"quota"`
+	Injected int64 `json:"injected"`
+}
+
+// Report is the result of a simulation.
+type Report struct {
+	Workload string  `json:"workload"`
+	Scale    float64 `json:"scale"`
+	// SimulatedSeconds is the writes' duration, DrainSeconds how long
+	// windows ran after it until the checkpoint passed the last write.
+	SimulatedSeconds float64 `json:"simulatedSeconds"`
+	DrainSeconds     float64 `json:"drainSeconds"`
+	Drained          bool    `json:"drained"`
+	// WallSeconds is filled in by the caller (the bubble's clock is fake).
+	WallSeconds float64 `json:"wallSeconds,omitempty"`
+	Writes      Writes  `json:"writes"`
+	// Resources is the number of resources in the data store at the end
+	// (current version not a deletion), Deleted those whose current
+	// version is a deletion.
+	Resources int64 `json:"resources"`
+	Deleted   int64 `json:"deleted"`
+	// LostLatestVersions counts resources whose current version (in the
+	// data store at the end) never reached the bus; deletions are left out
+	// (an export carries none — docs/EVENTS.md).
+	LostLatestVersions int64 `json:"lostLatestVersions"`
+	// LatencySeconds is write (meta.lastUpdated) → first delivery, virtual
+	// time, over the versions written during the simulation.
+	LatencySeconds Percentiles `json:"latencySeconds"`
+	// LatencyBoundSeconds is safety lag + schedule + modelled export time
+	// (start-up + per MiB × the mean MiB of an export job) + 30 s.
+	LatencyBoundSeconds float64 `json:"latencyBoundSeconds"`
+	// ExportedLines counts the lines of every export job's files (read
+	// back from S3), DeliveredEvents the distinct eventIds delivered,
+	// Deliveries every delivery.
+	ExportedLines        int64   `json:"exportedLines"`
+	ExportJobs           int64   `json:"exportJobs"`
+	ExportedMiB          float64 `json:"exportedMiB"`
+	DeliveredEvents      int64   `json:"deliveredEvents"`
+	Deliveries           int64   `json:"deliveries"`
+	ExportedPerDelivered float64 `json:"exportedPerDelivered"`
+	Duplicates           Duplicates `json:"duplicates"`
+	Throttled            Throttled  `json:"throttled"`
+	Runs                 Runs       `json:"runs"`
+	// Replays lists the virtual offsets (seconds) at which replays were
+	// applied.
+	Replays []float64 `json:"replays,omitempty"`
+	// USDPerMillionChanges and USDPerMonth are at list prices
+	// (local/stack's Cost; Lambda GB-s are measured on the fake clock, so
+	// in-process handler time counts as zero).
+	USDPerMillionChanges float64      `json:"usdPerMillionChanges"`
+	USDPerMonth          float64      `json:"usdPerMonth"`
+	Cost                 *report.Cost `json:"cost,omitempty"`
+	Limits               Limits       `json:"limits"`
+}
+
+var simSeq atomic.Int64
+
+// Run simulates w. It must run inside a testing/synctest bubble (see the
+// package doc); outside one it would take the simulated time in real time.
+func Run(ctx context.Context, w Workload, o Options) (Report, error) {
+	if err := w.Check(); err != nil {
+		return Report{}, fmt.Errorf("sim: workload: %w", err)
+	}
+	if o.Scale > 0 {
+		w.Scale = o.Scale
+	}
+	dur := w.Duration.D()
+	if o.Duration > 0 {
+		dur = o.Duration
+	}
+	if dur <= 0 {
+		return Report{}, errors.New("sim: no duration: give the workload a duration or pass one")
+	}
+	drain := w.Drain.D()
+	if drain <= 0 {
+		drain = time.Hour
+	}
+	lim := effectiveLimits(w.Limits)
+
+	var pinned atomic.Pointer[time.Time]
+	now := func() time.Time {
+		if p := pinned.Load(); p != nil {
+			return *p
+		}
+		return time.Now()
+	}
+	start := time.Now()
+	obs := newObserver(start)
+	env := map[string]string{}
+	if w.Limits.PutEventsQuota > 0 {
+		c := stackconfig.Default()
+		c.PutEventsQuota = w.Limits.PutEventsQuota
+		env[stackconfig.EnvPutEventsRate] = strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64)
+	}
+	st, err := stack.Start(ctx, stack.Options{
+		InMemory: true, Name: fmt.Sprintf("sim%d", simSeq.Add(1)), SampleSize: -1,
+		Every: lim.Every.D(), SafetyLag: lim.SafetyLag.D(), PutEventsQuota: lim.PutEventsQuota,
+		ExportStartup: lim.ExportStartup.D(), ExportPerMB: lim.ExportPerMB.D(), VisibilityLag: lim.VisibilityLag.D(),
+		ResourcesPerFile: lim.ResourcesPerFile, RecheckDelay: lim.RecheckDelay.D(),
+		Sink: obs, Now: now, Logger: o.Logger, LambdaEnv: env,
+	})
+	if err != nil {
+		return Report{}, fmt.Errorf("sim: %w", err)
+	}
+	defer st.Close()
+	ds, ok := st.HealthLake.Datastore(st.Res.DatastoreID)
+	if !ok {
+		return Report{}, errors.New("sim: the stack has no data store")
+	}
+	store, err := runlock.New(dynamodb.NewFromConfig(st.Config), runlock.Config{Table: st.Res.Table})
+	if err != nil {
+		return Report{}, fmt.Errorf("sim: %w", err)
+	}
+
+	drv := newDriver(ds, st.FHIR, w.Seed+1)
+	scale := w.scale()
+	if n := int(math.Round(float64(w.Initial.Resources) * scale)); n > 0 {
+		err := drv.preload(w.Initial, n, start, func(t time.Time) { pinned.Store(&t) })
+		pinned.Store(nil)
+		if err != nil {
+			return Report{}, fmt.Errorf("sim: initial load: %w", err)
+		}
+	}
+
+	bg, stopBG := context.WithCancel(ctx)
+	var bgWG sync.WaitGroup
+	defer func() { stopBG(); bgWG.Wait() }()
+	installOutages(bg, &bgWG, st, w.Outages, start, w.Seed)
+	var replays []float64
+	var replayMu sync.Mutex
+	for _, r := range w.Replays {
+		bgWG.Add(1)
+		go func() {
+			defer bgWG.Done()
+			if !sleepUntil(bg, start.Add(r.At.D())) {
+				return
+			}
+			for {
+				_, err := store.Replay(bg, runlock.ReplayRequest{Since: time.Now().Add(-r.Back.D()), Actor: "sim", Reason: "workload replay"})
+				if err == nil {
+					obs.replayed(time.Now())
+					replayMu.Lock()
+					replays = append(replays, time.Since(start).Seconds())
+					replayMu.Unlock()
+					return
+				}
+				if !errors.Is(err, runlock.ErrLockHeld) && !errors.Is(err, runlock.ErrStaleLock) {
+					st.Options().Logger.Warn("replay not applied", "error", err.Error())
+					return
+				}
+				if !sleepUntil(bg, time.Now().Add(10*time.Second)) {
+					return
+				}
+			}
+		}()
+	}
+
+	// The schedule.
+	var runs Runs
+	var runsMu sync.Mutex
+	runCtx, stopRuns := context.WithCancel(ctx)
+	scheduleDone := make(chan error, 1)
+	go func() {
+		scheduleDone <- st.Run(runCtx, func(win report.Window, err error) {
+			runsMu.Lock()
+			defer runsMu.Unlock()
+			switch {
+			case err != nil || win.Outcome == report.OutcomeFailed:
+				runs.Failed++
+			case win.Outcome == report.OutcomeSkipped:
+				runs.Skipped++
+			case win.Outcome == report.OutcomeEmpty:
+				runs.Empty++
+			default:
+				runs.Committed++
+			}
+		})
+	}()
+	stopSchedule := func() error {
+		stopRuns()
+		return <-scheduleDone
+	}
+
+	// The writes, one second at a time.
+	p := newPlan(w)
+	for t := time.Duration(0); t < dur; t += time.Second {
+		if err := p.second(ctx, drv, t); err != nil {
+			_ = stopSchedule()
+			return Report{}, fmt.Errorf("sim: writes at %v: %w", t, err)
+		}
+		if !sleepUntil(ctx, start.Add(t+time.Second)) {
+			_ = stopSchedule()
+			return Report{}, fmt.Errorf("sim: %w", ctx.Err())
+		}
+	}
+	// Drain: windows go on until the checkpoint has passed the last write
+	// and no export is pending, or the drain limit.
+	end := time.Now()
+	drained := false
+	for time.Since(end) < drain {
+		s, err := store.Status(ctx, 0)
+		if err == nil && s.Exists && s.Pending == nil && !s.Checkpoint.Before(drv.lastWrite) && s.Lock == nil {
+			drained = true
+			break
+		}
+		if !sleepUntil(ctx, time.Now().Add(10*time.Second)) {
+			break
+		}
+	}
+	drainTime := time.Since(end)
+	if err := stopSchedule(); err != nil {
+		return Report{}, fmt.Errorf("sim: schedule: %w", err)
+	}
+	stopBG()
+	bgWG.Wait()
+
+	rep := Report{
+		Workload: w.Name, Scale: scale, SimulatedSeconds: dur.Seconds(), DrainSeconds: drainTime.Seconds(), Drained: drained,
+		Writes: drv.writes, Limits: lim, Replays: replays,
+	}
+	runsMu.Lock()
+	runs.Succeeded = runs.Committed + runs.Empty
+	rep.Runs = runs
+	runsMu.Unlock()
+	drv.latest(func(typ, id, vid string) {
+		if vid == "" {
+			rep.Deleted++
+			return
+		}
+		rep.Resources++
+		if !obs.delivered(events.EventID(typ, id, vid)) {
+			rep.LostLatestVersions++
+		}
+	})
+	if n := int64(ds.Count()); n != rep.Resources {
+		return rep, fmt.Errorf("sim: the data store holds %d resources, the workload knows of %d", n, rep.Resources)
+	}
+	rep.LatencySeconds, rep.Duplicates, rep.DeliveredEvents, rep.Deliveries = obs.summary()
+	lines, bytes, jobs, err := exported(ctx, st)
+	if err != nil {
+		return rep, fmt.Errorf("sim: %w", err)
+	}
+	rep.ExportedLines, rep.ExportJobs, rep.ExportedMiB = lines, jobs, float64(bytes)/(1<<20)
+	if rep.DeliveredEvents > 0 {
+		rep.ExportedPerDelivered = float64(lines) / float64(rep.DeliveredEvents)
+	}
+	exportTime := lim.ExportStartup.D().Seconds()
+	if jobs > 0 {
+		exportTime += lim.ExportPerMB.D().Seconds() * rep.ExportedMiB / float64(jobs)
+	}
+	rep.LatencyBoundSeconds = lim.SafetyLag.D().Seconds() + lim.Every.D().Seconds() + exportTime + 30
+	eb := st.EventBridge.Stats()
+	rep.Throttled = Throttled{Calls: eb.ThrottledCalls, Quota: eb.QuotaThrottledCalls, Injected: eb.ThrottledCalls - eb.QuotaThrottledCalls}
+	c := st.Cost()
+	rep.Cost, rep.USDPerMillionChanges, rep.USDPerMonth = &c, c.USDPerMillionChanges, c.USDPerMonth
+	return rep, nil
+}
+
+// effectiveLimits fills in the defaults the simulation runs with.
+func effectiveLimits(l Limits) Limits {
+	if l.Every <= 0 {
+		l.Every = Duration(stack.DefaultEvery)
+	}
+	if l.SafetyLag == nil {
+		lag := Duration(2 * time.Minute)
+		l.SafetyLag = &lag
+	}
+	if l.PutEventsQuota <= 0 {
+		l.PutEventsQuota = stackconfig.Default().PutEventsQuota
+	}
+	if l.ResourcesPerFile <= 0 {
+		l.ResourcesPerFile = 5000
+	}
+	if l.RecheckDelay <= 0 {
+		l.RecheckDelay = Duration(time.Second)
+	}
+	return l
+}
+
+// sleepUntil waits until t (virtual) or ctx ends; false when ctx ended.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// exported reads back every export job's files: lines, bytes, jobs.
+func exported(ctx context.Context, st *stack.Stack) (lines, size, jobs int64, err error) {
+	client := awsclient.NewS3(st.Config)
+	for _, j := range st.HealthLake.Jobs() {
+		jobs++
+		for _, f := range j.Output {
+			u, err := url.Parse(f.URL)
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("export file URL: %w", err)
+			}
+			out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(u.Host), Key: aws.String(strings.TrimPrefix(u.Path, "/"))})
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("read export file of job %s: %w", j.JobID, err)
+			}
+			sc := bufio.NewScanner(out.Body)
+			sc.Buffer(make([]byte, 1<<20), 64<<20)
+			for sc.Scan() {
+				if len(sc.Bytes()) > 0 {
+					lines++
+					size += int64(len(sc.Bytes())) + 1
+				}
+			}
+			_ = out.Body.Close()
+			if err := sc.Err(); err != nil {
+				return 0, 0, 0, fmt.Errorf("read export file of job %s: %w", j.JobID, err)
+			}
+		}
+	}
+	return lines, size, jobs, nil
+}
+
+// installOutages starts one goroutine per outage that turns it on and off
+// at its times, and the throttling and crash deciders.
+func installOutages(ctx context.Context, wg *sync.WaitGroup, st *stack.Stack, outages []Outage, start time.Time, seed int64) {
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x0a7a))
+	active := func(o Outage) bool {
+		off := time.Since(start)
+		return off >= o.From.D() && off < o.From.D()+o.For.D()
+	}
+	roll := func(p float64) bool {
+		if p <= 0 || p >= 1 {
+			return p >= 1 || p == 0
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.Float64() < p
+	}
+	var storms, crashes []Outage
+	for _, o := range outages {
+		switch o.Kind {
+		case OutageHealthLake:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if !sleepUntil(ctx, start.Add(o.From.D())) {
+					return
+				}
+				st.HealthLake.FailNextCalls(math.MaxInt32, 503)
+				sleepUntil(ctx, start.Add(o.From.D()+o.For.D()))
+				st.HealthLake.FailNextCalls(0, 503)
+			}()
+		case OutagePutEvents:
+			storms = append(storms, o)
+		case OutageLambdaCrash:
+			crashes = append(crashes, o)
+		}
+	}
+	if len(storms) > 0 {
+		st.EventBridge.SetThrottle(func(int) bool {
+			for _, o := range storms {
+				if active(o) && roll(o.Fraction) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if len(crashes) > 0 {
+		st.Lambdas.SetFaults(crashFaults{outages: crashes, active: active, roll: roll})
+	}
+}
+
+// crashFaults crashes invocations during the workload's lambdaCrash outages.
+type crashFaults struct {
+	outages []Outage
+	active  func(Outage) bool
+	roll    func(float64) bool
+}
+
+func (c crashFaults) crash(function, when string) bool {
+	for _, o := range c.outages {
+		w := o.When
+		if w == "" {
+			w = "before"
+		}
+		if w == when && (o.Function == "" || o.Function == function) && c.active(o) && c.roll(o.Rate) {
+			return true
+		}
+	}
+	return false
+}
+
+// CrashBefore implements lambdas.Faults.
+func (c crashFaults) CrashBefore(function string) bool { return c.crash(function, "before") }
+
+// CrashAfter implements lambdas.Faults.
+func (c crashFaults) CrashAfter(function string) bool { return c.crash(function, "after") }

@@ -1,0 +1,285 @@
+// Package sim runs the whole local stack — the real handlers, the real
+// state machine (statemachine/cdc.asl.json through local/asl) and the
+// emulators — on simulated time, driven by a workload file, and measures
+// what the run delivered: lost latest versions, latency, duplicates,
+// throttling, runs and cost (docs/SIMULATION.md).
+//
+// Run must be called inside a testing/synctest bubble: every goroutine of
+// the stack then shares the bubble's fake clock, which jumps ahead whenever
+// all of them wait, so a simulated day takes minutes. The stack is started
+// in memory (stack.Options.InMemory) so that no goroutine waits on the
+// network, which would stop the fake clock.
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
+)
+
+// Workload is a workload file: what is written to the data store over
+// simulated time, what fails when, the replays, and the limits in force.
+// Times ("at", "from") are offsets from the simulation's start.
+type Workload struct {
+	// Name and Description say what the workload stands for.
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Duration is the default simulated duration (the writes stop then;
+	// the pipeline then drains for at most Drain).
+	Duration Duration `json:"duration,omitempty"`
+	// Drain is how long windows keep running after Duration so that the
+	// last writes can be delivered (default 1 h).
+	Drain Duration `json:"drain,omitempty"`
+	// Scale multiplies every count and rate (default 1): a workload states
+	// its nominal volume and may be run scaled down.
+	Scale float64 `json:"scale,omitempty"`
+	// Seed fixes the generated resources and every random choice.
+	Seed int64 `json:"seed,omitempty"`
+	// Limits are the limits and models in force.
+	Limits Limits `json:"limits"`
+	// Initial is loaded before the first window, stamped in the past.
+	Initial Initial `json:"initial"`
+	// Streams write at steady rates; Bursts write a number of changes over
+	// a short time.
+	Streams []Stream `json:"streams,omitempty"`
+	Bursts  []Burst  `json:"bursts,omitempty"`
+	// Outages make parts of the stack fail for a while.
+	Outages []Outage `json:"outages,omitempty"`
+	// Replays move the checkpoint back (runlock's replay, as `cdcctl
+	// replay` does).
+	Replays []Replay `json:"replays,omitempty"`
+}
+
+// Limits are the limits and models of the simulated stack. Zero values
+// take the stack's defaults (docs/LOCAL.md).
+type Limits struct {
+	// Every is the schedule (default 5 min); SafetyLag the window's safety
+	// lag (default 2 min, as deployed).
+	Every     Duration  `json:"every,omitempty"`
+	SafetyLag *Duration `json:"safetyLag,omitempty"`
+	// PutEventsQuota is the account's PutEvents requests per second
+	// (default: the deployed configuration's); prepare-change's own rate
+	// is derived from it as the CDK app derives it.
+	PutEventsQuota float64 `json:"putEventsQuota,omitempty"`
+	// ExportStartup, ExportPerMB and VisibilityLag are the HealthLake
+	// export model: duration start-up + per MiB, and write-to-export lag.
+	ExportStartup Duration `json:"exportStartup,omitempty"`
+	ExportPerMB   Duration `json:"exportPerMB,omitempty"`
+	VisibilityLag Duration `json:"visibilityLag,omitempty"`
+	// ResourcesPerFile splits export files (default 5000).
+	ResourcesPerFile int `json:"resourcesPerFile,omitempty"`
+	// RecheckDelay is check-export's re-check delay (default 1 s locally).
+	RecheckDelay Duration `json:"recheckDelay,omitempty"`
+}
+
+// Initial is a load written before the simulation starts: Resources
+// generated resources stamped evenly over the SpreadOver before the start
+// (default 1 h, which the first window covers).
+type Initial struct {
+	Resources  int      `json:"resources,omitempty"`
+	SpreadOver Duration `json:"spreadOver,omitempty"`
+	// Types restricts the generated types (default: all of gen.Types()).
+	Types []string `json:"types,omitempty"`
+}
+
+// Stream writes changes of one resource type at steady daily rates
+// between From and Until (default: the whole duration).
+type Stream struct {
+	ResourceType  string   `json:"resourceType"`
+	CreatesPerDay float64  `json:"createsPerDay,omitempty"`
+	UpdatesPerDay float64  `json:"updatesPerDay,omitempty"`
+	DeletesPerDay float64  `json:"deletesPerDay,omitempty"`
+	From          Duration `json:"from,omitempty"`
+	Until         Duration `json:"until,omitempty"`
+}
+
+// Burst writes Creates, Updates and Deletes of one type evenly over Over
+// (default 1 s) from At.
+type Burst struct {
+	ResourceType string   `json:"resourceType"`
+	At           Duration `json:"at"`
+	Over         Duration `json:"over,omitempty"`
+	Creates      int      `json:"creates,omitempty"`
+	Updates      int      `json:"updates,omitempty"`
+	Deletes      int      `json:"deletes,omitempty"`
+}
+
+// Outage kinds.
+const (
+	// OutageHealthLake answers every HealthLake API call 503 (writes the
+	// workload makes through the data store's Go API go on).
+	OutageHealthLake = "healthLakeUnavailable"
+	// OutagePutEvents throttles a Fraction (default all) of PutEvents
+	// calls as a whole, on top of the quota.
+	OutagePutEvents = "putEventsThrottling"
+	// OutageLambdaCrash makes a Rate (default all) of the invocations of
+	// Function (default every function) crash, Before the handler runs or
+	// After its side effects (default before).
+	OutageLambdaCrash = "lambdaCrash"
+)
+
+// Outage makes one part fail from From for For.
+type Outage struct {
+	Kind     string   `json:"kind"`
+	From     Duration `json:"from"`
+	For      Duration `json:"for"`
+	Fraction float64  `json:"fraction,omitempty"`
+	Function string   `json:"function,omitempty"`
+	Rate     float64  `json:"rate,omitempty"`
+	When     string   `json:"when,omitempty"`
+}
+
+// Replay moves the checkpoint back by Back at At (retried every 10 s while
+// a run holds the lock).
+type Replay struct {
+	At   Duration `json:"at"`
+	Back Duration `json:"back"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("90s",
+// "6h", "720h").
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"90s\" or \"6h\": %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Load reads and checks a workload file.
+func Load(path string) (Workload, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Workload{}, fmt.Errorf("workload: %w", err)
+	}
+	w, err := Parse(b)
+	if err != nil {
+		return Workload{}, fmt.Errorf("workload %s: %w", path, err)
+	}
+	return w, nil
+}
+
+// Parse decodes and checks a workload; unknown fields are errors.
+func Parse(b []byte) (Workload, error) {
+	var w Workload
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Workload{}, fmt.Errorf("decode: %w", err)
+	}
+	if err := w.Check(); err != nil {
+		return Workload{}, err
+	}
+	return w, nil
+}
+
+// Check reports the first thing wrong with the workload.
+func (w Workload) Check() error {
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if w.Scale < 0 {
+		bad("scale %v is negative", w.Scale)
+	}
+	if w.Duration < 0 || w.Drain < 0 {
+		bad("duration and drain must not be negative")
+	}
+	l := w.Limits
+	if l.Every < 0 || l.ExportStartup < 0 || l.ExportPerMB < 0 || l.VisibilityLag < 0 || l.RecheckDelay < 0 ||
+		(l.SafetyLag != nil && *l.SafetyLag < 0) {
+		bad("limits: durations must not be negative")
+	}
+	if l.PutEventsQuota < 0 || l.ResourcesPerFile < 0 {
+		bad("limits: putEventsQuota and resourcesPerFile must not be negative")
+	}
+	if w.Initial.Resources < 0 || w.Initial.SpreadOver < 0 {
+		bad("initial: resources and spreadOver must not be negative")
+	}
+	for _, t := range w.Initial.Types {
+		if !gen.Supported(t) {
+			bad("initial: resource type %q is not one the generator writes (%s)", t, strings.Join(gen.Types(), ", "))
+		}
+	}
+	for i, s := range w.Streams {
+		if !gen.Supported(s.ResourceType) {
+			bad("streams[%d]: resource type %q is not one the generator writes (%s)", i, s.ResourceType, strings.Join(gen.Types(), ", "))
+		}
+		if s.CreatesPerDay < 0 || s.UpdatesPerDay < 0 || s.DeletesPerDay < 0 || s.From < 0 || s.Until < 0 {
+			bad("streams[%d]: rates and times must not be negative", i)
+		}
+		if s.Until > 0 && s.Until <= s.From {
+			bad("streams[%d]: until %v is not after from %v", i, s.Until.D(), s.From.D())
+		}
+	}
+	for i, b := range w.Bursts {
+		if !gen.Supported(b.ResourceType) {
+			bad("bursts[%d]: resource type %q is not one the generator writes", i, b.ResourceType)
+		}
+		if b.At < 0 || b.Over < 0 || b.Creates < 0 || b.Updates < 0 || b.Deletes < 0 {
+			bad("bursts[%d]: counts and times must not be negative", i)
+		}
+	}
+	for i, o := range w.Outages {
+		switch o.Kind {
+		case OutageHealthLake, OutagePutEvents:
+		case OutageLambdaCrash:
+			if o.When != "" && o.When != "before" && o.When != "after" {
+				bad("outages[%d]: when %q is neither before nor after", i, o.When)
+			}
+		default:
+			bad("outages[%d]: unknown kind %q (want %s, %s or %s)", i, o.Kind, OutageHealthLake, OutagePutEvents, OutageLambdaCrash)
+		}
+		if o.From < 0 || o.For <= 0 {
+			bad("outages[%d]: from must not be negative and for must be positive", i)
+		}
+		if o.Fraction < 0 || o.Fraction > 1 || o.Rate < 0 || o.Rate > 1 {
+			bad("outages[%d]: fraction and rate are probabilities in [0, 1]", i)
+		}
+	}
+	for i, r := range w.Replays {
+		if r.At < 0 || r.Back <= 0 {
+			bad("replays[%d]: at must not be negative and back must be positive", i)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// scale returns the workload's scale (1 when unset).
+func (w Workload) scale() float64 {
+	if w.Scale == 0 {
+		return 1
+	}
+	return w.Scale
+}
+
+// ChangesPerDay is the workload's nominal streamed changes per day (before
+// scaling).
+func (w Workload) ChangesPerDay() float64 {
+	var n float64
+	for _, s := range w.Streams {
+		n += s.CreatesPerDay + s.UpdatesPerDay + s.DeletesPerDay
+	}
+	return n
+}
