@@ -86,12 +86,12 @@ type Report struct {
 	// ExportedLines counts the lines of every export job's files (read
 	// back from S3), DeliveredEvents the distinct eventIds delivered,
 	// Deliveries every delivery.
-	ExportedLines        int64   `json:"exportedLines"`
-	ExportJobs           int64   `json:"exportJobs"`
-	ExportedMiB          float64 `json:"exportedMiB"`
-	DeliveredEvents      int64   `json:"deliveredEvents"`
-	Deliveries           int64   `json:"deliveries"`
-	ExportedPerDelivered float64 `json:"exportedPerDelivered"`
+	ExportedLines        int64      `json:"exportedLines"`
+	ExportJobs           int64      `json:"exportJobs"`
+	ExportedMiB          float64    `json:"exportedMiB"`
+	DeliveredEvents      int64      `json:"deliveredEvents"`
+	Deliveries           int64      `json:"deliveries"`
+	ExportedPerDelivered float64    `json:"exportedPerDelivered"`
 	Duplicates           Duplicates `json:"duplicates"`
 	Throttled            Throttled  `json:"throttled"`
 	Runs                 Runs       `json:"runs"`
