@@ -8,6 +8,7 @@
 //	cdc-local [--addr 127.0.0.1:4566] [--seed DIR] [--every 5m] [--once]
 //	          [--sink stdout|file:PATH|http(s)://URL] [--safety-lag 0]
 //	          [--fault-rate P --fault-seed N] [--report FILE] [--state DIR]
+//	cdc-local --simulate DURATION --workload FILE [--report FILE] [--scale S]
 //	cdc-local fhir METHOD PATH [--endpoint URL] < body
 //
 // The second form sends one SigV4-signed FHIR request to a running
@@ -67,6 +68,10 @@ type config struct {
 	verbose                                   bool
 	// iam is "on" (every principal's statements enforced) or "off".
 	iam string
+	// simulate, workload and scale: run a simulation instead (local/sim).
+	simulate time.Duration
+	workload string
+	scale    float64
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -90,6 +95,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.visibilityLag, "export-visibility-lag", stack.DefaultVisibilityLag, "HealthLake model: how long a write takes to become visible to exports")
 	fs.StringVar(&c.iam, "iam", "on", "IAM: on enforces every principal's statements (internal/iampolicy); off allows every call and only counts what would be denied")
 	fs.BoolVar(&c.verbose, "v", false, "log the pipeline's steps (ids, counts, durations) to stderr")
+	fs.DurationVar(&c.simulate, "simulate", 0, "run `DURATION` of --workload on simulated time and exit with the report (docs/SIMULATION.md)")
+	fs.StringVar(&c.workload, "workload", "", "workload `FILE` of --simulate (testdata/workloads/*.json)")
+	fs.Float64Var(&c.scale, "scale", 0, "--simulate: scale the workload's counts and rates (default: the workload's)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -114,6 +122,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.iam != "on" && c.iam != "off" {
 		return c, fmt.Errorf("--iam must be on or off, not %q", c.iam)
 	}
+	if c.simulate < 0 || c.scale < 0 {
+		return c, errors.New("--simulate and --scale must not be negative")
+	}
+	if c.workload != "" && c.simulate == 0 {
+		return c, errors.New("--workload needs --simulate DURATION")
+	}
 	return c, nil
 }
 
@@ -128,6 +142,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		fmt.Fprintln(stderr, "cdc-local:", err)
 		return exitUsage
+	}
+	if c.simulate > 0 {
+		return runSimulate(ctx, c, stdout, stderr)
 	}
 	out, err := sink.Parse(c.sink, stdout)
 	if err != nil {

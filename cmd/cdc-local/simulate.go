@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/local/sim"
+)
+
+// runSimulate runs `cdc-local --simulate D --workload F`: the simulation
+// must run inside a testing/synctest bubble, which needs a test binary, so
+// it runs local/sim's TestSimulate through `go test` from the module's
+// source (cdc-local is started with `go run`, so the toolchain and source
+// are at hand) and writes the report to --report (stdout without one).
+func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
+	if c.workload == "" {
+		fmt.Fprintln(stderr, "cdc-local: --simulate needs --workload FILE")
+		return exitUsage
+	}
+	if _, err := sim.Load(c.workload); err != nil {
+		fmt.Fprintln(stderr, "cdc-local:", err)
+		return exitUsage
+	}
+	workload, err := filepath.Abs(c.workload)
+	if err != nil {
+		fmt.Fprintln(stderr, "cdc-local:", err)
+		return exitUsage
+	}
+	goBin := goTool()
+	root, err := moduleRoot(ctx, goBin)
+	if err != nil {
+		fmt.Fprintln(stderr, "cdc-local: --simulate runs from the module's source:", err)
+		return exitFailed
+	}
+	reportPath := c.report
+	if reportPath == "" {
+		f, err := os.CreateTemp("", "cdc-local-sim-*.json")
+		if err != nil {
+			fmt.Fprintln(stderr, "cdc-local:", err)
+			return exitFailed
+		}
+		reportPath = f.Name()
+		_ = f.Close()
+		defer os.Remove(reportPath)
+	}
+	if reportPath, err = filepath.Abs(reportPath); err != nil {
+		fmt.Fprintln(stderr, "cdc-local:", err)
+		return exitFailed
+	}
+	args := []string{"test", "-count=1", "-timeout=0", "-run", "^TestSimulate$", "./local/sim", "-args",
+		"-workload", workload, "-duration", c.simulate.String(), "-report", reportPath}
+	if c.scale > 0 {
+		args = append(args, "-scale", strconv.FormatFloat(c.scale, 'g', -1, 64))
+	}
+	fmt.Fprintf(stderr, "cdc-local: simulating %s of %s (go %s)\n", c.simulate, filepath.Base(workload), strings.Join(args, " "))
+	began := time.Now()
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(stderr, "cdc-local: simulation failed:", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stderr, "cdc-local: simulated %s in %s; report %s\n", c.simulate, time.Since(began).Round(time.Second), c.report)
+	if c.report == "" {
+		b, err := os.ReadFile(reportPath)
+		if err != nil {
+			fmt.Fprintln(stderr, "cdc-local:", err)
+			return exitFailed
+		}
+		_, _ = stdout.Write(b)
+	}
+	return exitOK
+}
+
+// goTool is the go command of the toolchain cdc-local was built with.
+func goTool() string {
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return "go"
+}
+
+// moduleRoot is the directory of the main module (go env GOMOD).
+func moduleRoot(ctx context.Context, goBin string) (string, error) {
+	out, err := exec.CommandContext(ctx, goBin, "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the healthlake-cdc module (run cdc-local from the repository)")
+	}
+	return filepath.Dir(mod), nil
+}
