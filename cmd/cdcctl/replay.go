@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
@@ -36,6 +38,9 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	since := fs.String("since", "", "new checkpoint, RFC 3339 (required): changes after it are emitted again")
 	reason := fs.String("reason", "", "why, stored in the audit record")
 	by := fs.String("by", actor(), "who asks, stored in the audit record (default $CDC_ACTOR or user@host)")
+	wait := fs.Bool("wait", false, "while a live run holds the lock, wait for it to end and then replay (instead of failing)")
+	waitTimeout := fs.Duration("wait-timeout", defaultReplayWaitTimeout, "with --wait: give up after this long")
+	waitPoll := fs.Duration("wait-poll", defaultReplayWaitPoll, "with --wait: how often to look at the lock")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -56,10 +61,22 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	if err != nil {
 		return fail(stderr, "replay", err.Error())
 	}
-	res, err := store.Replay(ctx, runlock.ReplayRequest{Since: t, Actor: *by, Reason: *reason})
+	if *waitTimeout <= 0 || *waitPoll <= 0 {
+		fmt.Fprintln(stderr, "cdcctl replay: --wait-timeout and --wait-poll must be positive durations")
+		return exitUsage
+	}
+	req := runlock.ReplayRequest{Since: t, Actor: *by, Reason: *reason}
+	var res runlock.ReplayResult
+	if *wait {
+		res, err = replayWhenFree(ctx, store, req, *waitTimeout, *waitPoll, stderr)
+	} else {
+		res, err = store.Replay(ctx, req)
+	}
 	switch {
+	case errors.Is(err, errWaitTimedOut):
+		return fail(stderr, "replay", err.Error()+"\nsee `cdcctl status`; the checkpoint was not moved")
 	case errors.Is(err, runlock.ErrLockHeld):
-		return fail(stderr, "replay", err.Error()+"\nsee `cdcctl status`; replay once the run has finished")
+		return fail(stderr, "replay", err.Error()+"\nsee `cdcctl status`; replay once the run has finished, or pass --wait")
 	case errors.Is(err, runlock.ErrStaleLock), errors.Is(err, runlock.ErrNotBackwards):
 		return fail(stderr, "replay", err.Error())
 	case err != nil:
@@ -88,4 +105,39 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	}
 	fmt.Fprintln(stdout, "the next runs re-emit every change after it, with the same event ids; run `cdcctl run` to start one now")
 	return exitOK
+}
+
+// Defaults of replay --wait.
+const (
+	defaultReplayWaitTimeout = 30 * time.Minute
+	defaultReplayWaitPoll    = 5 * time.Second
+)
+
+// errWaitTimedOut: replay --wait gave up while a run still held the lock.
+var errWaitTimedOut = errors.New("a live run still holds the lock")
+
+// replayWhenFree replays, and while a live run holds the lock (ErrLockHeld)
+// waits poll between attempts, for at most timeout. Any other outcome — a
+// stale lock, a forward time, success — returns at once. It says once on
+// stderr that it is waiting.
+func replayWhenFree(ctx context.Context, store *runlock.Store, req runlock.ReplayRequest, timeout, poll time.Duration, stderr io.Writer) (runlock.ReplayResult, error) {
+	deadline := time.Now().Add(timeout)
+	said := false
+	for {
+		res, err := store.Replay(ctx, req)
+		if !errors.Is(err, runlock.ErrLockHeld) {
+			return res, err
+		}
+		if !said {
+			fmt.Fprintf(stderr, "cdcctl replay: a run holds the lock; waiting up to %s for it to end\n", timeout)
+			said = true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return res, fmt.Errorf("replay: %w after waiting %s (%w)", errWaitTimedOut, timeout, err)
+		}
+		if err := backoff.Sleep(ctx, min(poll, left)); err != nil {
+			return res, fmt.Errorf("replay: waiting for the lock: %w", err)
+		}
+	}
 }
