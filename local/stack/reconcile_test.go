@@ -3,12 +3,19 @@ package stack
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
 )
@@ -147,5 +154,299 @@ func TestReconcileDeleteInALaterWindow(t *testing.T) {
 	r2 := reconcileNow(t, st)
 	if n := st.Delivered.Len() - before; n != 0 || r2.Last.Counts.Deletes != 0 {
 		t.Errorf("second reconciliation delivered %d events, counts %+v", n, r2.Last.Counts)
+	}
+}
+
+// TestReconcileCreateThenDeleteInOneWindow: a resource created and deleted
+// before any window saw it is never announced, so nothing is to be removed:
+// neither the run nor the reconciliation sends anything for it.
+func TestReconcileCreateThenDeleteInOneWindow(t *testing.T) {
+	st := reconcileStack(t, nil)
+	committed(t, st)
+	before := st.Delivered.Len()
+	putPatient(t, st, "rec-brief")
+	deleteResource(t, st, "Patient", "rec-brief")
+	committed(t, st)
+	r := reconcileNow(t, st)
+	if got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-brief"); len(got) != 0 {
+		t.Errorf("delivered %v for a resource no window saw", ops(got))
+	}
+	if r.Last.Counts.Deletes != 0 || r.Last.Counts.Repairs != 0 {
+		t.Errorf("counts = %+v", r.Last.Counts)
+	}
+}
+
+// TestReconcileCreateAndDeleteBetweenReconciliations: after a first
+// reconciliation, a resource delivered by a run (prepare-change's delivered
+// index, not the previous reconciliation's) and then deleted gets its delete
+// from the next one; one created and deleted with no window in between is
+// never announced and gets nothing.
+func TestReconcileCreateAndDeleteBetweenReconciliations(t *testing.T) {
+	st := reconcileStack(t, nil)
+	committed(t, st)
+	reconcileNow(t, st)
+	before := st.Delivered.Len()
+	putPatient(t, st, "rec-between")
+	committed(t, st)
+	deleteResource(t, st, "Patient", "rec-between")
+	putPatient(t, st, "rec-unseen")
+	deleteResource(t, st, "Patient", "rec-unseen")
+	committed(t, st)
+	r := reconcileNow(t, st)
+	all := changesOf(t, st.Delivered.Since(before))
+	if got := of(all, "Patient", "rec-between"); len(got) != 2 || got[0].Operation != events.OperationUpsert || got[1].Operation != events.OperationDelete {
+		t.Errorf("rec-between: %v, want upsert then delete", ops(got))
+	}
+	if got := of(all, "Patient", "rec-unseen"); len(got) != 0 {
+		t.Errorf("rec-unseen: %v, want nothing", ops(got))
+	}
+	if r.Last.Counts.Deletes != 1 {
+		t.Errorf("counts = %+v", r.Last.Counts)
+	}
+}
+
+// TestReconcileHardDelete: a resource removed with its whole history still
+// gets one delete event, with the documented eventId rule
+// ({last delivered version}-deleted), counted as a hard delete.
+func TestReconcileHardDelete(t *testing.T) {
+	st := reconcileStack(t, nil)
+	committed(t, st)
+	v := putPatient(t, st, "rec-hard")
+	committed(t, st)
+	ds, _ := st.HealthLake.Datastore(st.Res.DatastoreID)
+	if !ds.HardDelete("Patient", "rec-hard") {
+		t.Fatal("hard delete: no such resource")
+	}
+	before := st.Delivered.Len()
+	r := reconcileNow(t, st)
+	got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-hard")
+	want := events.HardDeleteVersion(v)
+	if len(got) != 1 || got[0].Operation != events.OperationDelete || got[0].VersionID != want ||
+		got[0].EventID != events.EventID("Patient", "rec-hard", want) {
+		t.Fatalf("hard delete delivered %v, want one delete %s", ops(got), want)
+	}
+	if r.Last.Counts.Deletes != 1 || r.Last.Counts.HardDeletes != 1 {
+		t.Errorf("counts = %+v", r.Last.Counts)
+	}
+	// The next reconciliation knows it is gone.
+	before = st.Delivered.Len()
+	reconcileNow(t, st)
+	if n := st.Delivered.Len() - before; n != 0 {
+		t.Errorf("second reconciliation delivered %d events", n)
+	}
+}
+
+// TestReconcileRepairsADroppedEvent: a window delivers one resource; its
+// delivered-index record is then removed, which is what the reconciliation
+// sees of an event that never reached the bus. The next reconciliation
+// re-publishes that version with its normal eventId, counts it and emits
+// ReconcileRepairs (the alarm's metric); the one after repairs nothing.
+func TestReconcileRepairsADroppedEvent(t *testing.T) {
+	st := reconcileStack(t, nil)
+	committed(t, st)
+	reconcileNow(t, st)
+	v := putPatient(t, st, "rec-dropped")
+	w := committed(t, st)
+	if w.Events != 1 {
+		t.Fatalf("window delivered %d events, want the one change", w.Events)
+	}
+	ctx := context.Background()
+	removed := 0
+	out, err := st.s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(st.Res.Bucket), Prefix: aws.String(iampolicy.PrefixDelivered + w.RunID + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out.Contents {
+		if _, err := st.s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(st.Res.Bucket), Key: o.Key}); err != nil {
+			t.Fatal(err)
+		}
+		removed++
+	}
+	if removed != 1 {
+		t.Fatalf("the window wrote %d delivered-index objects, want 1", removed)
+	}
+	repairsBefore := st.Metrics.Totals()[metrics.ReconcileRepairs]
+	before := st.Delivered.Len()
+	r := reconcileNow(t, st)
+	got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-dropped")
+	if len(got) != 1 || got[0].Operation != events.OperationUpsert || got[0].EventID != events.EventID("Patient", "rec-dropped", v) {
+		t.Fatalf("repair delivered %v, want the upsert of version %s", ops(got), v)
+	}
+	if n := st.Delivered.Len() - before; n != 1 {
+		t.Errorf("reconciliation delivered %d events, want only the repair", n)
+	}
+	if r.Last.Counts.Repairs != 1 || st.Metrics.Totals()[metrics.ReconcileRepairs]-repairsBefore != 1 {
+		t.Errorf("counts %+v, ReconcileRepairs metric %v → %v", r.Last.Counts, repairsBefore, st.Metrics.Totals()[metrics.ReconcileRepairs])
+	}
+	before = st.Delivered.Len()
+	r2 := reconcileNow(t, st)
+	if n := st.Delivered.Len() - before; n != 0 || r2.Last.Counts.Repairs != 0 {
+		t.Errorf("the next reconciliation delivered %d events, counts %+v", n, r2.Last.Counts)
+	}
+}
+
+// TestReconcileTakesTurnsWithRuns: HealthLake runs one export at a time. A
+// run started while the reconciliation exports is skipped (its window waits);
+// a reconciliation started while a run exports ends Skipped; a change written
+// meanwhile is delivered by the next run, and nothing is lost.
+func TestReconcileTakesTurnsWithRuns(t *testing.T) {
+	st := reconcileStack(t, func(o *Options) { o.ExportDelay = 300 * time.Millisecond })
+	committed(t, st)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// A run while the reconciliation holds the lock.
+	jobs := len(st.HealthLake.Jobs())
+	rarn, err := st.StartReconciliation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reconciliation's export", func() bool { return len(st.HealthLake.Jobs()) > jobs })
+	v := putPatient(t, st, "rec-meanwhile")
+	if w := runWindow(t, st); w.Outcome != report.OutcomeSkipped {
+		t.Errorf("run during the reconciliation = %+v, want skipped", w)
+	}
+	r, err := st.WaitReconciliation(ctx, rarn)
+	if err != nil || !r.Finished() {
+		t.Fatalf("reconciliation %+v: %v", r, err)
+	}
+	if r.Last.Counts.Repairs != 0 {
+		t.Errorf("a change after the checkpoint was repaired, not left to the runs: %+v", r.Last.Counts)
+	}
+
+	// A reconciliation while a run holds the lock.
+	jobs = len(st.HealthLake.Jobs())
+	before := st.Delivered.Len()
+	arn, err := st.StartExecution(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run's export", func() bool { return len(st.HealthLake.Jobs()) > jobs })
+	skipped, err := st.Reconcile(ctx)
+	if err != nil || !skipped.Skipped || skipped.Status != "SUCCEEDED" {
+		t.Errorf("reconciliation during a run = %+v (%v), want skipped", skipped, err)
+	}
+	if w, err := st.Wait(ctx, arn, time.Now(), before); err != nil || w.Outcome != report.OutcomeCommitted {
+		t.Fatalf("run after the reconciliation = %+v (%v)", w, err)
+	}
+	if got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-meanwhile"); len(got) != 1 || got[0].VersionID != v {
+		t.Errorf("the change written during the reconciliation: %v, want version %s once", ops(got), v)
+	}
+}
+
+// TestReconcileCrashAndRerun: a reconciliation stopped once it has
+// published a delete (an abort: no failure handler, the lock left held) is
+// taken over by the next one, which completes the deletes; each deleted
+// resource has one delete eventId (a re-sent one is the same id), and a third
+// reconciliation sends nothing.
+func TestReconcileCrashAndRerun(t *testing.T) {
+	st := reconcileStack(t, nil)
+	committed(t, st)
+	var ids []string
+	for i := range 8 {
+		id := fmt.Sprintf("rec-crash-%d", i)
+		putPatient(t, st, id)
+		ids = append(ids, id)
+	}
+	committed(t, st)
+	for _, id := range ids {
+		deleteResource(t, st, "Patient", id)
+	}
+	before := st.Delivered.Len()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	arn, err := st.StartReconciliation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a first delete", func() bool {
+		for _, c := range changesOf(t, st.Delivered.Since(before)) {
+			if c.Operation == events.OperationDelete {
+				return true
+			}
+		}
+		return false
+	})
+	if err := st.SFN.StopExecution(arn, "Test.Crash", "stopped mid-reconciliation"); err != nil {
+		t.Fatal(err)
+	}
+	r := reconcileNow(t, st)
+	all := changesOf(t, st.Delivered.Since(before))
+	for _, id := range ids {
+		got := of(all, "Patient", id)
+		distinct := map[string]bool{}
+		for _, c := range got {
+			if c.Operation != events.OperationDelete {
+				t.Errorf("%s: %s after its deletion", id, c.Operation)
+			}
+			distinct[c.EventID] = true
+		}
+		if len(distinct) != 1 {
+			t.Errorf("%s: delete eventIds %v, want exactly one", id, distinct)
+		}
+	}
+	if r.RunID == "" || r.Last.RunID != r.RunID {
+		t.Errorf("RECONCILE/STATE %+v does not name the rerun %s", r.Last, r.RunID)
+	}
+	before = st.Delivered.Len()
+	reconcileNow(t, st)
+	if n := st.Delivered.Len() - before; n != 0 {
+		t.Errorf("third reconciliation delivered %d events", n)
+	}
+	if n := st.IAM.DeniedTotal(); n != 0 {
+		t.Errorf("%d calls denied (the take-over asks Step Functions about the reconciliation): %v", n, st.IAM.Denials())
+	}
+}
+
+// TestReplayAfterDeletesDoesNotResurrect: a resource updated, deleted and
+// reconciled; replaying the windows that delivered its upserts re-exports
+// only what the store holds, so nothing of it is published again. A
+// consumer that applies "the higher version wins" to everything it ever
+// received (including an archive replay of the old upserts) keeps it
+// deleted: the delete's version is above every upsert's.
+func TestReplayAfterDeletesDoesNotResurrect(t *testing.T) {
+	st := reconcileStack(t, nil)
+	first := committed(t, st)
+	putPatient(t, st, "rec-replay")
+	committed(t, st)
+	putPatient(t, st, "rec-replay") // version 2
+	committed(t, st)
+	deleteResource(t, st, "Patient", "rec-replay")
+	committed(t, st)
+	reconcileNow(t, st)
+	history := of(changesOf(t, st.Delivered.Deliveries()), "Patient", "rec-replay")
+	if len(history) != 3 || history[2].Operation != events.OperationDelete {
+		t.Fatalf("history %v, want two upserts and a delete", ops(history))
+	}
+	del, _ := strconv.Atoi(history[2].VersionID)
+	for _, c := range history[:2] {
+		if v, err := strconv.Atoi(c.VersionID); err != nil || v >= del {
+			t.Errorf("upsert version %s is not below the delete's %s", c.VersionID, history[2].VersionID)
+		}
+	}
+
+	cdcctl(t, st, "replay", "--since", first.Window.Since, "--reason", "replay after deletes")
+	before := st.Delivered.Len()
+	if w := runWindow(t, st); w.Status != "SUCCEEDED" {
+		t.Fatalf("replayed window %+v", w)
+	}
+	if got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-replay"); len(got) != 0 {
+		t.Errorf("the replay re-published %v of a deleted resource", ops(got))
+	}
+	// Every delivery ever, old upserts first again (as an archive replay
+	// would add them), folded by the consumer rule.
+	all := append(changesOf(t, st.Delivered.Deliveries()), history[:2]...)
+	state := map[string]change{}
+	for _, c := range all {
+		k := c.ResourceType + "/" + c.ResourceID
+		cur, ok := state[k]
+		cv, _ := strconv.Atoi(cur.VersionID)
+		nv, _ := strconv.Atoi(c.VersionID)
+		if !ok || nv > cv {
+			state[k] = c
+		}
+	}
+	if c := state["Patient/rec-replay"]; c.Operation != events.OperationDelete {
+		t.Errorf("consumer state of the deleted resource = %+v, want deleted", c)
 	}
 }
