@@ -38,12 +38,12 @@ func envelope(detail string) string {
 }
 
 type fixture struct {
-	sqs            *sqs.Client
-	s3             *s3.Client
-	queue, dlq     string
-	consumer       *sqsconsumer.Consumer
-	replica        *replica.Replica
-	bucket, prefix string
+	sqs        *sqs.Client
+	s3         *s3.Client
+	queue, dlq string
+	consumer   *sqsconsumer.Consumer
+	replica    *replica.Replica
+	bucket     string
 }
 
 func setup(t *testing.T) *fixture {
