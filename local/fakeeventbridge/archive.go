@@ -315,9 +315,12 @@ func (e *Emulator) describeReplay(body []byte) (any, *apiError) {
 		return nil, &apiError{status: http.StatusBadRequest, code: "ResourceNotFoundException", message: "Replay " + in.ReplayName + " does not exist."}
 	}
 	out := map[string]any{
-		"ReplayName": r.name, "ReplayArn": r.arn, "Description": r.description, "State": r.state,
+		"ReplayName": r.name, "ReplayArn": r.arn, "State": r.state,
 		"EventSourceArn": r.archiveARN, "Destination": r.destination,
 		"EventStartTime": epoch(r.start), "EventEndTime": epoch(r.end), "ReplayStartTime": epoch(r.started),
+	}
+	if r.description != "" {
+		out["Description"] = r.description
 	}
 	if !r.lastReplayed.IsZero() {
 		out["EventLastReplayedTime"] = epoch(r.lastReplayed)

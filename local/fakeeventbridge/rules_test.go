@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
@@ -487,5 +488,41 @@ func TestServiceEventsReachDefaultBusRules(t *testing.T) {
 	got := bodies(r.receive(t, url))
 	if len(got) != 1 || !strings.Contains(got[0], `"source":"aws.healthlake"`) || !strings.Contains(got[0], `"detail":{"jobId":"j1"}`) {
 		t.Errorf("service event = %q", got)
+	}
+}
+
+// The stack's job-event rule as the CDK app deploys it (exportjob's values)
+// turns HealthLake's event into the message check-export handles.
+func TestExportJobRuleMakesTheCheckExportMessage(t *testing.T) {
+	r := startRules(t, fakeeventbridge.Options{})
+	ctx := context.Background()
+	url, arn := r.queue(t, "recheck")
+	pattern, _ := json.Marshal(map[string]any{"source": []string{exportjob.JobEventSource}, "detail-type": exportjob.JobEventDetailTypes,
+		"detail": map[string]any{"datastoreId": []string{"ds1"}}})
+	if _, err := r.eb.PutRule(ctx, &sdk.PutRuleInput{Name: aws.String("jobs"), EventPattern: aws.String(string(pattern))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.eb.PutTargets(ctx, &sdk.PutTargetsInput{Rule: aws.String("jobs"), Targets: []types.Target{{Id: aws.String("q"), Arn: aws.String(arn),
+		InputTransformer: &types.InputTransformer{InputPathsMap: exportjob.JobEventInputPathsMap, InputTemplate: aws.String(exportjob.JobEventInputTemplate)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(ds, detailType string) {
+		err := r.em.PutServiceEvent("default", fakeeventbridge.Event{Source: "aws.healthlake", DetailType: detailType,
+			Detail: json.RawMessage(`{"datastoreId":"` + ds + `","jobId":"j\"1","submitTime":"2026-11-21T10:00:00Z","outputDataConfig":{"s3Uri":"s3://b/exports/"}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("ds1", "Export Job Completed")
+	put("ds2", "Export Job Completed") // another data store
+	put("ds1", "Export Job In Progress")
+	got := bodies(r.receive(t, url))
+	if len(got) != 1 {
+		t.Fatalf("re-check queue got %d messages, want 1: %q", len(got), got)
+	}
+	m, err := exportjob.ParseJobEventMessage([]byte(got[0]))
+	want := exportjob.JobEventMessage{Kind: "jobEvent", DatastoreID: "ds1", JobID: `j"1`, JobStatus: "Export Job Completed"}
+	if err != nil || m != want {
+		t.Errorf("%s → %+v, %v; want %+v", got[0], m, err, want)
 	}
 }

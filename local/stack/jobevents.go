@@ -1,65 +1,98 @@
 package stack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 )
 
-// HealthLake's job state events go to the account's default bus. The local
-// bus has no rules, so the stack plays the one rule the CDK app deploys on
-// it: source aws.healthlake, the export detail types of
-// exportjob.JobEventDetailTypes, the stack's data store; target the
-// re-check queue through exportjob's InputTransformer.
+// HealthLake's job state events go to the account's default bus, where the
+// stack creates the rule the CDK app deploys (exportjob's source, detail
+// types, the stack's data store; target the re-check queue through
+// exportjob's InputTransformer, retry policy 20 attempts / 1 hour) with the
+// EventBridge API, and the EventBridge emulator routes them. The pipeline's
+// bus gets the CDK app's archive.
+
+// JobEventRuleName is the name of the rule on the default bus.
+func (s *Stack) JobEventRuleName() string { return s.opts.Name + "-HealthLakeJobEvents" }
+
+// ArchiveName is the name of the pipeline bus's archive (the CDK app's
+// pipeline name + "-events", at most 48 characters).
+func (s *Stack) ArchiveName() string {
+	name := s.opts.Name + "-events"
+	if len(name) > 48 {
+		name = name[:48]
+	}
+	return name
+}
+
+// createEventRules creates the job-event rule (unless Options.NoJobEventRule)
+// and the archive with the EventBridge API, as CloudFormation would.
+func (s *Stack) createEventRules(ctx context.Context) error {
+	eb := eventbridge.NewFromConfig(s.Config)
+	if _, err := eb.CreateArchive(ctx, &eventbridge.CreateArchiveInput{
+		ArchiveName: aws.String(s.ArchiveName()), EventSourceArn: aws.String(s.EventBridge.BusARN(s.Res.Bus)),
+		Description: aws.String("Every event of the healthlake-cdc bus, for replay"),
+	}); err != nil {
+		return fmt.Errorf("stack: create archive: %w", err)
+	}
+	if s.opts.NoJobEventRule {
+		return nil
+	}
+	pattern, err := json.Marshal(map[string]any{
+		"source":      []string{exportjob.JobEventSource},
+		"detail-type": exportjob.JobEventDetailTypes,
+		"detail":      map[string]any{"datastoreId": []string{s.Res.DatastoreID}},
+	})
+	if err != nil {
+		return fmt.Errorf("stack: job-event rule pattern: %w", err)
+	}
+	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{
+		Name: aws.String(s.JobEventRuleName()), EventPattern: aws.String(string(pattern)), State: ebtypes.RuleStateEnabled,
+		Description: aws.String("HealthLake export job ends of the data store to the re-check queue"),
+	}); err != nil {
+		return fmt.Errorf("stack: job-event rule: %w", err)
+	}
+	out, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(s.JobEventRuleName()), Targets: []ebtypes.Target{{
+		Id: aws.String("RecheckQueue"), Arn: aws.String(s.PolicyResources().RecheckQueueARN),
+		InputTransformer: &ebtypes.InputTransformer{
+			InputPathsMap: exportjob.JobEventInputPathsMap, InputTemplate: aws.String(exportjob.JobEventInputTemplate),
+		},
+		RetryPolicy: &ebtypes.RetryPolicy{MaximumEventAgeInSeconds: aws.Int32(3600), MaximumRetryAttempts: aws.Int32(20)},
+	}}})
+	if err != nil {
+		return fmt.Errorf("stack: job-event rule target: %w", err)
+	}
+	if out.FailedEntryCount > 0 {
+		return fmt.Errorf("stack: job-event rule target: %d failed entries", out.FailedEntryCount)
+	}
+	return nil
+}
+
+// onJobEvent puts one HealthLake event on the default bus, as HealthLake does.
+func (s *Stack) onJobEvent(ev fakehealthlake.JobEvent) {
+	err := s.EventBridge.PutServiceEvent(fakeeventbridge.DefaultBus, fakeeventbridge.Event{
+		DetailType: ev.DetailType, Source: ev.Source, Time: ev.Time.UTC().Format("2006-01-02T15:04:05Z"),
+		Resources: ev.Resources, Detail: ev.Detail,
+	})
+	if err != nil {
+		s.log.Warn("HealthLake job event not put on the default bus", "error", err.Error())
+	}
+}
 
 // healthLakeTick is how often the stack moves HealthLake's jobs on, so that
 // a job finishes (and its event is sent) when the duration model says,
 // not at the next request.
 const healthLakeTick = 50 * time.Millisecond
-
-// onJobEvent routes one HealthLake event as the stack's rule would.
-func (s *Stack) onJobEvent(ev fakehealthlake.JobEvent) {
-	var detail struct {
-		DatastoreID string `json:"datastoreId"`
-	}
-	_ = json.Unmarshal(ev.Detail, &detail)
-	if s.opts.NoJobEventRule || ev.Source != exportjob.JobEventSource || !slices.Contains(exportjob.JobEventDetailTypes, ev.DetailType) ||
-		detail.DatastoreID != s.Res.DatastoreID || s.Res.RecheckQueueURL == "" {
-		return
-	}
-	target := fakeeventbridge.Event{
-		Version: "0", ID: fakeeventbridge.NewUUID(), DetailType: ev.DetailType, Source: ev.Source,
-		Account: s.Env.AccountID, Time: ev.Time.UTC().Format("2006-01-02T15:04:05Z"), Region: s.Env.Region,
-		Resources: ev.Resources, Detail: ev.Detail,
-	}
-	raw, err := json.Marshal(target)
-	if err != nil {
-		return
-	}
-	body, err := applyInputTransformer(exportjob.JobEventInputPathsMap, exportjob.JobEventInputTemplate, raw)
-	if err != nil {
-		s.log.Warn("HealthLake job event not routed", "error", err.Error())
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := s.sqsc.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(s.Res.RecheckQueueURL), MessageBody: aws.String(string(body)),
-	}); err != nil {
-		s.log.Warn("HealthLake job event not delivered to the re-check queue", "error", err.Error())
-	}
-}
 
 // startHealthLakeTicker moves HealthLake's jobs on every healthLakeTick
 // until the stack closes.
@@ -90,72 +123,4 @@ func (s *Stack) recordExportNotice(ctx context.Context, runID string) {
 		return
 	}
 	s.Report.AddExportNotice(entry.NoticeSeconds)
-}
-
-// applyInputTransformer renders an EventBridge InputTransformer for one
-// event: each InputPathsMap entry is a JSON path of dot-separated names
-// ("$.detail.jobId", "$.detail-type") whose value replaces <name> in the
-// template — as its JSON text where the placeholder stands alone, as the
-// bare escaped string inside quotes ("…<name>…"). A path that matches
-// nothing gives null (an empty string inside quotes).
-func applyInputTransformer(paths map[string]string, template string, event []byte) ([]byte, error) {
-	var ev any
-	if err := json.Unmarshal(event, &ev); err != nil {
-		return nil, fmt.Errorf("input transformer: event is not JSON: %w", err)
-	}
-	values := map[string]any{}
-	for name, path := range paths {
-		if !strings.HasPrefix(path, "$.") {
-			return nil, fmt.Errorf("input transformer: path %q does not start with $.", path)
-		}
-		var cur any = ev
-		for _, key := range strings.Split(path[2:], ".") {
-			m, ok := cur.(map[string]any)
-			if !ok {
-				cur = nil
-				break
-			}
-			cur = m[key]
-		}
-		values[name] = cur
-	}
-	var out bytes.Buffer
-	inString := false
-	for i := 0; i < len(template); i++ {
-		c := template[i]
-		if c == '"' && (i == 0 || template[i-1] != '\\') {
-			inString = !inString
-		}
-		if c != '<' {
-			out.WriteByte(c)
-			continue
-		}
-		end := strings.IndexByte(template[i:], '>')
-		name := ""
-		if end > 0 {
-			name = template[i+1 : i+end]
-		}
-		v, ok := values[name]
-		if !ok {
-			out.WriteByte(c)
-			continue
-		}
-		if inString {
-			str, isStr := v.(string)
-			if !isStr && v != nil {
-				b, _ := json.Marshal(v)
-				str = string(b)
-			}
-			b, _ := json.Marshal(str)
-			out.Write(b[1 : len(b)-1])
-		} else {
-			b, err := json.Marshal(v)
-			if err != nil {
-				return nil, fmt.Errorf("input transformer: %w", err)
-			}
-			out.Write(b)
-		}
-		i += end
-	}
-	return out.Bytes(), nil
 }

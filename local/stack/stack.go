@@ -369,6 +369,9 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if err := s.createResources(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.createEventRules(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
@@ -416,7 +419,11 @@ func (s *Stack) startEmulators() error {
 	s.EventBridge = fakeeventbridge.New(fakeeventbridge.Options{
 		Region: env.Region, AccountID: env.AccountID, Buses: []string{s.Res.Bus}, Sink: delivered,
 		PutEventsQuota: s.putEventsQuota(),
+		// Rule targets are sent to through the gateway (as admin: queue
+		// policies are not modelled).
+		Queues: s.sqsc,
 	})
+	s.closers = append(s.closers, s.EventBridge.Close)
 	env.Gateway.Handle(localaws.ServiceEventBridge, s.EventBridge)
 
 	s.HealthLake = fakehealthlake.New(fakehealthlake.Options{
