@@ -39,7 +39,7 @@ type replay struct {
 	name, arn, archiveARN, description string
 	destination                        replayDestination
 	start, end                         time.Time
-	state, reason                      string
+	state                              string
 	started, ended, lastReplayed       time.Time
 }
 
