@@ -520,6 +520,45 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 		t.Errorf("quarantine of the export's error entry (file named, resource id never shown):\n%s", out)
 	}
 
+	// --- Reconcile now; ReconcileRepairs ---------------------------------------
+	// A delivered resource is deleted: the reconciliation publishes its delete.
+	// The version the lenient export above lost (quarantined, never delivered)
+	// is re-published as a repair.
+	resp, err := st.FHIR(ctx, "DELETE", "Patient/rb-good", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(5 * time.Millisecond)
+	before = st.Delivered.Len()
+	out, _ = rb.run(t, "cdcctl reconcile --wait", nil, exitOK)
+	for _, want := range []string{"started ", "ended SUCCEEDED", "deletes              1 (hard deletes 0)", "repairs              1", "unconfirmed          0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cdcctl reconcile --wait lacks %q:\n%s", want, out)
+		}
+	}
+	var deletes, repairs []string
+	for _, d := range st.Delivered.Since(before) {
+		switch {
+		case strings.Contains(string(d.Event.Detail), `"operation":"delete"`):
+			deletes = append(deletes, d.EventID)
+		default:
+			repairs = append(repairs, d.EventID)
+		}
+	}
+	if len(deletes) != 1 || !strings.HasPrefix(deletes[0], "Patient/rb-good/_history/") ||
+		len(repairs) != 1 || !strings.HasPrefix(repairs[0], "Patient/rb-export-errors/_history/") {
+		t.Errorf("the reconciliation delivered deletes %v and repairs %v", deletes, repairs)
+	}
+	out, _ = rb.run(t, "cdcctl reconcile status", nil, exitOK)
+	if !strings.Contains(out, "repairs              1") || !strings.Contains(out, "last reconciliation  reconcile-") {
+		t.Errorf("cdcctl reconcile status:\n%s", out)
+	}
+	out, _ = rb.run(t, "cdcctl reconcile status            # repairs, deletes, unconfirmed of the last reconciliation", nil, exitOK)
+	if !strings.Contains(out, "ReconcileRepairs") {
+		t.Errorf("reconcile status after a repair does not point at the runbook entry:\n%s", out)
+	}
+
 	var missing []string
 	for _, c := range rb.order {
 		if !rb.commands[c] {

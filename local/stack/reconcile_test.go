@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -448,5 +449,26 @@ func TestReplayAfterDeletesDoesNotResurrect(t *testing.T) {
 	}
 	if c := state["Patient/rec-replay"]; c.Operation != events.OperationDelete {
 		t.Errorf("consumer state of the deleted resource = %+v, want deleted", c)
+	}
+}
+
+// TestCdcctlReconcileWithEndpointAlone: `cdcctl reconcile --wait --endpoint
+// URL` with nothing else in its environment finds the reconciliation's state
+// machine and the table through /_local/config, runs one and prints its
+// counts; `reconcile status` shows it.
+func TestCdcctlReconcileWithEndpointAlone(t *testing.T) {
+	st := reconcileStack(t, nil)
+	committed(t, st)
+	putPatient(t, st, "rec-ctl")
+	committed(t, st)
+	deleteResource(t, st, "Patient", "rec-ctl")
+	out := cdcctlWithEnv(t, st, nil, "reconcile", "--wait")
+	for _, want := range []string{"ended SUCCEEDED", "resources            8", "deletes              1", "repairs              0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cdcctl reconcile --wait lacks %q:\n%s", want, out)
+		}
+	}
+	if out := cdcctlWithEnv(t, st, nil, "reconcile", "status"); !strings.Contains(out, "deletes              1") {
+		t.Errorf("cdcctl reconcile status:\n%s", out)
 	}
 }
