@@ -1,7 +1,7 @@
 // Package iampolicy is the one definition of what every principal of the
 // pipeline may do: the four Lambdas' execution roles, the state machine's
-// role, the role HealthLake assumes to write exports, and the scheduler's
-// role. The CDK app builds each role's policy from Policy, and cdc-local
+// role, the role HealthLake assumes to write exports, the scheduler's role,
+// and the reconciliation's Lambda and state machine roles. The CDK app builds each role's policy from Policy, and cdc-local
 // enforces the same statements on every call (local/iam), so a missing grant
 // is a red local test instead of an AccessDenied in the first deployed hour.
 //
