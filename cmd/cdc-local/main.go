@@ -51,18 +51,21 @@ func main() {
 
 // config is the parsed command line.
 type config struct {
-	addr       string
-	seed       string
-	every      time.Duration
-	once       bool
-	sink       string
-	safetyLag  time.Duration
-	faultRate  float64
-	faultSeed  uint64
-	report     string
-	state      string
-	sample     int
-	exportWait time.Duration
+	addr  string
+	seed  string
+	every time.Duration
+	// reconcileEvery is the reconciliation's schedule (0: daily, as deployed;
+	// negative: none).
+	reconcileEvery time.Duration
+	once           bool
+	sink           string
+	safetyLag      time.Duration
+	faultRate      float64
+	faultSeed      uint64
+	report         string
+	state          string
+	sample         int
+	exportWait     time.Duration
 	// The HealthLake emulator's export model (docs/LOCAL.md).
 	exportStartup, exportPerMB, visibilityLag time.Duration
 	verbose                                   bool
@@ -81,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", stack.DefaultAddr, "listen address of the one local AWS endpoint")
 	fs.StringVar(&c.seed, "seed", "", "load every *.ndjson file in `DIR` (one resource per line, ids kept) instead of a generated sample")
 	fs.DurationVar(&c.every, "every", stack.DefaultEvery, "schedule: start a window this often")
+	fs.DurationVar(&c.reconcileEvery, "reconcile-every", 0, "schedule of the reconciliation (0: the deployed one, daily; negative: none); `cdcctl reconcile` starts one at any time")
 	fs.BoolVar(&c.once, "once", false, "seed, run one window, exit 0 if it succeeded and 1 if it failed")
 	fs.StringVar(&c.sink, "sink", "stdout", "where events go: stdout, file:PATH or an http(s):// URL (one line or one POST per event)")
 	fs.DurationVar(&c.safetyLag, "safety-lag", 0, "window safety lag (AWS default 2m; 0 locally)")
@@ -167,7 +171,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Sink: out, FaultRate: c.faultRate, FaultSeed: c.faultSeed, ReportPath: c.report, StateDir: c.state,
 		ExportDelay: c.exportWait, Logger: logger,
 		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag,
-		IAMOff: c.iam == "off",
+		IAMOff: c.iam == "off", ReconcileEvery: c.reconcileEvery,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "cdc-local:", err)

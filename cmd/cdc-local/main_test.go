@@ -24,11 +24,11 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 	if c.addr != "127.0.0.1:4566" || c.every != 5*time.Minute || c.sink != "stdout" || c.safetyLag != 0 || c.once || c.iam != "on" {
 		t.Errorf("defaults = %+v", c)
 	}
-	c, err = parseFlags([]string{"--once", "--seed", "dir", "--every", "2s", "--sink", "file:/tmp/x", "--fault-rate", "0.2", "--fault-seed", "9", "--report", "r.json", "--state", "st", "--safety-lag", "1s"}, io.Discard)
+	c, err = parseFlags([]string{"--once", "--seed", "dir", "--every", "2s", "--sink", "file:/tmp/x", "--fault-rate", "0.2", "--fault-seed", "9", "--report", "r.json", "--state", "st", "--safety-lag", "1s", "--reconcile-every", "6h"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.once || c.seed != "dir" || c.every != 2*time.Second || c.faultRate != 0.2 || c.faultSeed != 9 || c.report != "r.json" || c.state != "st" || c.safetyLag != time.Second {
+	if !c.once || c.seed != "dir" || c.every != 2*time.Second || c.faultRate != 0.2 || c.faultSeed != 9 || c.report != "r.json" || c.state != "st" || c.safetyLag != time.Second || c.reconcileEvery != 6*time.Hour {
 		t.Errorf("parsed = %+v", c)
 	}
 	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"extra"}, {"--nope"}, {"--iam", "maybe"}} {
