@@ -47,7 +47,8 @@ const (
 	OperationDelete = "delete"
 )
 
-// Errors Decode and Resolve wrap; test with errors.Is.
+// Errors Decode and Resolve wrap; test with errors.Is. No error names a
+// resource (ids may be identifiers such as MRNs): a consumer may log them.
 var (
 	ErrMalformed         = errors.New("cdcevent: malformed event")
 	ErrUnsupportedSchema = errors.New("cdcevent: unsupported detail schema version")
@@ -175,7 +176,7 @@ func DecodeDetail(detailJSON []byte) (*Detail, error) {
 	case OperationUpsert:
 	case OperationDelete:
 		if hasResource || d.ResourceRef != nil {
-			return nil, fmt.Errorf("%w: delete event %s carries a resource", ErrMalformed, d.EventID)
+			return nil, fmt.Errorf("%w: a delete event carries a resource", ErrMalformed)
 		}
 		d.Resource = nil
 		return &d, nil
@@ -183,7 +184,7 @@ func DecodeDetail(detailJSON []byte) (*Detail, error) {
 		return nil, fmt.Errorf("%w: %d-byte operation value", ErrUnsupportedOperation, len(d.Operation))
 	}
 	if hasResource == (d.ResourceRef != nil) {
-		return nil, fmt.Errorf("%w: event %s must carry exactly one of resource and resourceRef", ErrMalformed, d.EventID)
+		return nil, fmt.Errorf("%w: an upsert must carry exactly one of resource and resourceRef", ErrMalformed)
 	}
 	if !hasResource {
 		d.Resource = nil
@@ -208,27 +209,27 @@ func Resolve(ctx context.Context, getter ObjectGetter, d *Detail) ([]byte, error
 		return nil, fmt.Errorf("%w: nil detail", ErrMalformed)
 	}
 	if d.IsDelete() {
-		return nil, fmt.Errorf("%w: event %s", ErrDeleted, d.EventID)
+		return nil, ErrDeleted
 	}
 	if d.ResourceRef == nil {
 		if len(d.Resource) == 0 {
-			return nil, fmt.Errorf("%w: event %s has neither resource nor resourceRef", ErrMalformed, d.EventID)
+			return nil, fmt.Errorf("%w: the event has neither resource nor resourceRef", ErrMalformed)
 		}
 		return d.Resource, nil
 	}
 	ref := d.ResourceRef
 	if ref.Bucket == "" || ref.Key == "" || ref.Size < 0 || len(ref.SHA256) != sha256.Size*2 {
-		return nil, fmt.Errorf("%w: event %s has an incomplete resourceRef", ErrMalformed, d.EventID)
+		return nil, fmt.Errorf("%w: incomplete resourceRef", ErrMalformed)
 	}
 	if getter == nil {
-		return nil, fmt.Errorf("cdcevent: resolve %s: no object getter", d.EventID)
+		return nil, errors.New("cdcevent: resolve: no object getter")
 	}
 	body, err := getter.GetObject(ctx, ref.Bucket, ref.Key)
 	if err != nil {
-		return nil, fmt.Errorf("cdcevent: resolve %s: get s3://%s/%s: %w", d.EventID, ref.Bucket, ref.Key, err)
+		return nil, fmt.Errorf("cdcevent: resolve: get s3://%s/%s: %w", ref.Bucket, ref.Key, err)
 	}
 	if body == nil {
-		return nil, fmt.Errorf("cdcevent: resolve %s: get s3://%s/%s: no body", d.EventID, ref.Bucket, ref.Key)
+		return nil, fmt.Errorf("cdcevent: resolve: get s3://%s/%s: no body", ref.Bucket, ref.Key)
 	}
 	defer body.Close()
 	var buf bytes.Buffer
@@ -236,14 +237,14 @@ func Resolve(ctx context.Context, getter ObjectGetter, d *Detail) ([]byte, error
 		buf.Grow(int(ref.Size) + 1)
 	}
 	if _, err := io.Copy(&buf, io.LimitReader(body, ref.Size+1)); err != nil {
-		return nil, fmt.Errorf("cdcevent: resolve %s: read s3://%s/%s: %w", d.EventID, ref.Bucket, ref.Key, err)
+		return nil, fmt.Errorf("cdcevent: resolve: read s3://%s/%s: %w", ref.Bucket, ref.Key, err)
 	}
 	if int64(buf.Len()) != ref.Size {
-		return nil, fmt.Errorf("%w: event %s: s3://%s/%s has %s bytes, want %d", ErrSizeMismatch, d.EventID, ref.Bucket, ref.Key, sizeText(buf.Len(), ref.Size), ref.Size)
+		return nil, fmt.Errorf("%w: s3://%s/%s has %s bytes, want %d", ErrSizeMismatch, ref.Bucket, ref.Key, sizeText(buf.Len(), ref.Size), ref.Size)
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	if hex.EncodeToString(sum[:]) != ref.SHA256 {
-		return nil, fmt.Errorf("%w: event %s: s3://%s/%s", ErrChecksumMismatch, d.EventID, ref.Bucket, ref.Key)
+		return nil, fmt.Errorf("%w: s3://%s/%s", ErrChecksumMismatch, ref.Bucket, ref.Key)
 	}
 	return buf.Bytes(), nil
 }

@@ -208,3 +208,25 @@ func TestDecodeDeleteEvent(t *testing.T) {
 		t.Fatalf("upsert decoded as %+v, %v", up, err)
 	}
 }
+
+// A consumer logs what Decode and Resolve return: no error names the
+// resource (its id may be an MRN).
+func TestErrorsNameNoResource(t *testing.T) {
+	const id = "mrn-0042-7731"
+	var errs []error
+	_, err := cdcevent.DecodeDetail([]byte(`{"schemaVersion":"1","eventId":"Patient/` + id + `/_history/2","operation":"delete","resourceType":"Patient","resourceId":"` + id + `","versionId":"2","lastUpdated":"2026-11-21T10:00:00.000Z","window":{"since":"2026-11-21T09:00:00.000Z","until":"2026-11-21T10:00:00.000Z"},"export":{"datastoreId":"d","jobId":"j"},"resource":{"resourceType":"Patient"}}`))
+	errs = append(errs, err)
+	_, err = cdcevent.DecodeDetail([]byte(`{"schemaVersion":"1","eventId":"Patient/` + id + `/_history/2","operation":"upsert","resourceType":"Patient","resourceId":"` + id + `","versionId":"2","lastUpdated":"2026-11-21T10:00:00.000Z","window":{"since":"2026-11-21T09:00:00.000Z","until":"2026-11-21T10:00:00.000Z"},"export":{"datastoreId":"d","jobId":"j"}}`))
+	errs = append(errs, err)
+	del := &cdcevent.Detail{EventID: "Patient/" + id + "/_history/3", Operation: cdcevent.OperationDelete, ResourceType: "Patient", ResourceID: id, VersionID: "3"}
+	_, err = cdcevent.Resolve(context.Background(), nil, del)
+	errs = append(errs, err)
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("case %d: no error", i)
+		}
+		if strings.Contains(err.Error(), id) {
+			t.Errorf("case %d: error names the resource: %v", i, err)
+		}
+	}
+}
