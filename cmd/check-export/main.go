@@ -4,28 +4,10 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 )
 
 func main() {
-	rt, err := exportjob.LambdaRuntime(context.Background(), "check-export")
-	if err != nil {
-		exit(err)
-	}
-	h, err := exportjob.NewCheckFromEnv(os.Getenv, rt)
-	if err != nil {
-		exit(err)
-	}
-	lambda.Start(h.Handle)
-}
-
-func exit(err error) {
-	slog.Error("check-export cannot start", "error", err.Error())
-	os.Exit(1)
+	lambdart.Start("check-export", exportjob.NewCheckFromEnv, func(h *exportjob.CheckHandler) any { return h.Handle })
 }

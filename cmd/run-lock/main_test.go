@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock/runlocktest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -75,4 +77,14 @@ func TestWiringRefusesAMissingTable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "CDC_TABLE") {
 		t.Fatalf("err = %v, want one naming CDC_TABLE", err)
 	}
+}
+
+// newHandler is what main hands lambdart.Start: the deployed runtime and
+// runctl.NewFromEnv over getenv.
+func newHandler(ctx context.Context, getenv func(string) string) (*runctl.Handler, error) {
+	rt, err := lambdart.FromLambda(ctx, "run-lock")
+	if err != nil {
+		return nil, err
+	}
+	return runctl.NewFromEnv(getenv, rt)
 }

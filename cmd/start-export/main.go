@@ -3,28 +3,10 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 )
 
 func main() {
-	rt, err := exportjob.LambdaRuntime(context.Background(), "start-export")
-	if err != nil {
-		exit(err)
-	}
-	h, err := exportjob.NewStartFromEnv(os.Getenv, rt)
-	if err != nil {
-		exit(err)
-	}
-	lambda.Start(h.Handle)
-}
-
-func exit(err error) {
-	slog.Error("start-export cannot start", "error", err.Error())
-	os.Exit(1)
+	lambdart.Start("start-export", exportjob.NewStartFromEnv, func(h *exportjob.StartHandler) any { return h.Handle })
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 )
@@ -340,29 +340,8 @@ func (d Deps) withDefaults() Deps {
 	return d
 }
 
-// Runtime is what the host gives a Lambda constructor besides the
-// environment: the AWS configuration its clients are built from, where logs
-// and metrics go, and the clock. cmd/* and cdc-local fill it differently.
-type Runtime struct {
-	AWS     aws.Config
-	Logger  *slog.Logger
-	Metrics *metrics.Recorder
-	// Now is the clock; default time.Now.
-	Now func() time.Time
-}
-
-// LambdaRuntime is the Runtime of a deployed Lambda: the default AWS
-// configuration, JSON logs to stdout tagged with component, EMF metrics.
-func LambdaRuntime(ctx context.Context, component string) (Runtime, error) {
-	awsCfg, err := awsclient.Load(ctx)
-	if err != nil {
-		return Runtime{}, err
-	}
-	return Runtime{AWS: awsCfg, Logger: logging.New(os.Stdout, component), Metrics: metrics.FromEnv()}, nil
-}
-
 // fromEnv reads the configuration and builds the clients.
-func fromEnv(getenv func(string) string, rt Runtime) (Config, Deps, error) {
+func fromEnv(getenv func(string) string, rt lambdart.Runtime) (Config, Deps, error) {
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return Config{}, Deps{}, fmt.Errorf("configuration: %w", err)
@@ -377,7 +356,7 @@ func fromEnv(getenv func(string) string, rt Runtime) (Config, Deps, error) {
 
 // NewStartFromEnv is the start-export Lambda built from its environment
 // (see ConfigFromEnv) and the host's runtime.
-func NewStartFromEnv(getenv func(string) string, rt Runtime) (*StartHandler, error) {
+func NewStartFromEnv(getenv func(string) string, rt lambdart.Runtime) (*StartHandler, error) {
 	cfg, deps, err := fromEnv(getenv, rt)
 	if err != nil {
 		return nil, fmt.Errorf("start-export: %w", err)
@@ -387,7 +366,7 @@ func NewStartFromEnv(getenv func(string) string, rt Runtime) (*StartHandler, err
 
 // NewCheckFromEnv is the check-export Lambda built from its environment
 // (see ConfigFromEnv) and the host's runtime.
-func NewCheckFromEnv(getenv func(string) string, rt Runtime) (*CheckHandler, error) {
+func NewCheckFromEnv(getenv func(string) string, rt lambdart.Runtime) (*CheckHandler, error) {
 	cfg, deps, err := fromEnv(getenv, rt)
 	if err != nil {
 		return nil, fmt.Errorf("check-export: %w", err)
@@ -397,7 +376,7 @@ func NewCheckFromEnv(getenv func(string) string, rt Runtime) (*CheckHandler, err
 
 // NewCancellerFromEnv is run-lock's export Canceller built from its
 // environment and the host's runtime.
-func NewCancellerFromEnv(getenv func(string) string, rt Runtime) (*Canceller, error) {
+func NewCancellerFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Canceller, error) {
 	cfg, deps, err := fromEnv(getenv, rt)
 	if err != nil {
 		return nil, fmt.Errorf("export canceller: %w", err)

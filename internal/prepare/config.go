@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 )
@@ -115,15 +115,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 
 // NewFromEnv is the one way the prepare-change Lambda is built, deployed
 // (cmd/prepare-change) and in cdc-local: configuration from getenv, S3 and
-// EventBridge clients from awsCfg, one log line per invocation to logger
-// and EMF metrics to rec (either may be nil).
-func NewFromEnv(getenv func(string) string, awsCfg aws.Config, logger *slog.Logger, rec *metrics.Recorder) (*Handler, error) {
+// EventBridge clients from rt.AWS, one log line per invocation to rt.Logger
+// and EMF metrics to rt.Metrics (either may be nil).
+func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, error) {
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Logger, cfg.Metrics = logger, rec
-	return New(awsclient.NewS3(awsCfg), eventbridge.NewFromConfig(awsCfg), cfg)
+	cfg.Logger, cfg.Metrics = rt.Logger, rt.Metrics
+	return New(awsclient.NewS3(rt.AWS), eventbridge.NewFromConfig(rt.AWS), cfg)
 }
 
 // internalDeadline returns ctx bounded by its deadline less DeadlineMargin

@@ -3,18 +3,16 @@ package reconcile
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 )
 
@@ -53,15 +51,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 
 // NewFromEnv is the one way the reconcile Lambda is built, deployed
 // (cmd/reconcile) and in cdc-local.
-func NewFromEnv(getenv func(string) string, awsCfg aws.Config, logger *slog.Logger, rec *metrics.Recorder) (*Handler, error) {
+func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, error) {
 	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Logger, cfg.Metrics = logger, rec
-	hl, err := healthlake.NewFromConfig(awsCfg, strings.TrimSpace(getenv("CDC_HEALTHLAKE_ENDPOINT")))
+	cfg.Logger, cfg.Metrics = rt.Logger, rt.Metrics
+	hl, err := healthlake.NewFromConfig(rt.AWS, strings.TrimSpace(getenv("CDC_HEALTHLAKE_ENDPOINT")))
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-	return New(awsclient.NewS3(awsCfg), dynamodb.NewFromConfig(awsCfg), hl, eventbridge.NewFromConfig(awsCfg), cfg)
+	return New(awsclient.NewS3(rt.AWS), dynamodb.NewFromConfig(rt.AWS), hl, eventbridge.NewFromConfig(rt.AWS), cfg)
 }

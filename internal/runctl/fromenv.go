@@ -8,6 +8,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl/s3objects"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
@@ -18,7 +19,7 @@ import (
 // CDC_HISTORY_TTL; exportjob.ConfigFromEnv for cancelling a run's export)
 // and the host's runtime (the same shape as the export Lambdas'
 // constructors). cmd/run-lock and cdc-local both use it.
-func NewFromEnv(getenv func(string) string, rt exportjob.Runtime) (*Handler, error) {
+func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, error) {
 	cfg, err := runlock.ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("run-lock: %w", err)

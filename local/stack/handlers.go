@@ -7,6 +7,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl"
 )
@@ -61,7 +62,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	getenv := s.getenv()
 
 	// prepare-change
-	ph, err := prepare.NewFromEnv(getenv, s.principalConfig(iampolicy.PrepareChange), s.log, s.Metrics)
+	ph, err := prepare.NewFromEnv(getenv, s.runtime(iampolicy.PrepareChange))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
@@ -70,17 +71,14 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	}
 
 	// start-export and check-export, each signing with its own role's key
-	runtime := func(p iampolicy.Principal) exportjob.Runtime {
-		return exportjob.Runtime{AWS: s.principalConfig(p), Logger: s.log, Metrics: s.Metrics, Now: s.opts.Now}
-	}
-	sh, err := exportjob.NewStartFromEnv(getenv, runtime(iampolicy.StartExport))
+	sh, err := exportjob.NewStartFromEnv(getenv, s.runtime(iampolicy.StartExport))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 	if err := s.Lambdas.Register(FnStartExport, sh.Handle); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	ch, err := exportjob.NewCheckFromEnv(getenv, runtime(iampolicy.CheckExport))
+	ch, err := exportjob.NewCheckFromEnv(getenv, s.runtime(iampolicy.CheckExport))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
@@ -89,7 +87,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	}
 
 	// run-lock
-	rl, err := runctl.NewFromEnv(getenv, runtime(iampolicy.RunLock))
+	rl, err := runctl.NewFromEnv(getenv, s.runtime(iampolicy.RunLock))
 	if err != nil {
 		return fmt.Errorf("stack: run-lock: %w", err)
 	}
@@ -97,4 +95,10 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 		return fmt.Errorf("stack: %w", err)
 	}
 	return s.registerReconcile()
+}
+
+// runtime is the host a Lambda of the principal p gets in cdc-local: AWS
+// clients signing with p's credentials, the stack's logger, metrics and clock.
+func (s *Stack) runtime(p iampolicy.Principal) lambdart.Runtime {
+	return lambdart.Runtime{AWS: s.principalConfig(p), Logger: s.log, Metrics: s.Metrics, Now: s.opts.Now}
 }

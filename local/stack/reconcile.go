@@ -55,7 +55,7 @@ func (s *Stack) registerReconcile() error {
 	for k, v := range s.opts.LambdaEnv {
 		env[k] = v
 	}
-	h, err := reconcile.NewFromEnv(func(k string) string { return env[k] }, s.principalConfig(iampolicy.Reconcile), s.log, s.Metrics)
+	h, err := reconcile.NewFromEnv(func(k string) string { return env[k] }, s.runtime(iampolicy.Reconcile))
 	if err != nil {
 		return fmt.Errorf("stack: reconcile: %w", err)
 	}
