@@ -196,7 +196,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	banner(stderr, st, c)
-	err = st.Run(ctx, func(w report.Window, err error) {
+	err = st.Run(ctx, func(w report.Run, err error) {
 		if err != nil {
 			fmt.Fprintln(stderr, "cdc-local: window:", err)
 			return
@@ -214,7 +214,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return exitOK
 }
 
-func printWindow(w io.Writer, win report.Window) {
+func printWindow(w io.Writer, win report.Run) {
 	span := ""
 	if win.Window != nil {
 		span = " (" + win.Window.Since + ", " + win.Window.Until + "]"

@@ -267,7 +267,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 		}
 		return s
 	}
-	wait := func(arn string, before int) report.Window {
+	wait := func(arn string, before int) report.Run {
 		t.Helper()
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
@@ -279,7 +279,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	}
 	// cdcctlRun is the runbook's "start a run now": it returns the window
 	// the started execution ran.
-	cdcctlRun := func() (report.Window, []string) {
+	cdcctlRun := func() (report.Run, []string) {
 		t.Helper()
 		before := st.Delivered.Len()
 		out, _ := rb.run(t, "cdcctl run", nil, exitOK)

@@ -17,7 +17,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
 )
 
-// Window outcomes.
+// Run outcomes.
 const (
 	OutcomeCommitted = "committed" // the window published and the checkpoint moved
 	OutcomeEmpty     = "empty"     // nothing to export; the checkpoint moved
@@ -31,8 +31,8 @@ type Span struct {
 	Until string `json:"until"`
 }
 
-// Window is one execution of the state machine.
-type Window struct {
+// Run is one execution of the state machine: one run over its window.
+type Run struct {
 	RunID        string    `json:"runId"`
 	ExecutionARN string    `json:"executionArn"`
 	StartedAt    time.Time `json:"startedAt"`
@@ -80,7 +80,7 @@ type Report struct {
 	WindowsRun int            `json:"windowsRun"`
 	Outcomes   map[string]int `json:"outcomes"`
 	// Windows lists the most recent windows (at most MaxWindows), oldest first.
-	Windows []Window `json:"windows"`
+	Windows []Run `json:"windows"`
 	// Events counts every event delivered to the sink; DistinctEvents the
 	// distinct eventIds among them.
 	Events         int64 `json:"events"`
@@ -149,15 +149,15 @@ func New(path string, started time.Time) *Recorder {
 // Path returns the file the recorder writes.
 func (rc *Recorder) Path() string { return rc.path }
 
-// AddWindow appends a finished window.
-func (rc *Recorder) AddWindow(w Window) {
+// AddRun appends a finished run.
+func (rc *Recorder) AddRun(w Run) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.r.WindowsRun++
 	rc.r.Outcomes[w.Outcome]++
 	rc.r.Windows = append(rc.r.Windows, w)
 	if n := len(rc.r.Windows); n > MaxWindows {
-		rc.r.Windows = append([]Window(nil), rc.r.Windows[n-MaxWindows:]...)
+		rc.r.Windows = append([]Run(nil), rc.r.Windows[n-MaxWindows:]...)
 	}
 	if w.Checkpoint != "" {
 		rc.r.Checkpoint = w.Checkpoint
@@ -176,7 +176,7 @@ func (rc *Recorder) Snapshot() Report {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	out := rc.r
-	out.Windows = append([]Window(nil), rc.r.Windows...)
+	out.Windows = append([]Run(nil), rc.r.Windows...)
 	out.Outcomes = make(map[string]int, len(rc.r.Outcomes))
 	for k, v := range rc.r.Outcomes {
 		out.Outcomes[k] = v

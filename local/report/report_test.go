@@ -14,7 +14,7 @@ func TestReportIsRewrittenAfterEveryWindow(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	rc := New(path, t0)
 
-	rc.AddWindow(Window{RunID: "r1", Status: "SUCCEEDED", Outcome: OutcomeCommitted, Events: 3, Checkpoint: "2026-11-21T10:00:00.000Z",
+	rc.AddRun(Run{RunID: "r1", Status: "SUCCEEDED", Outcome: OutcomeCommitted, Events: 3, Checkpoint: "2026-11-21T10:00:00.000Z",
 		Window: &Span{Since: "1970-01-01T00:00:00.000Z", Until: "2026-11-21T10:00:00.000Z"}})
 	rc.Update(func(r *Report) {
 		r.Events = 3
@@ -32,7 +32,7 @@ func TestReportIsRewrittenAfterEveryWindow(t *testing.T) {
 		t.Errorf("first report = %+v", r1)
 	}
 
-	rc.AddWindow(Window{RunID: "r2", Status: "FAILED", Outcome: OutcomeFailed, Error: "States.TaskFailed"})
+	rc.AddRun(Run{RunID: "r2", Status: "FAILED", Outcome: OutcomeFailed, Error: "States.TaskFailed"})
 	if err := rc.Write(t0.Add(2 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestReportIsRewrittenAfterEveryWindow(t *testing.T) {
 func TestWindowsAreBounded(t *testing.T) {
 	rc := New("", time.Now())
 	for i := 0; i < MaxWindows+5; i++ {
-		rc.AddWindow(Window{RunID: "r", Outcome: OutcomeSkipped})
+		rc.AddRun(Run{RunID: "r", Outcome: OutcomeSkipped})
 	}
 	s := rc.Snapshot()
 	if len(s.Windows) != MaxWindows || s.WindowsRun != MaxWindows+5 || s.Outcomes[OutcomeSkipped] != MaxWindows+5 {

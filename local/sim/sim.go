@@ -215,7 +215,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	runCtx, stopRuns := context.WithCancel(ctx)
 	scheduleDone := make(chan error, 1)
 	go func() {
-		scheduleDone <- st.Run(runCtx, func(win report.Window, err error) {
+		scheduleDone <- st.Run(runCtx, func(win report.Run, err error) {
 			runsMu.Lock()
 			defer runsMu.Unlock()
 			switch {

@@ -53,7 +53,7 @@ func startStack(t testing.TB, mutate func(*Options)) *Stack {
 	return st
 }
 
-func runWindow(t *testing.T, st *Stack) report.Window {
+func runWindow(t *testing.T, st *Stack) report.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -222,7 +222,7 @@ func TestTwoExecutionsStartedTogetherRunOneExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	wins := make([]report.Window, 2)
+	wins := make([]report.Run, 2)
 	for i, arn := range []string{a, b} {
 		wg.Add(1)
 		go func() {
@@ -260,7 +260,7 @@ func TestScheduleRunsWindowsAndRewritesTheReport(t *testing.T) {
 	var windows atomic.Int64
 	done := make(chan error, 1)
 	go func() {
-		done <- st.Run(ctx, func(report.Window, error) { windows.Add(1) })
+		done <- st.Run(ctx, func(report.Run, error) { windows.Add(1) })
 	}()
 	waitFor(t, "three windows", func() bool { return windows.Load() >= 3 })
 	cancel()
@@ -384,7 +384,7 @@ func TestFaultsConvergeWithConcurrentWrites(t *testing.T) {
 	var windows atomic.Int64
 	runCtx, stopRun := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- st.Run(runCtx, func(report.Window, error) { windows.Add(1) }) }()
+	go func() { ran <- st.Run(runCtx, func(report.Run, error) { windows.Add(1) }) }()
 	waitFor(t, "15 scheduled windows", func() bool { return windows.Load() >= 15 })
 	stopRun()
 	if err := <-ran; err != nil {

@@ -109,24 +109,24 @@ func (s *Stack) StartExecution(ctx context.Context) (string, error) {
 
 // Wait polls the execution until it ends and returns its window, which is
 // also added to the report (and the report file rewritten).
-func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsBefore int) (report.Window, error) {
+func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsBefore int) (report.Run, error) {
 	var out *sfnapi.DescribeExecutionOutput
 	for {
 		var err error
 		out, err = s.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 		if err != nil {
-			return report.Window{}, fmt.Errorf("stack: describe execution: %w", err)
+			return report.Run{}, fmt.Errorf("stack: describe execution: %w", err)
 		}
 		if out.Status != sfntypes.ExecutionStatusRunning && out.Status != "PENDING_REDRIVE" {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return report.Window{}, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
+			return report.Run{}, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	w := report.Window{
+	w := report.Run{
 		RunID: aws.ToString(out.Name), ExecutionARN: arn, StartedAt: started.UTC(), FinishedAt: s.opts.Now().UTC(),
 		Status: string(out.Status), Error: aws.ToString(out.Error), Cause: clip.String(aws.ToString(out.Cause), 512),
 		Events: int64(s.Delivered.Len() - eventsBefore),
@@ -170,12 +170,12 @@ func outcomeOf(out *sfnapi.DescribeExecutionOutput) string {
 
 // RunOnce runs one window now and waits for it. The error reports a failure
 // to run the window at all; a window that ran and failed has Outcome failed.
-func (s *Stack) RunOnce(ctx context.Context) (report.Window, error) {
+func (s *Stack) RunOnce(ctx context.Context) (report.Run, error) {
 	before := s.Delivered.Len()
 	started := s.opts.Now()
 	arn, err := s.StartExecution(ctx)
 	if err != nil {
-		return report.Window{}, err
+		return report.Run{}, err
 	}
 	return s.Wait(ctx, arn, started, before)
 }
@@ -184,7 +184,7 @@ func (s *Stack) RunOnce(ctx context.Context) (report.Window, error) {
 // ctx is done. Windows that outlast the period overlap, as scheduled
 // executions in AWS do; the lock turns the later one into a skip. onWindow,
 // if set, is called after each window.
-func (s *Stack) Run(ctx context.Context, onWindow func(report.Window, error)) error {
+func (s *Stack) Run(ctx context.Context, onWindow func(report.Run, error)) error {
 	t := time.NewTicker(s.opts.Every)
 	defer t.Stop()
 	// The reconciliation's own schedule (daily by default); a tick that
@@ -310,8 +310,8 @@ func (s *Stack) runStore() (*runlock.Store, error) {
 
 // recordWindow adds w to the report with fresh counters and rewrites the
 // report file.
-func (s *Stack) recordWindow(w report.Window) {
-	s.Report.AddWindow(w)
+func (s *Stack) recordWindow(w report.Run) {
+	s.Report.AddRun(w)
 	s.refreshReport()
 	if err := s.Report.Write(s.opts.Now()); err != nil {
 		s.log.Warn("report not written", "error", err.Error())

@@ -108,7 +108,7 @@ func reconcileNow(t *testing.T, st *Stack) Reconciliation {
 	return r
 }
 
-func committed(t *testing.T, st *Stack) report.Window {
+func committed(t *testing.T, st *Stack) report.Run {
 	t.Helper()
 	w := runWindow(t, st)
 	if w.Status != "SUCCEEDED" {
