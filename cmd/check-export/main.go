@@ -4,8 +4,8 @@
 package main
 
 import (
-	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 )
 
 func main() {

@@ -3,8 +3,8 @@
 package main
 
 import (
-	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 )
 
 func main() {
