@@ -5,20 +5,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
+	"github.com/healthlake-cdc/healthlake-cdc/cdk/pipeline"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
 // Lambdas lists the four Lambda functions of the pipeline, by the name of
 // their cmd/ directory and of their build/<name>/bootstrap binary.
-var Lambdas = []string{"start-export", "check-export", "prepare-change", "run-lock"}
+var Lambdas = pipeline.Lambdas
 
 // Synth-time settings, read from CDK context (cdk.json or `-c key=value`).
 // Everything that may differ between deployments of the same build is a
@@ -228,20 +227,11 @@ func (c Config) eventNames() (source, detailType string) {
 	return source, detailType
 }
 
-// eventSourceRE is the shape of the event source the stack accepts (the
-// pattern of the former EventSource parameter): it is matched by consumers'
-// rules and names the registry schema.
-var eventSourceRE = regexp.MustCompile(`^[A-Za-z0-9._\-]{1,256}$`)
-
 // ValidateEventNames checks a `source` and `detail-type` of the change
-// events: the source 1–256 letters, digits, '.', '_' or '-', the detail
-// type 1–128 characters (the bounds of the former parameters).
+// events (pipeline.ValidateEventNames) and names the context keys to fix.
 func ValidateEventNames(source, detailType string) error {
-	if !eventSourceRE.MatchString(source) {
-		return fmt.Errorf("event source %q: want 1–256 letters, digits, '.', '_' or '-' (set -c %s=NAME)", source, ContextEventSource)
-	}
-	if n := utf8.RuneCountInString(detailType); n < 1 || n > 128 {
-		return fmt.Errorf("detail type %q: want 1–128 characters (set -c %s=TEXT)", detailType, ContextDetailType)
+	if err := pipeline.ValidateEventNames(source, detailType); err != nil {
+		return fmt.Errorf("%w (set -c %s=NAME, -c %s=TEXT)", err, ContextEventSource, ContextDetailType)
 	}
 	return nil
 }

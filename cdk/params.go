@@ -4,12 +4,16 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/healthlake-cdc/healthlake-cdc/cdk/pipeline"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Parameter names of the stack. They are CloudFormation parameters, so one
 // synthesized template serves every account, region and datastore; set them
-// with `cdk deploy --parameters Name=Value` (docs/DEPLOY.md).
+// with `cdk deploy --parameters Name=Value` (docs/DEPLOY.md). Each becomes
+// the token of a deploy-time field of pipeline.Props; only values that must
+// change without a new synth are parameters (the event source and detail
+// type, the consumers' contract, are synth-time context).
 const (
 	ParamDatastoreID            = "DatastoreId"
 	ParamEventBusName           = "EventBusName"
@@ -39,10 +43,6 @@ const (
 // that Validate checks together before anything is synthesized.
 // CloudFormation Rules cannot compare numbers, so a parameter could not be
 // held to those relations at deploy time.
-
-// logRetentionValues are the values CloudWatch Logs accepts for RetentionInDays.
-var logRetentionValues = []string{"1", "3", "5", "7", "14", "30", "60", "90", "120", "150", "180",
-	"365", "400", "545", "731", "1096", "1827", "2192", "2557", "2922", "3288", "3653"}
 
 // params holds the stack's CloudFormation parameters.
 type params struct {
@@ -77,16 +77,14 @@ func numParam(stack awscdk.Stack, name string, def, min, max float64, desc strin
 	})
 }
 
-const typeListPattern = `^$|^[A-Z][A-Za-z]*(,[A-Z][A-Za-z]*)*$`
-
 func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 	p := &params{}
 	p.DatastoreID = awscdk.NewCfnParameter(stack, jsii.String(ParamDatastoreID), &awscdk.CfnParameterProps{
 		Type:           jsii.String("String"),
-		AllowedPattern: jsii.String(`^[A-Za-z0-9-]{1,64}$`),
+		AllowedPattern: jsii.String(pipeline.DatastoreIDPattern),
 		Description:    jsii.String("HealthLake FHIR data store id (in this stack's region). Required."),
 	})
-	p.EventBusName = strParam(stack, ParamEventBusName, "healthlake-cdc", `^[A-Za-z0-9._\-]{1,256}$`,
+	p.EventBusName = strParam(stack, ParamEventBusName, "healthlake-cdc", pipeline.EventBusNamePattern,
 		"Name of the custom EventBridge bus this stack creates.")
 	p.ScheduleMinutes = numParam(stack, ParamScheduleMinutes, 5, 1, 1440,
 		"Minutes between two scheduled runs.")
@@ -96,9 +94,9 @@ func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 		AllowedValues: jsii.Strings("ENABLED", "DISABLED"),
 		Description:   jsii.String("DISABLED stops new scheduled runs (roll back, maintenance)."),
 	})
-	p.ResourceTypes = strParam(stack, ParamResourceTypes, "", typeListPattern,
+	p.ResourceTypes = strParam(stack, ParamResourceTypes, "", pipeline.TypeListPattern,
 		"Comma-separated FHIR types to export (_type); empty exports every type.")
-	p.ExcludeTypes = strParam(stack, ParamExcludeTypes, "", typeListPattern,
+	p.ExcludeTypes = strParam(stack, ParamExcludeTypes, "", pipeline.TypeListPattern,
 		"Comma-separated FHIR types dropped after export; empty drops none.")
 	p.ValidateLevel = awscdk.NewCfnParameter(stack, jsii.String(ParamValidateLevel), &awscdk.CfnParameterProps{
 		Type:          jsii.String("String"),
@@ -110,14 +108,14 @@ func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 		"PutEvents entry size limit; larger resources are claim-checked to S3.")
 	p.SafetyLag = strParam(stack, ParamSafetyLag, "", "",
 		"CDC_SAFETY_LAG for run-lock; empty keeps the Lambda's default (2 minutes).")
-	p.InitialCheckpoint = strParam(stack, ParamInitialCheckpoint, "snapshot", `^(snapshot|now|[0-9]{4}-[0-9]{2}-[0-9]{2}T.+)?$`,
+	p.InitialCheckpoint = strParam(stack, ParamInitialCheckpoint, "snapshot", pipeline.InitialCheckpointPattern,
 		"CDC_INITIAL_CHECKPOINT for run-lock, used only while the table has no RUN record: snapshot (publish the whole store, then continue incrementally), now, or an RFC 3339 time.")
 	p.CheckpointLagThreshold = numParam(stack, ParamCheckpointLagThreshold, 1800, 60, 31536000,
 		"Alarm when CheckpointLagSeconds stays above this many seconds.")
 	p.LogRetentionDays = awscdk.NewCfnParameter(stack, jsii.String(ParamLogRetentionDays), &awscdk.CfnParameterProps{
 		Type:          jsii.String("Number"),
 		Default:       jsii.Number(30),
-		AllowedValues: jsii.Strings(logRetentionValues...),
+		AllowedValues: jsii.Strings(pipeline.LogRetentionValues...),
 		Description:   jsii.String("Retention of every log group of the stack, in days."),
 	})
 	// At least one day: the archive holds every event in full (PHI), so it
@@ -131,7 +129,7 @@ func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 	p.QuarantineExpiryDays = numParam(stack, ParamQuarantineExpiryDays, 90, 1, 36500, "Expiry of quarantine/ objects, in days.")
 	p.AccessLogsExpiryDays = numParam(stack, ParamAccessLogsExpiryDays, 365, 1, 36500,
 		"Expiry of the artifact bucket's server access logs, in days.")
-	p.AlarmEmail = strParam(stack, ParamAlarmEmail, "", `^$|^[^@\s]+@[^@\s]+$`,
+	p.AlarmEmail = strParam(stack, ParamAlarmEmail, "", pipeline.AlarmEmailPattern,
 		"Optional e-mail address subscribed to the alarm topic.")
 	return p
 }

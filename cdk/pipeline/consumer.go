@@ -178,3 +178,11 @@ func NewConsumer(scope constructs.Construct, id string, props ConsumerProps) (*C
 	}), jsii.Bool(true))
 	return c, nil
 }
+
+// AddConsumer adds a Consumer of this pipeline's change events under scope:
+// props.Bus, EventSource and DetailType are the pipeline's.
+func (p *Pipeline) AddConsumer(scope constructs.Construct, id string, props ConsumerProps) (*Consumer, error) {
+	props.Bus = p.Bus
+	props.EventSource, props.DetailType = p.Props.EventSource, p.Props.DetailType
+	return NewConsumer(scope, id, props)
+}

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -86,7 +86,7 @@ func (b *builder) accessLogBucket() awss3.Bucket {
 		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
 		LifecycleRules: &[]*awss3.LifecycleRule{{
 			Id:                          b.s("expire-access-logs"),
-			Expiration:                  awscdk.Duration_Days(b.p.AccessLogsExpiryDays.ValueAsNumber()),
+			Expiration:                  awscdk.Duration_Days(b.p.AccessLogsExpiryDays),
 			NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(1)),
 		}},
 	})

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"sort"
@@ -30,7 +30,7 @@ type dashboardInputs struct {
 	stateMachine awsstepfunctions.StateMachine
 	// deadLetterQueues by the name their line carries.
 	deadLetterQueues map[string]awssqs.IQueue
-	// lagThreshold is the checkpoint-lag alarm's threshold (a parameter).
+	// lagThreshold is the checkpoint-lag alarm's threshold (CheckpointLagThresholdSeconds).
 	lagThreshold *float64
 	alarms       []interfacesawscloudwatch.IAlarmRef
 }

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -61,7 +61,7 @@ func suppressScopedWildcards(policy awsiam.ManagedPolicy) {
 			"(HealthLake's export files, manifest parts, map results, content-addressed claim-checks, quarantine and " +
 			"delivered-index objects) and cannot be listed in advance; each prefix is granted only to the principal that " +
 			"reads or writes it, with only the actions it uses."),
-		AppliesTo: &[]any{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<ArtifactBucket[0-9A-F]{8}\.Arn>\/[a-z-]+\/\*(\/OperationOutcome\/\*)?$/g`)}},
+		AppliesTo: &[]any{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::<[A-Za-z0-9]*ArtifactBucket[0-9A-F]{8}\.Arn>\/[a-z-]+\/\*(\/OperationOutcome\/\*)?$/g`)}},
 	}, {
 		Id: jsii.String("AwsSolutions-IAM5"),
 		Reason: jsii.String("Executions of this stack's own state machine (and the child executions of its Distributed " +

@@ -1,0 +1,248 @@
+package pipeline
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
+)
+
+// Lambdas lists the four Lambda functions of the pipeline, by the name of
+// their cmd/ directory and of their <LambdaDir>/<name>/bootstrap binary.
+var Lambdas = []string{"start-export", "check-export", "prepare-change", "run-lock"}
+
+// Settings is the deployed configuration shared with cdc-local: Lambda
+// timeouts and memory, queue limits, the export wait, the run timeout and
+// lease, the PutEvents budget (internal/stackconfig). Start from
+// DefaultSettings and change it with Set; New validates it.
+type Settings = stackconfig.Config
+
+// DefaultSettings returns the default deployed configuration.
+func DefaultSettings() Settings { return stackconfig.Default() }
+
+// Props configures a pipeline. Name, LambdaDir, ASLFile and DatastoreID are
+// required; every other field has the default its comment names.
+//
+// The synth-time fields (Name, LambdaDir, ASLFile, EventSource, DetailType,
+// Settings) shape the template: resource names, the registered schema, the
+// state machine definition and values that must hold relations to each
+// other. The deploy-time fields are pointers: give a literal
+// (jsii.String, jsii.Number) or a token — a CfnParameter's ValueAsString /
+// ValueAsNumber — to change the value at deploy time without a new synth,
+// as the app in cdk/ does. Literals are checked at synth; tokens are
+// CloudFormation's to check (give the parameter an AllowedPattern).
+type Props struct {
+	// Name is the pipeline name: the `Pipeline` metric dimension,
+	// CDC_PIPELINE_NAME, and the prefix of the state machine, dashboard,
+	// schema registry and rule names.
+	Name string
+	// LambdaDir holds <name>/bootstrap (linux/arm64) for every name of Lambdas.
+	LambdaDir string
+	// ASLFile is the state machine definition with ${...} placeholders.
+	ASLFile string
+	// EventSource and DetailType are the `source` and `detail-type` of every
+	// change event (default cdcevent.DefaultSource, DefaultDetailType).
+	EventSource, DetailType string
+	// Settings defaults to DefaultSettings().
+	Settings *Settings
+
+	// DatastoreID is the HealthLake data store id (in the stack's Region).
+	DatastoreID *string
+	// EventBusName of the bus the pipeline creates (default "healthlake-cdc").
+	EventBusName *string
+	// ScheduleMinutes between two scheduled runs, 1–1440 (default 5).
+	ScheduleMinutes *float64
+	// ScheduleState ENABLED or DISABLED (default ENABLED).
+	ScheduleState *string
+	// ResourceTypes and ExcludeTypes: comma-separated FHIR types exported
+	// (_type) and dropped after export (default "": all, none).
+	ResourceTypes, ExcludeTypes *string
+	// ValidateLevel none, json or r4 (default json).
+	ValidateLevel *string
+	// MaxEntryBytes is the PutEvents entry limit above which resources are
+	// claim-checked, 1024–1048576 (default 262144).
+	MaxEntryBytes *float64
+	// SafetyLag is CDC_SAFETY_LAG ("" keeps the Lambda's default).
+	SafetyLag *string
+	// InitialCheckpoint is CDC_INITIAL_CHECKPOINT (default "snapshot").
+	InitialCheckpoint *string
+	// CheckpointLagThresholdSeconds of the checkpoint lag alarm (default 1800).
+	CheckpointLagThresholdSeconds *float64
+	// LogRetentionDays of every log group, a value CloudWatch Logs accepts (default 30).
+	LogRetentionDays *float64
+	// ArchiveRetentionDays of the bus archive, 1–36500 (default the
+	// ArchiveRetentionDays setting).
+	ArchiveRetentionDays *float64
+	// Expiry of the artifact bucket's prefixes and of its access logs, in
+	// days (defaults 7, 30, 30, 30, 90 and 365).
+	ExportsExpiryDays, ManifestsExpiryDays, MapResultsExpiryDays      *float64
+	ClaimChecksExpiryDays, QuarantineExpiryDays, AccessLogsExpiryDays *float64
+	// AlarmEmail is subscribed to the alarm topic when not empty (default "").
+	AlarmEmail *string
+}
+
+// LogRetentionValues are the values CloudWatch Logs accepts for RetentionInDays.
+var LogRetentionValues = []string{"1", "3", "5", "7", "14", "30", "60", "90", "120", "150", "180",
+	"365", "400", "545", "731", "1096", "1827", "2192", "2557", "2922", "3288", "3653"}
+
+// Patterns of the deploy-time string values (the app's parameters use them
+// as AllowedPattern).
+const (
+	DatastoreIDPattern       = `^[A-Za-z0-9-]{1,64}$`
+	EventBusNamePattern      = `^[A-Za-z0-9._\-]{1,256}$`
+	TypeListPattern          = `^$|^[A-Z][A-Za-z]*(,[A-Z][A-Za-z]*)*$`
+	InitialCheckpointPattern = `^(snapshot|now|[0-9]{4}-[0-9]{2}-[0-9]{2}T.+)?$`
+	AlarmEmailPattern        = `^$|^[^@\s]+@[^@\s]+$`
+)
+
+// eventSourceRE is the shape of an event source: matched by consumers'
+// rules and naming the registry schema.
+var eventSourceRE = regexp.MustCompile(`^[A-Za-z0-9._\-]{1,256}$`)
+
+// ValidateEventNames checks a `source` and `detail-type` of the change
+// events: the source 1–256 letters, digits, '.', '_' or '-', the detail
+// type 1–128 characters.
+func ValidateEventNames(source, detailType string) error {
+	if !eventSourceRE.MatchString(source) {
+		return fmt.Errorf("event source %q: want 1–256 letters, digits, '.', '_' or '-'", source)
+	}
+	if n := utf8.RuneCountInString(detailType); n < 1 || n > 128 {
+		return fmt.Errorf("detail type %q: want 1–128 characters", detailType)
+	}
+	return nil
+}
+
+// withDefaults returns p with every unset field at its default, after
+// checking the required fields and the literal values.
+func (p Props) withDefaults() (Props, error) {
+	if p.Name == "" {
+		return p, fmt.Errorf("pipeline: empty Name")
+	}
+	if p.LambdaDir == "" || p.ASLFile == "" {
+		return p, fmt.Errorf("pipeline %s: LambdaDir and ASLFile are required", p.Name)
+	}
+	if p.EventSource == "" {
+		p.EventSource = cdcevent.DefaultSource
+	}
+	if p.DetailType == "" {
+		p.DetailType = cdcevent.DefaultDetailType
+	}
+	if err := ValidateEventNames(p.EventSource, p.DetailType); err != nil {
+		return p, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	if p.Settings == nil {
+		s := DefaultSettings()
+		p.Settings = &s
+	}
+	if err := p.Settings.Validate(); err != nil {
+		return p, fmt.Errorf("pipeline %s: %w", p.Name, err)
+	}
+	if p.DatastoreID == nil {
+		return p, fmt.Errorf("pipeline %s: DatastoreID is required", p.Name)
+	}
+	str := func(v **string, def string) {
+		if *v == nil {
+			*v = jsii.String(def)
+		}
+	}
+	num := func(v **float64, def float64) {
+		if *v == nil {
+			*v = jsii.Number(def)
+		}
+	}
+	str(&p.EventBusName, "healthlake-cdc")
+	num(&p.ScheduleMinutes, 5)
+	str(&p.ScheduleState, "ENABLED")
+	str(&p.ResourceTypes, "")
+	str(&p.ExcludeTypes, "")
+	str(&p.ValidateLevel, "json")
+	num(&p.MaxEntryBytes, 262144)
+	str(&p.SafetyLag, "")
+	str(&p.InitialCheckpoint, "snapshot")
+	num(&p.CheckpointLagThresholdSeconds, 1800)
+	num(&p.LogRetentionDays, 30)
+	num(&p.ArchiveRetentionDays, float64(p.Settings.ArchiveRetentionDays))
+	num(&p.ExportsExpiryDays, 7)
+	num(&p.ManifestsExpiryDays, 30)
+	num(&p.MapResultsExpiryDays, 30)
+	num(&p.ClaimChecksExpiryDays, 30)
+	num(&p.QuarantineExpiryDays, 90)
+	num(&p.AccessLogsExpiryDays, 365)
+	str(&p.AlarmEmail, "")
+	return p, p.checkLiterals()
+}
+
+// checkLiterals checks the deploy-time values given as literals the way
+// the app's parameters check them at deploy time.
+func (p Props) checkLiterals() error {
+	pattern := func(name string, v *string, re string) error {
+		if isToken(v) || regexp.MustCompile(re).MatchString(*v) {
+			return nil
+		}
+		return fmt.Errorf("pipeline %s: %s %q does not match %s", p.Name, name, *v, re)
+	}
+	rng := func(name string, v *float64, lo, hi float64) error {
+		if unresolved(v) || *v >= lo && *v <= hi && *v == float64(int64(*v)) {
+			return nil
+		}
+		return fmt.Errorf("pipeline %s: %s %v: want a whole number in %v–%v", p.Name, name, *v, lo, hi)
+	}
+	oneOf := func(name string, v *string, allowed ...string) error {
+		if isToken(v) || slices.Contains(allowed, *v) {
+			return nil
+		}
+		return fmt.Errorf("pipeline %s: %s %q: want one of %v", p.Name, name, *v, allowed)
+	}
+	logDays := "x"
+	if !unresolved(p.LogRetentionDays) {
+		logDays = strconv.FormatFloat(*p.LogRetentionDays, 'f', -1, 64)
+	}
+	for _, err := range []error{
+		pattern("DatastoreID", p.DatastoreID, DatastoreIDPattern),
+		pattern("EventBusName", p.EventBusName, EventBusNamePattern),
+		rng("ScheduleMinutes", p.ScheduleMinutes, 1, 1440),
+		oneOf("ScheduleState", p.ScheduleState, "ENABLED", "DISABLED"),
+		pattern("ResourceTypes", p.ResourceTypes, TypeListPattern),
+		pattern("ExcludeTypes", p.ExcludeTypes, TypeListPattern),
+		oneOf("ValidateLevel", p.ValidateLevel, "none", "json", "r4"),
+		rng("MaxEntryBytes", p.MaxEntryBytes, 1024, 1048576),
+		pattern("InitialCheckpoint", p.InitialCheckpoint, InitialCheckpointPattern),
+		rng("CheckpointLagThresholdSeconds", p.CheckpointLagThresholdSeconds, 60, 31536000),
+		rng("ArchiveRetentionDays", p.ArchiveRetentionDays, 1, 36500),
+		rng("ExportsExpiryDays", p.ExportsExpiryDays, 1, 36500),
+		rng("ManifestsExpiryDays", p.ManifestsExpiryDays, 1, 36500),
+		rng("MapResultsExpiryDays", p.MapResultsExpiryDays, 1, 36500),
+		rng("ClaimChecksExpiryDays", p.ClaimChecksExpiryDays, 1, 36500),
+		rng("QuarantineExpiryDays", p.QuarantineExpiryDays, 1, 36500),
+		rng("AccessLogsExpiryDays", p.AccessLogsExpiryDays, 1, 36500),
+		pattern("AlarmEmail", p.AlarmEmail, AlarmEmailPattern),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if logDays != "x" && !slices.Contains(LogRetentionValues, logDays) {
+		return fmt.Errorf("pipeline %s: LogRetentionDays %s: want one of %v", p.Name, logDays, LogRetentionValues)
+	}
+	return nil
+}
+
+func isToken(v *string) bool { return unresolved(v) }
+
+// unresolved reports whether v is a token (resolved only at deploy time).
+func unresolved(v any) bool { return *awscdk.Token_IsUnresolved(v) }
+
+// numString renders a number (literal or token) as a string value.
+func numString(v *float64) *string {
+	if unresolved(v) {
+		return awscdk.Token_AsString(v, nil)
+	}
+	return jsii.String(strconv.FormatFloat(*v, 'f', -1, 64))
+}
