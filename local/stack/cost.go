@@ -9,7 +9,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
-// Memory of each Lambda in GB, as the CDK stack deploys them (cdk/stack.go).
+// Memory of each Lambda in GB, as the CDK stack deploys them (cdk/pipeline/pipeline.go).
 var lambdaMemoryGB = map[string]float64{
 	FnPrepareChange: 1.0,
 	FnStartExport:   0.25,
