@@ -249,7 +249,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	}
 	// S3 writes per role: exactly these prefixes.
 	writes := map[string][]string{
-		"PrepareChangeRole":    {obj(PrefixClaimCheck), obj(PrefixQuarantine)},
+		"PrepareChangeRole":    {obj(PrefixClaimCheck), obj(PrefixQuarantine), obj(iampolicy.PrefixDelivered)}, // the delivered index (docs/RECONCILE.md)
 		"CheckExportRole":      {obj(PrefixManifests), obj(PrefixQuarantine)},
 		"HealthLakeExportRole": {obj(PrefixExports)},
 		"StateMachineRole":     {obj(PrefixMapResults)},
