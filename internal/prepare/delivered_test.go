@@ -38,7 +38,7 @@ func TestDeliveredIndexRecordsOnlyAcceptedEvents(t *testing.T) {
 	var first, second strings.Builder
 	fmt.Fprintln(&first, patient("a0", "1", "2026-11-21T09:30:00Z", 0))
 	fmt.Fprintln(&first, patient("old", "1", "2026-11-21T08:30:00Z", 0)) // outside the window: not published
-	first.WriteString(broken + "\n")                                      // rejected by EventBridge: not delivered
+	first.WriteString(broken + "\n")                                     // rejected by EventBridge: not delivered
 	fmt.Fprintln(&first, patient("a1", "2", "2026-11-21T09:31:00.5+00:00", 0))
 	k1, k2, k3 := "exports/x/Patient/Patient-1-0-0.ndjson", "exports/x/Patient/Patient-2-0-0.ndjson", "exports/x/Patient/Patient-3-0-0.ndjson"
 	fmt.Fprintln(&second, patient("b0", "7", "2026-11-21T09:59:00Z", 0))

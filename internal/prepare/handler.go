@@ -175,12 +175,12 @@ type fileState struct {
 	counts   change.Counts
 	blank    int64
 	bytes    int64
-	rejected int64  // lines quarantined after EventBridge rejected their event
-	key      string // the quarantine object, once written
+	rejected int64    // lines quarantined after EventBridge rejected their event
+	key      string   // the quarantine object, once written
 	rec      recorder // the delivered-index object (D4)
-	pending  int    // events handed to the publisher without an outcome
-	readDone bool   // every line read
-	closed   bool   // quarantine object closed
+	pending  int      // events handed to the publisher without an outcome
+	readDone bool     // every line read
+	closed   bool     // quarantine object closed
 }
 
 // lineRef is the token an event carries through the publisher: where its
