@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -82,11 +81,14 @@ func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// goTool is the go command of the toolchain cdc-local was built with.
+// goTool is the go command: the one on PATH (`go run ./cmd/cdc-local` was
+// started with it), else $GOROOT/bin/go.
 func goTool() string {
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
 	}
 	return "go"
 }
