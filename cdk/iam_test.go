@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/healthlake-cdc/healthlake-cdc/cdk/pipeline"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 )
 
@@ -183,8 +184,8 @@ func TestScopedRejectsBroadResources(t *testing.T) {
 // unscoped statements from the scan above.
 func TestRolesHaveNoManagedPolicies(t *testing.T) {
 	ids, roles := ofType("AWS::IAM::Role")
-	if len(ids) != 7 {
-		t.Errorf("%d roles, want 7 (4 Lambdas, state machine, scheduler, HealthLake export): %v", len(ids), ids)
+	if len(ids) != 9 {
+		t.Errorf("%d roles, want 9 (4 Lambdas, state machine, scheduler, HealthLake export; the reconciliation's Lambda and state machine): %v", len(ids), ids)
 	}
 	for i, r := range roles {
 		if m := props(r)["ManagedPolicyArns"]; m != nil {
@@ -192,7 +193,7 @@ func TestRolesHaveNoManagedPolicies(t *testing.T) {
 		}
 	}
 	// Every Lambda writes only its own log group.
-	for _, name := range []string{"RunLock", "StartExport", "CheckExport", "PrepareChange"} {
+	for _, name := range []string{"RunLock", "StartExport", "CheckExport", "PrepareChange", "Reconcile"} {
 		lg, _ := oneOfType(t, "AWS::Logs::LogGroup", name+"Logs")
 		if !allows(name+"Role", "${"+lg+".Arn}", "logs:CreateLogStream", "logs:PutLogEvents") {
 			t.Errorf("%s cannot write its log group", name)
@@ -231,17 +232,26 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		{"PrepareChangeRole", obj(PrefixClaimCheck), []string{"s3:PutObject"}},
 		{"PrepareChangeRole", obj(PrefixQuarantine), []string{"s3:PutObject"}},
 		{"CheckExportRole", obj(PrefixManifests), []string{"s3:PutObject"}},
+		// The reconciliation (docs/RECONCILE.md): a full export read into its
+		// index, delivered-index objects read and written, its lock's holder
+		// asked about by run-lock.
+		{"ReconcileRole", obj(PrefixExports), []string{"s3:GetObject"}},
+		{"ReconcileRole", obj(iampolicy.PrefixDelivered), []string{"s3:GetObject"}},
+		{"ReconcileRole", obj(iampolicy.PrefixDelivered), []string{"s3:PutObject"}},
+		{"RunLockRole", "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:" + pipeline.ReconcileStateMachineName(stackName) + ":*",
+			[]string{"states:DescribeExecution"}},
 	}
 	for _, c := range cases {
 		if !allows(c.role, c.resource, c.actions...) {
 			t.Errorf("%s lacks %v on %s", c.role, c.actions, c.resource)
 		}
 	}
-	// Reads of export files (PHI): prepare-change only.
+	// Reads of export files (PHI): prepare-change and the reconciliation
+	// (its index, and the read-back of a repair).
 	for _, st := range statements() {
 		if st.Effect == "Allow" && containsAll(st.Actions, []string{"s3:GetObject"}) {
 			for _, r := range st.Resources {
-				if flatten(r) == obj(PrefixExports) && st.Owner != "PrepareChangeRole" {
+				if flatten(r) == obj(PrefixExports) && st.Owner != "PrepareChangeRole" && st.Owner != "ReconcileRole" {
 					t.Errorf("%s may read export files", st.Owner)
 				}
 			}
@@ -253,6 +263,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		"CheckExportRole":      {obj(PrefixManifests), obj(PrefixQuarantine)},
 		"HealthLakeExportRole": {obj(PrefixExports)},
 		"StateMachineRole":     {obj(PrefixMapResults)},
+		"ReconcileRole":        {obj(iampolicy.PrefixReconcile), obj(iampolicy.PrefixDelivered), obj(PrefixClaimCheck)},
 	}
 	got := map[string][]string{}
 	artifact := strings.TrimSuffix(obj(""), "*") // writes into the artifact bucket (PHI)
@@ -282,7 +293,7 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		for _, a := range s.Actions {
 			if strings.HasPrefix(a, "dynamodb:") && s.Effect == "Allow" {
 				switch s.Owner {
-				case "RunLockRole", "StartExportRole", "CheckExportRole":
+				case "RunLockRole", "StartExportRole", "CheckExportRole", "ReconcileRole": // reconcile: RECONCILE/STATE
 				default:
 					t.Errorf("%s may use DynamoDB (%s)", s.Owner, a)
 				}
@@ -299,6 +310,7 @@ var roleOf = map[iampolicy.Principal]string{
 	iampolicy.RunLock: "RunLockRole", iampolicy.StartExport: "StartExportRole", iampolicy.CheckExport: "CheckExportRole",
 	iampolicy.PrepareChange: "PrepareChangeRole", iampolicy.StateMachine: "StateMachineRole",
 	iampolicy.HealthLakeExport: "HealthLakeExportRole", iampolicy.Scheduler: "SchedulerRole",
+	iampolicy.Reconcile: "ReconcileRole", iampolicy.ReconcileStateMachine: "ReconcileStateMachineRole",
 }
 
 // templateResources are the iampolicy.Resources as the template renders
@@ -312,11 +324,12 @@ func templateResources(t *testing.T) iampolicy.Resources {
 	fnArn := func(id string) string { return arn("AWS::Lambda::Function", id) }
 	logs := map[iampolicy.Principal]string{}
 	for p, id := range map[iampolicy.Principal]string{iampolicy.RunLock: "RunLockLogs", iampolicy.StartExport: "StartExportLogs",
-		iampolicy.CheckExport: "CheckExportLogs", iampolicy.PrepareChange: "PrepareChangeLogs"} {
+		iampolicy.CheckExport: "CheckExportLogs", iampolicy.PrepareChange: "PrepareChangeLogs", iampolicy.Reconcile: "ReconcileLogs"} {
 		logs[p] = arn("AWS::Logs::LogGroup", id)
 	}
 	states := "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
 	sm := StateMachineName(stackName)
+	rsm := pipeline.ReconcileStateMachineName(stackName)
 	return iampolicy.Resources{
 		BucketARN:                arn("AWS::S3::Bucket", "ArtifactBucket"),
 		TableARN:                 arn("AWS::DynamoDB::Table", "Table"),
@@ -332,6 +345,11 @@ func templateResources(t *testing.T) iampolicy.Resources {
 		PrepareChangeFunctionARN: fnArn("PrepareChange"),
 		ExportRoleARN:            arn("AWS::IAM::Role", "HealthLakeExportRole"),
 		LogGroupARNs:             logs,
+
+		ReconcileFunctionARN:         fnArn("Reconcile"),
+		ReconcileStateMachineARN:     states + "stateMachine:" + rsm,
+		ReconcileExecutionsARN:       states + "execution:" + rsm + ":*",
+		ReconcileMapRunExecutionsARN: states + "execution:" + rsm + "/*",
 	}
 }
 
@@ -414,7 +432,7 @@ func templateStatements(t *testing.T, owner string) []string {
 // template is exactly its principal's statements in internal/iampolicy —
 // the statements cdc-local enforces — and nothing else.
 func TestRolePoliciesAreTheDefinition(t *testing.T) {
-	for _, p := range iampolicy.Principals() {
+	for _, p := range iampolicy.All() {
 		want := definitionStatements(t, p)
 		got := templateStatements(t, roleOf[p])
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -208,8 +209,8 @@ func TestQueueConsumersReportBatchItemFailures(t *testing.T) {
 // --- Lambdas --------------------------------------------------------------------
 
 func TestLambdasAreProvidedAL2023Arm64WithContractEnv(t *testing.T) {
-	check(t, "four functions", func() {
-		synthesized.template.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(4))
+	check(t, "five functions (the runs' four, the reconciliation's)", func() {
+		synthesized.template.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(5))
 	})
 	check(t, "runtime", func() {
 		synthesized.template.AllResourcesProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
@@ -229,6 +230,8 @@ func TestLambdasAreProvidedAL2023Arm64WithContractEnv(t *testing.T) {
 		"PrepareChange": {"CDC_EXPORT_ROLE_ARN", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES", "CDC_EXCLUDE_TYPES",
 			"CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_MAX_ENTRY_BYTES", "CDC_VALIDATE",
 			"CDC_PUTEVENTS_RATE", "CDC_DEADLINE_MARGIN"},
+		"Reconcile": {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES",
+			"CDC_EXCLUDE_TYPES", "CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_PUTEVENTS_RATE", "CDC_RECONCILE_PARTITIONS"},
 	}
 	tableID, _ := oneOfType(t, "AWS::DynamoDB::Table", "Table")
 	bucketID, _ := oneOfType(t, "AWS::S3::Bucket", "ArtifactBucket")
@@ -480,7 +483,8 @@ func TestEventBusWithArchive(t *testing.T) {
 		t.Errorf("prepare-change cannot PutEvents on the bus")
 	}
 	for _, s := range statements() {
-		if containsAll(s.Actions, []string{"events:PutEvents"}) && s.Owner != "PrepareChangeRole" {
+		// prepare-change, and the reconciliation's deletes and repairs.
+		if containsAll(s.Actions, []string{"events:PutEvents"}) && s.Owner != "PrepareChangeRole" && s.Owner != "ReconcileRole" {
 			t.Errorf("%s may publish events", s.Owner)
 		}
 	}
@@ -628,6 +632,9 @@ func TestAlarms(t *testing.T) {
 			map[string]any{MetricDimension: stackName}, 0.0},
 		"ExportErrorsAlarm": {MetricNamespace, MetricExportErrors, "GreaterThanThreshold",
 			map[string]any{MetricDimension: stackName}, 0.0},
+		// A repair means a gap somewhere (docs/RECONCILE.md).
+		"ReconcileRepairsAlarm": {MetricNamespace, metrics.ReconcileRepairs, "GreaterThanThreshold",
+			map[string]any{MetricDimension: stackName}, 0.0},
 	}
 	// The lost-line alarms say where to look.
 	for _, name := range []string{"QuarantinedLinesAlarm", "EntriesFailedAlarm", "ExportErrorsAlarm"} {
@@ -691,8 +698,8 @@ func TestAlarms(t *testing.T) {
 
 func TestLogGroupsHaveRetentionAndEveryLambdaUsesOne(t *testing.T) {
 	ids, lgs := ofType("AWS::Logs::LogGroup")
-	if len(ids) != 5 {
-		t.Errorf("%d log groups, want one per Lambda and one for the state machine", len(ids))
+	if len(ids) != 7 {
+		t.Errorf("%d log groups, want one per Lambda (5) and one per state machine (2)", len(ids))
 	}
 	byID := map[string]bool{}
 	for i, lg := range lgs {

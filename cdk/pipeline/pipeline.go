@@ -84,7 +84,8 @@ func mapRunExecutionsArn(smName string) *string {
 
 // Pipeline is the whole change-data-capture pipeline as one construct:
 // KMS key, artifact bucket (with its access-log bucket), table, queues,
-// four Lambdas, state machine, schedule, event bus with archive, the
+// four Lambdas, state machine, schedule, the reconciliation (its Lambda,
+// state machine and schedule), event bus with archive, the
 // registered event schema, the HealthLake export role, alarms, dashboard
 // and log groups.
 type Pipeline struct {
@@ -105,6 +106,8 @@ type Pipeline struct {
 	StartQueue, RecheckQueue awssqs.Queue
 	StartDeadLetterQueue     awssqs.Queue
 	RecheckDeadLetterQueue   awssqs.Queue
+	// ReconcileStateMachine is the reconciliation (docs/RECONCILE.md).
+	ReconcileStateMachine awsstepfunctions.StateMachine
 }
 
 // New adds a pipeline under scope. Its resources' logical ids include id,
@@ -172,6 +175,8 @@ var knownPlaceholders = map[string]bool{
 	statemachine.StartQueueURL: true, statemachine.ArtifactBucket: true,
 	statemachine.ExportHeartbeatSeconds: true, statemachine.ExportTimeoutSeconds: true,
 	statemachine.RunTimeoutSeconds: true, statemachine.MapMaxConcurrency: true,
+	// Only in the reconciliation's definition (reconcileMachine).
+	statemachine.ReconcileFunctionArn: true,
 }
 
 // Placeholders returns the ${Name} placeholders of a definition.
@@ -515,6 +520,9 @@ func (b *builder) build(asl string) {
 		"CDC_MAX_ENTRY_BYTES": numString(p.MaxEntryBytes),
 		"CDC_VALIDATE":        p.ValidateLevel,
 	})
+	// The reconciliation's Lambda (docs/RECONCILE.md): plan, index, compare, finish.
+	reconcileFn := newFn("Reconcile", reconcileLambda, "healthlake-cdc: reconciliation of the delivered index with a full export",
+		b.reconcileEnv(common, bus.EventBusName()))
 
 	// Event-source mappings (start queue → start-export, re-check queue →
 	// check-export). Built without SqsEventSource so that CDK adds no grants
@@ -555,6 +563,11 @@ func (b *builder) build(asl string) {
 		statemachine.RunTimeoutSeconds:        num(set.RunTimeout),
 		statemachine.MapMaxConcurrency:        jsii.String(strconv.Itoa(set.MapMaxConcurrency)),
 	}
+	// The reconciliation's definition uses the same values (and its Lambda).
+	reconcileSubs := map[string]*string{}
+	for k, v := range subs {
+		reconcileSubs[k] = v
+	}
 	// Substitute exactly the placeholders of the file (New
 	// refused any other).
 	inFile := Placeholders(asl)
@@ -579,6 +592,7 @@ func (b *builder) build(asl string) {
 		TracingEnabled: jsii.Bool(true),
 	})
 	b.suppressGeneratedStateMachineGrants(smRole)
+	rec := b.reconcileMachine(reconcileSubs, reconcileFn.f.FunctionArn())
 
 	// --- schedule ----------------------------------------------------------------------
 	expr := b.scheduleExpression(p.ScheduleMinutes)
@@ -609,15 +623,21 @@ func (b *builder) build(asl string) {
 		LogGroupARNs: map[iampolicy.Principal]string{
 			iampolicy.RunLock: *runLock.logs.LogGroupArn(), iampolicy.StartExport: *startExport.logs.LogGroupArn(),
 			iampolicy.CheckExport: *checkExport.logs.LogGroupArn(), iampolicy.PrepareChange: *prepareChange.logs.LogGroupArn(),
+			iampolicy.Reconcile: *reconcileFn.logs.LogGroupArn(),
 		},
+		ReconcileFunctionARN:         *reconcileFn.f.FunctionArn(),
+		ReconcileStateMachineARN:     *rec.arn,
+		ReconcileExecutionsARN:       *executionsArn(rec.name),
+		ReconcileMapRunExecutionsARN: *mapRunExecutionsArn(rec.name),
 	}
 	for p, role := range map[iampolicy.Principal]awsiam.Role{
 		iampolicy.RunLock: runLock.role, iampolicy.StartExport: startExport.role, iampolicy.CheckExport: checkExport.role,
 		iampolicy.PrepareChange: prepareChange.role, iampolicy.StateMachine: smRole, iampolicy.HealthLakeExport: exportRole,
-		iampolicy.Scheduler: schedRole,
+		iampolicy.Scheduler: schedRole, iampolicy.Reconcile: reconcileFn.role, iampolicy.ReconcileStateMachine: rec.role,
 	} {
 		applyPolicy(role, p, res)
 	}
+	b.reconcileSchedule(rec, schedRole)
 	awsscheduler.NewCfnSchedule(stack, b.s("Schedule"), &awsscheduler.CfnScheduleProps{
 		Description:        b.s("Starts " + smName + " every ScheduleMinutes minutes"),
 		ScheduleExpression: expr,
@@ -715,6 +735,11 @@ func (b *builder) build(asl string) {
 		"HealthLake's error files were quarantined. List them with `cdcctl quarantine --run <run id>`; see docs/OPERATIONS.md, "+
 		"\"Re-run quarantined records after a fix\".",
 		pipelineSum(MetricExportErrors), jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	// A repair means a version the runs never delivered (docs/RECONCILE.md);
+	// the reconciliation has re-published it, the alarm is about the cause.
+	alarm("ReconcileRepairsAlarm", "The reconciliation re-published resource versions the runs never delivered (the feed is whole "+
+		"again). See `cdcctl reconcile status` and docs/OPERATIONS.md, \"ReconcileRepairs\", for the causes to look for.",
+		pipelineSum(metrics.ReconcileRepairs), jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 
 	// --- dashboard ----------------------------------------------------------------
 	dash := newDashboard(stack, dashboardInputs{
@@ -726,13 +751,15 @@ func (b *builder) build(asl string) {
 	*b.out = Pipeline{Construct: b.out.Construct, Props: b.out.Props,
 		Key: b.key, Bucket: b.bucket, Table: b.table, Bus: bus, StateMachine: sm, AlarmTopic: topic, Dashboard: dash,
 		SchemaRegistry: evSchema.registry, EventSchema: evSchema.schema,
-		StartQueue: startQ, RecheckQueue: recheckQ, StartDeadLetterQueue: startDLQ, RecheckDeadLetterQueue: recheckDLQ}
+		StartQueue: startQ, RecheckQueue: recheckQ, StartDeadLetterQueue: startDLQ, RecheckDeadLetterQueue: recheckDLQ,
+		ReconcileStateMachine: rec.sm}
 
 	// --- outputs ------------------------------------------------------------------
 	out := func(id string, v *string, desc string) {
 		awscdk.NewCfnOutput(stack, b.s(id), &awscdk.CfnOutputProps{Value: v, Description: b.s(desc)})
 	}
 	out("StateMachineArn", sm.StateMachineArn(), "The pipeline state machine")
+	out("ReconcileStateMachineArn", rec.sm.StateMachineArn(), "CDC_RECONCILE_STATE_MACHINE_ARN for cdcctl reconcile")
 	out("TableName", b.table.TableName(), "CDC_TABLE for cdcctl")
 	out("BucketName", b.bucket.BucketName(), "CDC_BUCKET for cdcctl")
 	out("EventBusArn", bus.EventBusArn(), "The change event bus")

@@ -62,9 +62,18 @@ func TestPipelineWithLiteralPropsInAUsersStack(t *testing.T) {
 	if c, _ := tpl["Conditions"].(map[string]any); len(c) > 0 {
 		t.Errorf("conditions %v: literal props need none", c)
 	}
-	_, sch := only(t, tpl, "AWS::Scheduler::Schedule")
-	if sch["ScheduleExpression"] != "rate(10 minutes)" || sch["State"] != "ENABLED" {
-		t.Errorf("schedule = %v / %v", sch["ScheduleExpression"], sch["State"])
+	// The runs' schedule (the prop) and the reconciliation's (the
+	// ReconcileEvery setting, daily by default), in the same state.
+	schedules := map[string]string{}
+	for id, r := range resourcesOf(tpl, "AWS::Scheduler::Schedule") {
+		p := r["Properties"].(map[string]any)
+		if p["State"] != "ENABLED" {
+			t.Errorf("schedule %s state %v", id, p["State"])
+		}
+		schedules[id[:len(id)-8]] = fmt.Sprint(p["ScheduleExpression"])
+	}
+	if len(schedules) != 2 || schedules["CdcSchedule"] != "rate(10 minutes)" || schedules["CdcReconcileSchedule"] != "rate(1 day)" {
+		t.Errorf("schedules = %v", schedules)
 	}
 	envs := map[string]map[string]any{}
 	for id, f := range resourcesOf(tpl, "AWS::Lambda::Function") {

@@ -14,9 +14,10 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
-// Lambdas lists the four Lambda functions of the pipeline, by the name of
+// Lambdas lists the Lambda functions of the pipeline (the four of the runs
+// and the reconciliation's), by the name of
 // their cmd/ directory and of their <LambdaDir>/<name>/bootstrap binary.
-var Lambdas = []string{"start-export", "check-export", "prepare-change", "run-lock"}
+var Lambdas = []string{"start-export", "check-export", "prepare-change", "run-lock", "reconcile"}
 
 // Settings is the deployed configuration shared with cdc-local: Lambda
 // timeouts and memory, queue limits, the export wait, the run timeout and

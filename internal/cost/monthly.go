@@ -74,8 +74,8 @@ type Footprint struct {
 // defaults.
 func ThisFootprint() Footprint {
 	return Footprint{
-		CustomMetrics: 12,
-		Alarms:        7,
+		CustomMetrics: 15,
+		Alarms:        8,
 		Dashboards:    1,
 		KMSKeys:       1,
 

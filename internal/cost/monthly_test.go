@@ -34,7 +34,7 @@ func TestMonthlyPricesEveryLineItem(t *testing.T) {
 	if !near(sum, b.Total) {
 		t.Fatalf("items add up to %v, total %v", sum, b.Total)
 	}
-	if got, want := b.Items["cloudWatchMetrics"], 12*0.30; !near(got, want) {
+	if got, want := b.Items["cloudWatchMetrics"], 15*0.30; !near(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
 	}
 	// Storage is steady state: a day's export bytes kept 7 days, among others.
@@ -77,8 +77,8 @@ func Example_monthly() {
 	}
 	// Output:
 	// changes/d  $/month    fixed      largest items
-	// 10000      13.90      8.30       cloudWatchMetrics 3.60, cloudWatchDashboards 3.00, stepFunctionsStandard 1.75
-	// 100000     17.88      8.30       eventBridge 3.65, cloudWatchMetrics 3.60, cloudWatchDashboards 3.00
-	// 1000000    57.62      8.30       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 3.60
-	// 10000000   455.30     8.30       eventBridge 365.00, eventArchiveIngestion 69.72, eventArchiveStorage 3.69
+	// 10000      14.90      9.30       cloudWatchMetrics 4.50, cloudWatchDashboards 3.00, stepFunctionsStandard 1.75
+	// 100000     18.88      9.30       cloudWatchMetrics 4.50, eventBridge 3.65, cloudWatchDashboards 3.00
+	// 1000000    58.62      9.30       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 4.50
+	// 10000000   456.30     9.30       eventBridge 365.00, eventArchiveIngestion 69.72, cloudWatchMetrics 4.50
 }
