@@ -53,13 +53,26 @@ func (e *Emulator) ArchiveARN(name string) string { return e.arn("archive/" + na
 
 // recordInArchives appends raw to the archives of bus whose pattern matches.
 // e.mu is held.
-func (e *Emulator) recordInArchives(bus string, raw []byte, ev map[string]any, now time.Time) {
-	if _, replayed := ev["replay-name"]; replayed {
-		return
+func (e *Emulator) recordInArchives(bus string, raw []byte, value func() (map[string]any, bool), now time.Time) {
+	// A replayed event is never archived again. The envelope carries
+	// "replay-name" only on replays; the bytes are checked first so that
+	// most events need no decoding.
+	if bytes.Contains(raw, []byte(`"replay-name"`)) {
+		if ev, ok := value(); !ok {
+			return
+		} else if _, replayed := ev["replay-name"]; replayed {
+			return
+		}
 	}
 	for _, a := range e.archives {
-		if a.sourceBus != bus || (a.pattern != nil && !a.pattern.MatchesValue(ev)) {
+		if a.sourceBus != bus {
 			continue
+		}
+		if a.pattern != nil {
+			ev, ok := value()
+			if !ok || !a.pattern.MatchesValue(ev) {
+				continue
+			}
 		}
 		a.events = append(a.events, archived{at: now, raw: raw})
 		a.size += int64(len(raw))

@@ -97,19 +97,30 @@ func (d *deliveryError) Error() string { return d.code + ": " + d.message }
 // each matching rule, and records the event in the bus's archives when
 // archive is set. e.mu is held.
 func (e *Emulator) route(bus string, raw []byte, only map[string]bool, archive bool) {
+	// The event is decoded once, and only when a pattern has to see it: an
+	// archive without a pattern keeps every event as it is.
 	var ev map[string]any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&ev); err != nil {
-		return
+	decoded, bad := false, false
+	value := func() (map[string]any, bool) {
+		if !decoded {
+			decoded = true
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.UseNumber()
+			bad = d.Decode(&ev) != nil
+		}
+		return ev, !bad
 	}
 	now := e.opts.Now()
 	if archive {
-		e.recordInArchives(bus, raw, ev, now)
+		e.recordInArchives(bus, raw, value, now)
 	}
 	for _, r := range e.rules[bus] {
 		arn := e.RuleARN(bus, r.name)
-		if r.state != "ENABLED" || (only != nil && !only[arn]) || !r.pattern.MatchesValue(ev) {
+		if r.state != "ENABLED" || (only != nil && !only[arn]) {
+			continue
+		}
+		ev, ok := value()
+		if !ok || !r.pattern.MatchesValue(ev) {
 			continue
 		}
 		e.stats.MatchedEvents++
