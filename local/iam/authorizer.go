@@ -8,10 +8,10 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 // Mode is how strictly the Authorizer enforces.
@@ -218,28 +218,11 @@ func (a *Authorizer) DeniedKeys() []string {
 	return out
 }
 
-// AccessKeyID returns the access key id of a SigV4-signed request (header or
-// presigned query), or "".
-func AccessKeyID(r *http.Request) string {
-	cred := ""
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		i := strings.Index(auth, "Credential=")
-		if i < 0 {
-			return ""
-		}
-		cred = auth[i+len("Credential="):]
-	} else {
-		cred = r.URL.Query().Get("X-Amz-Credential")
-	}
-	key, _, _ := strings.Cut(cred, "/")
-	return key
-}
-
 // Authorize decides one gateway request of the named service. When the call
 // is refused it writes AWS's error in the service's wire format and returns
 // true; otherwise the request (its body restored) goes on to the service.
 func (a *Authorizer) Authorize(service string, w http.ResponseWriter, r *http.Request) bool {
-	key := AccessKeyID(r)
+	key, _ := localaws.Credential(r)
 	a.mu.Lock()
 	admin := a.admins[key]
 	id := a.keys[key]

@@ -153,6 +153,14 @@ func (g *Gateway) CallNames() []string {
 // SigningService returns the service name from the request's SigV4
 // credential scope (Authorization header or presigned query), or "".
 func SigningService(r *http.Request) string {
+	_, service := Credential(r)
+	return service
+}
+
+// Credential returns the access key id and the service of the request's
+// SigV4 credential scope ("AKID/date/region/service/aws4_request", from the
+// Authorization header or a presigned query), or "" for what is absent.
+func Credential(r *http.Request) (accessKeyID, service string) {
 	cred := ""
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		if i := strings.Index(auth, "Credential="); i >= 0 {
@@ -164,12 +172,11 @@ func SigningService(r *http.Request) string {
 	} else {
 		cred = r.URL.Query().Get("X-Amz-Credential")
 	}
-	// AKID/date/region/service/aws4_request
 	parts := strings.Split(cred, "/")
 	if len(parts) != 5 {
-		return ""
+		return parts[0], ""
 	}
-	return parts[3]
+	return parts[0], parts[3]
 }
 
 // Operation names the API a request calls: the X-Amz-Target operation for
