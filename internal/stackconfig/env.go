@@ -34,7 +34,7 @@ func (c Config) Env(name string) map[string]string {
 	case CheckExport:
 		return map[string]string{
 			EnvBatchMaxFiles:       strconv.Itoa(c.BatchMaxFiles),
-			EnvBatchMaxBytes:       strconv.FormatInt(c.BatchMaxBytes, 10),
+			EnvBatchMaxBytes:       strconv.FormatInt(c.BatchBytes(), 10),
 			EnvManifestPartBatches: strconv.Itoa(c.ManifestPartBatches),
 			EnvRecheckMaxDelay:     dur(c.RecheckCap),
 			EnvExportMaxWait:       dur(c.ExportTimeout),

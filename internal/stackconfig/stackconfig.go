@@ -113,6 +113,8 @@ type Config struct {
 	// BatchMaxFiles and BatchMaxBytes bound one prepare-change batch;
 	// ManifestPartBatches bounds one manifest part (check-export's
 	// CDC_BATCH_MAX_FILES, CDC_BATCH_MAX_BYTES, CDC_MANIFEST_PART_BATCHES).
+	// BatchMaxBytes 0 means BatchBudgetBytes: what one invocation can
+	// publish at its PutEvents rate before its deadline.
 	BatchMaxFiles       int
 	BatchMaxBytes       int64
 	ManifestPartBatches int
@@ -162,7 +164,7 @@ func Default() Config {
 		DeadlineMargin:    30 * time.Second,
 
 		BatchMaxFiles:       10,
-		BatchMaxBytes:       128 << 20,
+		BatchMaxBytes:       0, // BatchBudgetBytes
 		ManifestPartBatches: 1000,
 
 		Overlap:   time.Minute,
@@ -244,6 +246,38 @@ func (c Config) PutEventsRate() float64 {
 	return c.PutEventsQuota * c.PutEventsShare / float64(c.MapMaxConcurrency)
 }
 
+// MinAvgLineBytes is the smallest average exported line the batch budget
+// assumes: smaller lines mean more events per byte (the Synthea sample
+// averages 1.46 KB; a minimal resource is a few hundred bytes).
+const MinAvgLineBytes = 512
+
+// BatchBudgetBytes is the most export bytes one prepare-change invocation
+// can publish before its internal deadline: PutEventsRate requests of 10
+// entries a second over the timeout less DeadlineMargin, half of it kept for
+// retries and throttling, each event at least MinAvgLineBytes. A batch above
+// it could never finish: every retry would hit the deadline, and the run
+// would fail the same way each time (0 with no rate limit: unbounded).
+func (c Config) BatchBudgetBytes() int64 {
+	rate := c.PutEventsRate()
+	if rate <= 0 {
+		return 0
+	}
+	secs := (c.PrepareChange.Timeout - c.DeadlineMargin).Seconds()
+	return int64(rate * 10 * secs / 2 * MinAvgLineBytes)
+}
+
+// BatchBytes is the batch bound check-export applies (CDC_BATCH_MAX_BYTES):
+// BatchMaxBytes, or BatchBudgetBytes when it is 0.
+func (c Config) BatchBytes() int64 {
+	if c.BatchMaxBytes > 0 {
+		return c.BatchMaxBytes
+	}
+	if b := c.BatchBudgetBytes(); b > 0 {
+		return b
+	}
+	return 128 << 20
+}
+
 // Seconds returns d in whole seconds, rounded up (CloudFormation and the
 // States Language take integers).
 func Seconds(d time.Duration) int {
@@ -313,9 +347,13 @@ func (c Config) Validate() error {
 	if !(c.PutEventsShare > 0 && c.PutEventsShare <= 1) {
 		bad("PutEvents share %v: want above 0 and at most 1", c.PutEventsShare)
 	}
-	if c.BatchMaxFiles < 1 || c.BatchMaxBytes < 1 || c.ManifestPartBatches < 1 {
-		bad("batch limits %d files, %d bytes, %d batches per manifest part: want each at least 1",
+	if c.BatchMaxFiles < 1 || c.BatchMaxBytes < 0 || c.ManifestPartBatches < 1 {
+		bad("batch limits %d files, %d bytes, %d batches per manifest part: want files and batches at least 1, bytes 0 (derived) or more",
 			c.BatchMaxFiles, c.BatchMaxBytes, c.ManifestPartBatches)
+	}
+	if b := c.BatchBudgetBytes(); b > 0 && c.BatchMaxBytes > b {
+		bad("batch of %d bytes: one prepare-change invocation publishes at most about %d bytes before its deadline at %.1f PutEvents requests/s; a larger batch would fail on every retry (lower BatchMaxBytes, or 0 to derive it)",
+			c.BatchMaxBytes, b, c.PutEventsRate())
 	}
 	if c.Overlap < 0 || c.MaxWindow < 0 {
 		bad("overlap %s and max window %s: want no negative value", c.Overlap, c.MaxWindow)

@@ -1,6 +1,7 @@
 package stackconfig
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -197,5 +198,33 @@ func TestReconcileSettings(t *testing.T) {
 		if err := c.Apply(map[string]string{name: v}); err == nil {
 			t.Errorf("%s=%s accepted", name, v)
 		}
+	}
+}
+
+// A batch must be one that an invocation can publish before its deadline at
+// its share of the PutEvents quota; otherwise every retry fails the same way
+// and the run never commits (found by the simulator: 10 files of 5,000
+// resources against 42,000 events an invocation can send at 20 requests/s).
+func TestBatchesFitWhatOneInvocationCanPublish(t *testing.T) {
+	c := Default()
+	budget := c.BatchBudgetBytes()
+	// 20 requests/s × 10 entries × 210 s ÷ 2 × 512 B.
+	if want := int64(20 * 10 * 210 / 2 * MinAvgLineBytes); budget != want {
+		t.Fatalf("budget %d bytes, want %d", budget, want)
+	}
+	if got := c.Env(CheckExport)[EnvBatchMaxBytes]; got != fmt.Sprint(budget) {
+		t.Errorf("CDC_BATCH_MAX_BYTES = %s, want the derived %d", got, budget)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	c.BatchMaxBytes = budget + 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "fail on every retry") {
+		t.Errorf("a batch over the budget was accepted: %v", err)
+	}
+	// A larger quota (us-east-1) allows larger batches.
+	c.BatchMaxBytes, c.PutEventsQuota = 0, 10000
+	if c.BatchBudgetBytes() <= budget {
+		t.Errorf("budget at 10,000 requests/s %d, not above %d", c.BatchBudgetBytes(), budget)
 	}
 }
