@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
@@ -10,6 +11,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // lambdaEnv is the environment the CDK app gives the four Lambdas, with the
@@ -34,7 +36,20 @@ func (s *Stack) lambdaEnv() map[string]string {
 		"CDC_SAFETY_LAG":          lag.String(),
 		"CDC_INITIAL_CHECKPOINT":  s.initialCheckpoint().Format("2006-01-02T15:04:05.000Z07:00"),
 		"CDC_VALIDATE":            "json",
+		// Batches no larger than one invocation can publish at the
+		// deployed share of the PutEvents quota in force (stackconfig).
+		"CDC_BATCH_MAX_BYTES": strconv.FormatInt(s.deployedConfig().BatchBytes(), 10),
 	}
+}
+
+// deployedConfig is the deployed configuration with this stack's PutEvents
+// quota (Options.PutEventsQuota when set).
+func (s *Stack) deployedConfig() stackconfig.Config {
+	cfg := stackconfig.Default()
+	if q := s.opts.PutEventsQuota; q > 0 {
+		cfg.PutEventsQuota = q
+	}
+	return cfg
 }
 
 func (s *Stack) getenv() func(string) string {
