@@ -140,17 +140,9 @@ func (rn *run) inline(ctx context.Context, s *state, inputs []any, conc int) (an
 
 func (rn *run) parallel(ctx context.Context, s *state, raw any, sc stateCtx) (any, error) {
 	ctxObj := rn.ctxObject(sc)
-	eff, err := inputPath(s, raw, ctxObj)
+	eff, err := rn.effectiveInput(s, raw, ctxObj)
 	if err != nil {
 		return nil, err
-	}
-	if s.parameters != nil {
-		if eff, err = s.parameters.eval(eff, ctxObj); err != nil {
-			return nil, err
-		}
-		if err := checkSize(eff, "input of state '"+s.name+"' after Parameters"); err != nil {
-			return nil, err
-		}
 	}
 	rn.event(Event{Type: "ParallelStateStarted", StateName: s.name})
 	results := make([]any, len(s.branches))

@@ -560,17 +560,9 @@ func (rn *run) finish(s *state, raw, result any, ctxObj any) (any, error) {
 
 func (rn *run) pass(s *state, raw any, sc stateCtx) (any, error) {
 	ctxObj := rn.ctxObject(sc)
-	eff, err := inputPath(s, raw, ctxObj)
+	eff, err := rn.effectiveInput(s, raw, ctxObj)
 	if err != nil {
 		return nil, err
-	}
-	if s.parameters != nil {
-		if eff, err = s.parameters.eval(eff, ctxObj); err != nil {
-			return nil, err
-		}
-		if err := checkSize(eff, "input of state '"+s.name+"' after Parameters"); err != nil {
-			return nil, err
-		}
 	}
 	result := eff
 	if s.hasResult {
@@ -887,4 +879,22 @@ func (rn *run) callbackTask(ctx context.Context, call TaskCall, rtype, rname str
 		return nil, &Error{Name: o.Error, Cause: o.Cause}
 	}
 	return nil, runtimeErr("task token ended in status %s", o.Status)
+}
+
+// effectiveInput is a Pass or Parallel state's input after InputPath and
+// Parameters, which must stay within the 256 KiB payload limit.
+func (rn *run) effectiveInput(s *state, raw, ctxObj any) (any, error) {
+	eff, err := inputPath(s, raw, ctxObj)
+	if err != nil {
+		return nil, err
+	}
+	if s.parameters != nil {
+		if eff, err = s.parameters.eval(eff, ctxObj); err != nil {
+			return nil, err
+		}
+		if err := checkSize(eff, "input of state '"+s.name+"' after Parameters"); err != nil {
+			return nil, err
+		}
+	}
+	return eff, nil
 }
