@@ -59,7 +59,11 @@ type Input struct {
 type AcquireOutput struct {
 	Acquired bool   `json:"acquired"`
 	Reason   string `json:"reason"`
-	RunID    string `json:"runId"`
+	// Refusal is why the lock was refused, machine-readably (runlock.Refusal:
+	// LOCK_HELD, NO_CHECKPOINT, PENDING_EXPORT), "" when acquired. The
+	// reconciliation waits and retries on LOCK_HELD; the runs do not read it.
+	Refusal runlock.Refusal `json:"refusal"`
+	RunID   string          `json:"runId"`
 	// Window is null when the lock was refused. It is what the checkpoint
 	// covers; ExportWindow (Window widened back by the overlap) is what the
 	// run exports and delivers.
@@ -228,7 +232,7 @@ func (h *Handler) acquire(ctx context.Context, in Input) (AcquireOutput, error) 
 	if err != nil {
 		return AcquireOutput{}, fmt.Errorf("acquire run lock for %s: %w", in.ExecutionName, err)
 	}
-	out := AcquireOutput{Acquired: a.Acquired, Reason: a.Reason, RunID: in.ExecutionName}
+	out := AcquireOutput{Acquired: a.Acquired, Reason: a.Reason, Refusal: a.Refusal, RunID: in.ExecutionName}
 	if a.Acquired && a.PreviousRunID != "" && a.PreviousRunID != in.ExecutionName {
 		h.cancelPreviousExport(ctx, in, a)
 	}

@@ -44,6 +44,11 @@ type Acquisition struct {
 	Reuse *manifest.Export
 	// Empty: the window holds no instant; commit at once.
 	Empty bool
+	// Refusal says, machine-readably, why the lock was refused ("" when
+	// acquired): RefusalLockHeld (a live run holds it; it will be free once
+	// that run ends), RefusalNoCheckpoint or RefusalPendingExport (a
+	// reconciliation's own refusals, reconcile.go).
+	Refusal Refusal
 	// Holder is the execution ARN that keeps the lock when refused.
 	Holder string
 	// TookOverFrom is the execution ARN of a stale owner the lock was taken from.
@@ -58,6 +63,17 @@ type Acquisition struct {
 	PreviousRunID   string
 	PreviousOutcome Outcome
 }
+
+// Refusal is why Acquire refused the lock.
+type Refusal string
+
+// The refusals. Only RefusalLockHeld ends by itself within a run's time: a
+// reconciliation waits and retries on it (statemachine/reconcile.asl.json).
+const (
+	RefusalLockHeld      Refusal = "LOCK_HELD"
+	RefusalNoCheckpoint  Refusal = "NO_CHECKPOINT"
+	RefusalPendingExport Refusal = "PENDING_EXPORT"
+)
 
 // uncleanPrevious returns the last finished run of st when it ended FAILED
 // or ABANDONED (its export may still run), else "".
@@ -118,8 +134,8 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 		}
 		checkpoint := st.checkpoint
 		if req.Reconcile {
-			if why := reconcileRefusal(st); why != "" {
-				return Acquisition{Acquired: false, Reason: why, RunID: req.RunID, Holder: st.owner, Checkpoint: checkpoint}, nil
+			if refusal, why := reconcileRefusal(st); why != "" {
+				return Acquisition{Acquired: false, Reason: why, Refusal: refusal, RunID: req.RunID, Holder: st.owner, Checkpoint: checkpoint}, nil
 			}
 		}
 		if !st.exists {
@@ -289,7 +305,7 @@ func (s *Store) refuse(ctx context.Context, req AcquireRequest, st state, live L
 	if err != nil {
 		s.log.Warn("run lock refusal not counted", "runId", req.RunID, "error", err.Error())
 	}
-	return Acquisition{Acquired: false, Reason: reason, RunID: req.RunID, Holder: st.owner, Checkpoint: st.checkpoint}
+	return Acquisition{Acquired: false, Reason: reason, Refusal: RefusalLockHeld, RunID: req.RunID, Holder: st.owner, Checkpoint: st.checkpoint}
 }
 
 // markAbandoned closes the history item of a run whose lock was taken from

@@ -20,16 +20,16 @@ func reconcileExportWindow(checkpoint time.Time) events.Window {
 	return events.Window{Since: events.SnapshotSince, Until: checkpoint}
 }
 
-// reconcileRefusal says why a reconciliation may not take the lock now, or
-// "": it needs a checkpoint (the first run committed), and it waits while a
+// reconcileRefusal says why a reconciliation may not take the lock now
+// (the refusal and its text), or "": it needs a checkpoint (the first run committed), and it waits while a
 // multi-part export is being delivered part by part (its window would be
 // split around the reconciliation).
-func reconcileRefusal(st state) string {
+func reconcileRefusal(st state) (Refusal, string) {
 	switch {
 	case !st.exists || st.checkpoint.IsZero() || events.IsSnapshotSince(st.checkpoint):
-		return "reconciliation refused: no checkpoint yet (the first run has not committed)"
+		return RefusalNoCheckpoint, "reconciliation refused: no checkpoint yet (the first run has not committed)"
 	case st.pending != nil:
-		return "reconciliation refused: a multi-part export is being delivered; reconcile after its last part"
+		return RefusalPendingExport, "reconciliation refused: a multi-part export is being delivered; reconcile after its last part"
 	}
-	return ""
+	return "", ""
 }

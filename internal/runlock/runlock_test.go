@@ -125,8 +125,8 @@ func TestSecondExecutionIsRefusedLoggedAndCounted(t *testing.T) {
 	first := f.start(t, "run-1")
 	f.clock.Advance(5 * time.Minute)
 	second := f.start(t, "run-2")
-	if second.Acquired || second.Holder != arn("run-1") || !strings.Contains(second.Reason, "run-1") {
-		t.Fatalf("second acquire = %+v, want refused naming run-1", second)
+	if second.Acquired || second.Holder != arn("run-1") || !strings.Contains(second.Reason, "run-1") || second.Refusal != RefusalLockHeld {
+		t.Fatalf("second acquire = %+v, want refused (%s) naming run-1", second, RefusalLockHeld)
 	}
 	st := f.status(t)
 	if st.Lock == nil || st.Lock.RunID != "run-1" || !st.Lock.Window.Until.Equal(first.Window.Until) {
