@@ -113,6 +113,11 @@ type Emulator struct {
 	datastores map[string]*Datastore
 	jobs       []*job
 	jobByID    map[string]*job
+	// active holds the jobs not in a terminal status, in submission order:
+	// the only ones a tick looks at.
+	active []*job
+	// changes counts job status changes (a tick steps until none happens).
+	changes    uint64
 	lastStamp  time.Time
 	maxRunning int
 	requests   []Request

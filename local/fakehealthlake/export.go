@@ -51,6 +51,8 @@ type job struct {
 	transactionTime       time.Time
 	output, errs          []OutputFile
 	cancelFails           bool
+	seq                   int  // index in Emulator.jobs
+	active                bool // listed in Emulator.active
 }
 
 // OutputFile is one entry of a job's `output` or `error` list.
@@ -121,8 +123,38 @@ func (e *Emulator) SetJobStatus(jobID, status, message string) error {
 	if terminal(status) && j.endTime.IsZero() {
 		j.endTime = e.opts.Now()
 	}
+	e.changes++
+	if !terminal(status) && !j.active {
+		e.activate(j)
+	}
+	e.prune()
 	e.queueEvent(j, j.changedAt)
 	return nil
+}
+
+// activate lists j among the unfinished jobs, keeping them in the order
+// they were submitted. The caller holds e.mu.
+func (e *Emulator) activate(j *job) {
+	i := sort.Search(len(e.active), func(i int) bool { return e.active[i].seq > j.seq })
+	e.active = append(e.active, nil)
+	copy(e.active[i+1:], e.active[i:])
+	e.active[i] = j
+	j.active = true
+}
+
+// prune drops finished jobs from the unfinished list, in place. The caller
+// holds e.mu.
+func (e *Emulator) prune() {
+	kept := e.active[:0]
+	for _, j := range e.active {
+		if terminal(j.status) {
+			j.active = false
+			continue
+		}
+		kept = append(kept, j)
+	}
+	clear(e.active[len(kept):])
+	e.active = kept
 }
 
 // Advance moves every unfinished job one step on, ignoring ProcessingDelay:
@@ -156,13 +188,7 @@ func (e *Emulator) RunJobs(ctx context.Context) error {
 		if err := e.step(ctx, true); err != nil {
 			return err
 		}
-		busy := false
-		for _, j := range e.jobs {
-			if !terminal(j.status) {
-				busy = true
-			}
-		}
-		if !busy {
+		if len(e.active) == 0 {
 			return nil
 		}
 	}
@@ -177,46 +203,40 @@ func terminal(status string) bool {
 	return false
 }
 
-// tick advances jobs whose delay has passed, repeatedly, unless Manual. The
-// caller holds e.mu.
+// tick advances jobs whose delay has passed, repeatedly (until a step
+// changes nothing, at most 8 steps), unless Manual. It looks at the
+// unfinished jobs only and allocates nothing when none is due. The caller
+// holds e.mu.
 func (e *Emulator) tick(ctx context.Context) {
 	if e.opts.Manual {
 		return
 	}
-	for i := 0; i < 8; i++ {
-		before := e.statusKey()
+	for i := 0; i < 8 && len(e.active) > 0; i++ {
+		before := e.changes
 		_ = e.step(ctx, false)
-		if e.statusKey() == before {
+		if e.changes == before {
 			return
 		}
 	}
 }
 
-func (e *Emulator) statusKey() string {
-	var b strings.Builder
-	for _, j := range e.jobs {
-		b.WriteString(j.status)
-		b.WriteByte(',')
-	}
-	return b.String()
-}
-
-// step moves each job at most one status on. force ignores ProcessingDelay
-// and the duration model. At most MaxRunningExports jobs are IN_PROGRESS;
-// waiting jobs start first in, first out: one still SUBMITTED blocks those
-// behind it. The caller holds e.mu.
+// step moves each unfinished job at most one status on. force ignores
+// ProcessingDelay and the duration model. At most MaxRunningExports jobs are
+// IN_PROGRESS; waiting jobs start first in, first out: one still SUBMITTED
+// blocks those behind it. The caller holds e.mu.
 func (e *Emulator) step(ctx context.Context, force bool) error {
+	defer e.prune()
 	now := e.opts.Now()
 	due := func(j *job) bool { return force || now.Sub(j.changedAt) >= e.opts.ProcessingDelay }
 	running := 0
-	for _, j := range e.jobs {
+	for _, j := range e.active {
 		if j.status == StatusInProgress {
 			running++
 		}
 	}
 	var firstErr error
 	// Finish before starting, so a queued job can take a freed slot next step.
-	for _, j := range e.jobs {
+	for _, j := range e.active {
 		switch j.status {
 		case StatusInProgress:
 			if force || !now.Before(j.dueAt) {
@@ -246,7 +266,7 @@ func (e *Emulator) step(ctx context.Context, force bool) error {
 		}
 	}
 	blocked := false
-	for _, j := range e.jobs {
+	for _, j := range e.active {
 		if j.status != StatusSubmitted && j.status != StatusQueued {
 			continue
 		}
@@ -291,6 +311,7 @@ func (e *Emulator) exportDuration(j *job) time.Duration {
 
 func (e *Emulator) setStatus(j *job, status string, now time.Time) {
 	j.status, j.changedAt = status, now
+	e.changes++
 	e.queueEvent(j, now)
 }
 
@@ -612,8 +633,10 @@ func (e *Emulator) startExport(w http.ResponseWriter, r *http.Request, ds *Datas
 			j.types = append(j.types, t)
 		}
 	}
+	j.seq = len(e.jobs)
 	e.jobs = append(e.jobs, j)
 	e.jobByID[j.id] = j
+	e.activate(j)
 	e.queueEvent(j, j.submitTime)
 	if scripted != nil {
 		fail(scripted.status, "exception", scripted.message)
