@@ -3,9 +3,11 @@ package fakeeventbridge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -30,16 +32,76 @@ type archive struct {
 	size                         int64
 }
 
+// archived is one archived event: its text in memory, or at off (n bytes)
+// in the emulator's archive file (Options.ArchiveDir).
 type archived struct {
 	at  time.Time
 	raw []byte
+	off int64
+	n   int32
+}
+
+// archiveFile keeps archived events' text on disk (Options.ArchiveDir).
+type archiveFile struct {
+	f   *os.File
+	end int64
+}
+
+// keep stores raw in the archive file, or returns it to be kept in memory
+// when there is no file (none configured, or it cannot be written). e.mu
+// is held.
+func (e *Emulator) keep(at time.Time, raw []byte) archived {
+	if e.opts.ArchiveDir == "" || len(raw) > math.MaxInt32 {
+		return archived{at: at, raw: raw}
+	}
+	if e.archiveFile == nil {
+		f, err := os.CreateTemp(e.opts.ArchiveDir, "local-eventbridge-archive-*.ndjson")
+		if err != nil {
+			e.opts.ArchiveDir = "" // memory from now on
+			return archived{at: at, raw: raw}
+		}
+		e.archiveFile = &archiveFile{f: f}
+	}
+	af := e.archiveFile
+	if _, err := af.f.WriteAt(raw, af.end); err != nil {
+		return archived{at: at, raw: raw}
+	}
+	a := archived{at: at, off: af.end, n: int32(len(raw))}
+	af.end += int64(len(raw))
+	return a
+}
+
+// text returns an archived event's text. e.mu is held.
+func (e *Emulator) text(ev archived) ([]byte, error) {
+	if ev.raw != nil || ev.n == 0 {
+		return ev.raw, nil
+	}
+	if e.archiveFile == nil {
+		return nil, errors.New("read archived event: the emulator is closed")
+	}
+	buf := make([]byte, ev.n)
+	if _, err := e.archiveFile.f.ReadAt(buf, ev.off); err != nil {
+		return nil, fmt.Errorf("read archived event: %w", err)
+	}
+	return buf, nil
+}
+
+// closeArchiveFile removes the archive file. e.mu is held.
+func (e *Emulator) closeArchiveFile() {
+	if e.archiveFile == nil {
+		return
+	}
+	name := e.archiveFile.f.Name()
+	_ = e.archiveFile.f.Close()
+	_ = os.Remove(name)
+	e.archiveFile = nil
 }
 
 type replay struct {
 	name, arn, archiveARN, description string
 	destination                        replayDestination
 	start, end                         time.Time
-	state                              string
+	state, reason                      string
 	started, ended, lastReplayed       time.Time
 }
 
@@ -74,7 +136,7 @@ func (e *Emulator) recordInArchives(bus string, raw []byte, value func() (map[st
 				continue
 			}
 		}
-		a.events = append(a.events, archived{at: now, raw: raw})
+		a.events = append(a.events, e.keep(now, raw))
 		a.size += int64(len(raw))
 	}
 }
@@ -291,7 +353,12 @@ func (e *Emulator) runReplay(r *replay, a *archive) {
 		if a.retentionDays > 0 && now.Sub(ev.at) > time.Duration(a.retentionDays)*24*time.Hour {
 			continue
 		}
-		e.route(a.sourceBus, withReplayName(ev.raw, name), only, false)
+		raw, err := e.text(ev)
+		if err != nil {
+			r.state, r.reason, r.ended = "FAILED", "The archived events could not be read.", e.opts.Now().UTC()
+			return
+		}
+		e.route(a.sourceBus, withReplayName(raw, name), only, false)
 		r.lastReplayed = ev.at
 	}
 	r.state, r.ended = "COMPLETED", e.opts.Now().UTC()
@@ -334,6 +401,9 @@ func (e *Emulator) describeReplay(body []byte) (any, *apiError) {
 	}
 	if r.description != "" {
 		out["Description"] = r.description
+	}
+	if r.reason != "" {
+		out["StateReason"] = r.reason
 	}
 	if !r.lastReplayed.IsZero() {
 		out["EventLastReplayedTime"] = epoch(r.lastReplayed)

@@ -424,4 +424,5 @@ func (e *Emulator) Close() {
 		e.closed = true
 		close(e.done)
 	}
+	e.closeArchiveFile()
 }

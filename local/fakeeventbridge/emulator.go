@@ -87,6 +87,10 @@ type Options struct {
 	// RetryDelay is the delay before retry n (from 1) of a failed delivery;
 	// default DefaultRetryDelay.
 	RetryDelay func(n int) time.Duration
+	// ArchiveDir, when set, keeps archived events' text in a temporary file
+	// in this directory (removed by Close) instead of memory: a
+	// simulation's archive would otherwise hold every event ever put.
+	ArchiveDir string
 	// Workers is the number of delivery goroutines; default 4.
 	Workers int
 }
@@ -186,6 +190,8 @@ type Emulator struct {
 	throttleN  int
 	throttleFn func(call int) bool
 	quota      map[string]*bucket // by "account/region"
+	// archiveFile holds archived events' text (Options.ArchiveDir).
+	archiveFile *archiveFile
 
 	rules        map[string]map[string]*rule // by bus, then name
 	archives     map[string]*archive

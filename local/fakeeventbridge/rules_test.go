@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -396,7 +398,20 @@ func TestFailedDeliveryRetriesThenDeadLetters(t *testing.T) {
 }
 
 func TestBusTargetAndArchiveReplay(t *testing.T) {
-	r := startRules(t, fakeeventbridge.Options{Buses: []string{"cdc", "consumer"}})
+	t.Run("in memory", func(t *testing.T) { testBusTargetAndArchiveReplay(t, "") })
+	t.Run("archive on disk", func(t *testing.T) {
+		dir := t.TempDir()
+		testBusTargetAndArchiveReplay(t, dir)
+		if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 1 {
+			t.Errorf("archive files %v, want one", files)
+		} else if fi, err := os.Stat(files[0]); err != nil || fi.Size() == 0 {
+			t.Errorf("archive file %v holds nothing (err %v)", files[0], err)
+		}
+	})
+}
+
+func testBusTargetAndArchiveReplay(t *testing.T, archiveDir string) {
+	r := startRules(t, fakeeventbridge.Options{Buses: []string{"cdc", "consumer"}, ArchiveDir: archiveDir})
 	ctx := context.Background()
 	url, arn := r.queue(t, "replayed")
 	arch, err := r.eb.CreateArchive(ctx, &sdk.CreateArchiveInput{ArchiveName: aws.String("cdc-events"), EventSourceArn: aws.String(r.em.BusARN("cdc"))})

@@ -48,6 +48,11 @@ type Options struct {
 	// waits on real network I/O, so the whole Env can run inside a
 	// testing/synctest bubble on its fake clock (local/sim).
 	InMemory bool
+	// SpillDir, when set, keeps S3 object bodies of SpillThreshold bytes
+	// or more in a temporary file in this directory instead of memory
+	// (removed by Close): a simulation's export files would otherwise
+	// hold gigabytes of heap.
+	SpillDir string
 }
 
 // Env is a running local AWS: one listener, the gateway, and the built-in
@@ -63,6 +68,8 @@ type Env struct {
 	mem *memListener
 	// stopSQS ends this Env's own goaws housekeeping (in-memory Envs).
 	stopSQS chan bool
+	// spill keeps large S3 bodies on disk (Options.SpillDir), else nil.
+	spill *spillBackend
 }
 
 var (
@@ -120,8 +127,18 @@ func Start(opts Options) (*Env, error) {
 	}
 	sqsMu.Unlock()
 
+	var backend s3Backend = s3mem.New()
+	var spill *spillBackend
+	if opts.SpillDir != "" {
+		var err error
+		if spill, err = newSpillBackend(backend.(*s3mem.Backend), opts.SpillDir); err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		backend = spill
+	}
 	g := NewGateway()
-	g.Handle(ServiceS3, gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true)).Server())
+	g.Handle(ServiceS3, gofakes3.New(backend, gofakes3.WithAutoBucket(true)).Server())
 	g.Handle(ServiceSQS, goawsrouter.New())
 	g.Handle(ServiceDynamoDB, minidyn.NewServer())
 
@@ -133,6 +150,7 @@ func Start(opts Options) (*Env, error) {
 		listener:  ln,
 		mem:       mem,
 		stopSQS:   stopSQS,
+		spill:     spill,
 		server:    &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second},
 	}
 	go func() { _ = env.server.Serve(ln) }()
@@ -147,7 +165,14 @@ func (e *Env) Close() error {
 		close(e.stopSQS)
 		e.stopSQS = nil
 	}
-	return e.server.Shutdown(ctx)
+	err := e.server.Shutdown(ctx)
+	if e.spill != nil {
+		if serr := e.spill.Close(); err == nil {
+			err = serr
+		}
+		e.spill = nil
+	}
+	return err
 }
 
 // Port returns the port the Env listens on.

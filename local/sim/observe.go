@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -67,10 +68,46 @@ type detailHead struct {
 	} `json:"window"`
 }
 
+// readHead reads the fields of detailHead from a detail's top level,
+// stopping once it has them: the detail schema puts them before the
+// resource, so the resource's bytes are not scanned.
+func readHead(detail []byte) (detailHead, bool) {
+	var d detailHead
+	dec := json.NewDecoder(bytes.NewReader(detail))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return d, false
+	}
+	var got int
+	for got < 3 && dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return d, false
+		}
+		key, _ := t.(string)
+		var dst any
+		switch key {
+		case "eventId":
+			dst = &d.EventID
+		case "lastUpdated":
+			dst = &d.LastUpdated
+		case "window":
+			dst = &d.Window
+		default:
+			dst = new(json.RawMessage)
+			got--
+		}
+		if err := dec.Decode(dst); err != nil {
+			return d, false
+		}
+		got++
+	}
+	return d, d.EventID != ""
+}
+
 // Deliver records one delivered event; it never refuses one.
 func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
-	var d detailHead
-	if err := json.Unmarshal(ev.Detail, &d); err != nil || d.EventID == "" {
+	d, ok := readHead(ev.Detail)
+	if !ok {
 		return nil
 	}
 	now := time.Now()

@@ -163,6 +163,16 @@ type Options struct {
 	// deployed schedule, stackconfig ReconcileEvery, daily; < 0: none).
 	// Stack.Reconcile starts one on demand either way.
 	ReconcileEvery time.Duration
+	// SpillDir, when set, keeps the bulk of what the emulators store on
+	// disk in temporary files in this directory (removed by Close): S3
+	// bodies of 64 KiB or more, the bus archive's events. A simulation of
+	// millions of resources would otherwise not fit in memory.
+	SpillDir string
+	// TrustedLoads skips the golang-fhir-models validation of resources
+	// loaded through the data store's Go API (Datastore.Load): for the
+	// simulator's writer, whose generator output internal/gen's tests
+	// validate. FHIR REST writes are validated either way.
+	TrustedLoads bool
 }
 
 func (o *Options) defaults() {
@@ -314,7 +324,7 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	env, err := localaws.Start(localaws.Options{Addr: opts.Addr, InMemory: opts.InMemory})
+	env, err := localaws.Start(localaws.Options{Addr: opts.Addr, InMemory: opts.InMemory, SpillDir: opts.SpillDir})
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
@@ -419,6 +429,7 @@ func (s *Stack) startEmulators() error {
 	s.EventBridge = fakeeventbridge.New(fakeeventbridge.Options{
 		Region: env.Region, AccountID: env.AccountID, Buses: []string{s.Res.Bus}, Sink: delivered,
 		PutEventsQuota: s.putEventsQuota(),
+		ArchiveDir:     s.opts.SpillDir,
 		// Rule targets are sent to through the gateway (as admin: queue
 		// policies are not modelled).
 		Queues: s.sqsc,
@@ -438,7 +449,7 @@ func (s *Stack) startEmulators() error {
 		VisibilityLag:    s.opts.VisibilityLag,
 		OnJobEvent:       s.onJobEvent,
 		// Seeded resources meet the bar of a real HealthLake write.
-		ValidateOnLoad: true,
+		ValidateOnLoad: !s.opts.TrustedLoads,
 		OnExportFinish: s.saveSnapshot,
 		Now:            s.clock.Now,
 		FaultRate:      s.Faults.Probability(faults.HealthLakeAPIError),
