@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,8 +147,16 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		c.PutEventsQuota = w.Limits.PutEventsQuota
 		env[stackconfig.EnvPutEventsRate] = strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64)
 	}
+	// The emulators keep bulk bytes (export files, the archive) on disk: a
+	// day of changes or a 10 M-resource store does not fit in memory.
+	spill, err := os.MkdirTemp("", "cdc-sim-*")
+	if err != nil {
+		return Report{}, fmt.Errorf("sim: spill directory: %w", err)
+	}
+	defer os.RemoveAll(spill)
 	st, err := stack.Start(ctx, stack.Options{
 		InMemory: true, Name: fmt.Sprintf("sim%d", simSeq.Add(1)), SampleSize: -1,
+		SpillDir: spill, TrustedLoads: true,
 		Every: lim.Every.D(), SafetyLag: lim.SafetyLag.D(), PutEventsQuota: lim.PutEventsQuota,
 		ExportStartup: lim.ExportStartup.D(), ExportPerMB: lim.ExportPerMB.D(), VisibilityLag: lim.VisibilityLag.D(),
 		ResourcesPerFile: lim.ResourcesPerFile, RecheckDelay: lim.RecheckDelay.D(),
