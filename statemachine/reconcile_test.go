@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/asl"
 )
@@ -39,5 +40,58 @@ func TestReconcileDefinitionSubstitutesAndParses(t *testing.T) {
 	}
 	if m.States["BuildIndex"].MaxConcurrency != 10 || m.States["Compare"].MaxConcurrency != 10 {
 		t.Fatal("the Maps' concurrency is not substituted as a number")
+	}
+}
+
+// The reconciliation waits for a held lock for at most 30 minutes (60 waits
+// of 30 s, docs/RECONCILE.md), and only on the LOCK_HELD refusal.
+func TestReconcileLockWaitIsBounded(t *testing.T) {
+	def, err := Substitute(ReconcileDefinition(), func() map[string]string {
+		v := testValues()
+		v[ReconcileFunctionArn] = "arn:aws:lambda:us-east-1:000000000000:function:reconcile"
+		return v
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		States map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(def, &m); err != nil {
+		t.Fatal(err)
+	}
+	var wait struct{ Seconds int }
+	if err := json.Unmarshal(m.States["WaitForLock"], &wait); err != nil {
+		t.Fatal(err)
+	}
+	var choice struct {
+		Choices []struct {
+			And []struct {
+				Variable        string
+				StringEquals    *string
+				NumericLessThan *int
+			}
+			Next string
+		}
+	}
+	if err := json.Unmarshal(m.States["LockTaken?"], &choice); err != nil {
+		t.Fatal(err)
+	}
+	attempts, refusal := 0, ""
+	for _, c := range choice.Choices {
+		if c.Next != "WaitForLock" {
+			continue
+		}
+		for _, r := range c.And {
+			if r.NumericLessThan != nil && r.Variable == "$.retry.attempt" {
+				attempts = *r.NumericLessThan
+			}
+			if r.StringEquals != nil {
+				refusal = *r.StringEquals
+			}
+		}
+	}
+	if total := time.Duration(attempts*wait.Seconds) * time.Second; total != 30*time.Minute || refusal != "LOCK_HELD" {
+		t.Fatalf("lock wait: %d × %d s = %v on refusal %q; want 30m0s on LOCK_HELD (docs/RECONCILE.md)", attempts, wait.Seconds, total, refusal)
 	}
 }

@@ -110,21 +110,9 @@ func (s *Stack) StartExecution(ctx context.Context) (string, error) {
 // Wait polls the execution until it ends and returns its window, which is
 // also added to the report (and the report file rewritten).
 func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsBefore int) (report.Run, error) {
-	var out *sfnapi.DescribeExecutionOutput
-	for {
-		var err error
-		out, err = s.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
-		if err != nil {
-			return report.Run{}, fmt.Errorf("stack: describe execution: %w", err)
-		}
-		if out.Status != sfntypes.ExecutionStatusRunning && out.Status != "PENDING_REDRIVE" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return report.Run{}, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	out, err := s.awaitExecution(ctx, arn)
+	if err != nil {
+		return report.Run{}, err
 	}
 	w := report.Run{
 		RunID: aws.ToString(out.Name), ExecutionARN: arn, StartedAt: started.UTC(), FinishedAt: s.opts.Now().UTC(),
@@ -159,6 +147,44 @@ func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsB
 	return w, nil
 }
 
+// Polling of DescribeExecution by awaitExecution: the first pause, doubled
+// after every poll up to the last. A window's execution ends within seconds
+// to minutes and a reconciliation's within hours: a fixed 50 ms would be
+// most of a million requests in a simulated day.
+const (
+	pollFirst = 50 * time.Millisecond
+	pollMax   = time.Second
+)
+
+// awaitExecution describes the execution arn until it has ended.
+func (s *Stack) awaitExecution(ctx context.Context, arn string) (*sfnapi.DescribeExecutionOutput, error) {
+	return pollUntilEnded(ctx, arn, func(ctx context.Context) (*sfnapi.DescribeExecutionOutput, error) {
+		return s.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+	})
+}
+
+// pollUntilEnded calls describe until the execution is neither RUNNING nor
+// PENDING_REDRIVE, pausing pollFirst after the first call and doubling the
+// pause up to pollMax.
+func pollUntilEnded(ctx context.Context, arn string, describe func(context.Context) (*sfnapi.DescribeExecutionOutput, error)) (*sfnapi.DescribeExecutionOutput, error) {
+	pause := pollFirst
+	for {
+		out, err := describe(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("stack: describe execution %s: %w", arn, err)
+		}
+		if out.Status != sfntypes.ExecutionStatusRunning && out.Status != "PENDING_REDRIVE" {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, pollMax)
+	}
+}
+
 // outcomeOf reads an ended execution: failed unless it succeeded; a
 // succeeded one is refined from the run's history item.
 func outcomeOf(out *sfnapi.DescribeExecutionOutput) string {
@@ -180,15 +206,35 @@ func (s *Stack) RunOnce(ctx context.Context) (report.Run, error) {
 	return s.Wait(ctx, arn, started, before)
 }
 
+// Hooks are Run's optional callbacks; each may be nil. They are called from
+// the goroutine that ran the window or reconciliation, concurrently with
+// each other.
+type Hooks struct {
+	// OnWindow is called after each window.
+	OnWindow func(report.Run, error)
+	// OnReconciliation is called after each scheduled reconciliation (the
+	// error: it could not be started or followed).
+	OnReconciliation func(Reconciliation, error)
+}
+
 // Run runs a first window at once and then one every Options.Every until
 // ctx is done. Windows that outlast the period overlap, as scheduled
 // executions in AWS do; the lock turns the later one into a skip. onWindow,
-// if set, is called after each window.
+// if set, is called after each window. See RunWith.
 func (s *Stack) Run(ctx context.Context, onWindow func(report.Run, error)) error {
+	return s.RunWith(ctx, Hooks{OnWindow: onWindow})
+}
+
+// RunWith is Run with both schedules' callbacks. Beside the windows it
+// starts a reconciliation every reconcileEvery (the deployed daily schedule
+// unless Options.ReconcileEvery says otherwise), as the second schedule
+// does in AWS. Both tick together when the period is a multiple of Every,
+// as in AWS; a reconciliation that finds a window holding the lock waits
+// for it (statemachine/reconcile.asl.json, docs/RECONCILE.md). When ctx is
+// done it waits for the windows and reconciliations in flight.
+func (s *Stack) RunWith(ctx context.Context, h Hooks) error {
 	t := time.NewTicker(s.opts.Every)
 	defer t.Stop()
-	// The reconciliation's own schedule (daily by default); a tick that
-	// finds a run holding the lock ends Skipped, as in AWS.
 	var reconcileTick <-chan time.Time
 	if d := s.reconcileEvery(); d > 0 {
 		rt := time.NewTicker(d)
@@ -202,8 +248,8 @@ func (s *Stack) Run(ctx context.Context, onWindow func(report.Run, error)) error
 		go func() {
 			defer func() { done <- struct{}{} }()
 			w, err := s.RunOnce(context.WithoutCancel(ctx))
-			if onWindow != nil {
-				onWindow(w, err)
+			if h.OnWindow != nil {
+				h.OnWindow(w, err)
 			}
 		}()
 	}
@@ -223,8 +269,12 @@ func (s *Stack) Run(ctx context.Context, onWindow func(report.Run, error)) error
 			inflight++
 			go func() {
 				defer func() { done <- struct{}{} }()
-				if _, err := s.Reconcile(context.WithoutCancel(ctx)); err != nil {
+				r, err := s.Reconcile(context.WithoutCancel(ctx))
+				if err != nil {
 					s.log.Warn("reconciliation not run", "error", err.Error())
+				}
+				if h.OnReconciliation != nil {
+					h.OnReconciliation(r, err)
 				}
 			}()
 		}

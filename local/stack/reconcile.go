@@ -120,6 +120,17 @@ type Reconciliation struct {
 	Skipped bool
 	// Last is RECONCILE/STATE after it (nil before the first finished one).
 	Last *reconcile.LastRun
+	// StartedAt and StoppedAt are the execution's (the stack's clock):
+	// waiting for the lock included.
+	StartedAt, StoppedAt time.Time
+}
+
+// Duration is how long the execution ran, waiting for the lock included.
+func (r Reconciliation) Duration() time.Duration {
+	if r.StartedAt.IsZero() || r.StoppedAt.IsZero() {
+		return 0
+	}
+	return r.StoppedAt.Sub(r.StartedAt)
 }
 
 // Finished reports whether this execution finished a reconciliation
@@ -137,26 +148,16 @@ func (s *Stack) Reconcile(ctx context.Context) (Reconciliation, error) {
 	return s.WaitReconciliation(ctx, arn)
 }
 
-// WaitReconciliation polls a reconciliation until it ends.
+// WaitReconciliation polls a reconciliation until it ends (with the
+// back-off of Wait).
 func (s *Stack) WaitReconciliation(ctx context.Context, arn string) (Reconciliation, error) {
-	var out *sfnapi.DescribeExecutionOutput
-	for {
-		var err error
-		out, err = s.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
-		if err != nil {
-			return Reconciliation{}, fmt.Errorf("stack: describe reconciliation: %w", err)
-		}
-		if out.Status != sfntypes.ExecutionStatusRunning && out.Status != "PENDING_REDRIVE" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return Reconciliation{}, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+	out, err := s.awaitExecution(ctx, arn)
+	if err != nil {
+		return Reconciliation{}, err
 	}
 	r := Reconciliation{ExecutionARN: arn, RunID: aws.ToString(out.Name), Status: string(out.Status),
-		Error: aws.ToString(out.Error), Cause: clip.String(aws.ToString(out.Cause), 512)}
+		Error: aws.ToString(out.Error), Cause: clip.String(aws.ToString(out.Cause), 512),
+		StartedAt: aws.ToTime(out.StartDate), StoppedAt: aws.ToTime(out.StopDate)}
 	last, err := reconcile.Last(ctx, s.ddb, s.Res.Table)
 	if err != nil {
 		return r, fmt.Errorf("stack: %w", err)

@@ -288,10 +288,12 @@ func TestReconcileRepairsADroppedEvent(t *testing.T) {
 
 // TestReconcileTakesTurnsWithRuns: HealthLake runs one export at a time. A
 // run started while the reconciliation exports is skipped (its window waits);
-// a reconciliation started while a run exports ends Skipped; a change written
-// meanwhile is delivered by the next run, and nothing is lost.
+// a reconciliation started while a run exports waits for the lock and runs
+// after it (not Skipped); a change written meanwhile is delivered by the
+// next run, and nothing is lost. TimeScale 0.01: the reconciliation's 30 s
+// lock wait is 0.3 s.
 func TestReconcileTakesTurnsWithRuns(t *testing.T) {
-	st := reconcileStack(t, func(o *Options) { o.ExportDelay = 300 * time.Millisecond })
+	st := reconcileStack(t, func(o *Options) { o.ExportDelay = 300 * time.Millisecond; o.TimeScale = 0.01 })
 	committed(t, st)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -323,12 +325,21 @@ func TestReconcileTakesTurnsWithRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the run's export", func() bool { return len(st.HealthLake.Jobs()) > jobs })
-	skipped, err := st.Reconcile(ctx)
-	if err != nil || !skipped.Skipped || skipped.Status != "SUCCEEDED" {
-		t.Errorf("reconciliation during a run = %+v (%v), want skipped", skipped, err)
+	waited, err := st.Reconcile(ctx)
+	if err != nil || waited.Skipped || !waited.Finished() {
+		t.Errorf("reconciliation during a run = %+v (%v), want it to wait for the lock and finish", waited, err)
 	}
-	if w, err := st.Wait(ctx, arn, time.Now(), before); err != nil || w.Outcome != report.OutcomeCommitted {
-		t.Fatalf("run after the reconciliation = %+v (%v)", w, err)
+	if got := statesEntered(t, st, waited.ExecutionARN); !strings.Contains(got, "AcquireLock LockTaken? WaitForLock CountAttempt AcquireLock") {
+		t.Errorf("reconciliation during a run went %s, want a wait for the lock first", got)
+	}
+	w, err := st.Wait(ctx, arn, time.Now(), before)
+	if err != nil || w.Outcome != report.OutcomeCommitted {
+		t.Fatalf("the run the reconciliation waited for = %+v (%v)", w, err)
+	}
+	run, ok1 := st.history(ctx, w.RunID)
+	rec, ok2 := st.history(ctx, waited.RunID)
+	if !ok1 || !ok2 || run.EndedAt.IsZero() || rec.AcquiredAt.Before(run.EndedAt) {
+		t.Errorf("the reconciliation took the lock at %s, the window ended at %s: want after (%v %v)", rec.AcquiredAt, run.EndedAt, ok1, ok2)
 	}
 	if got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-meanwhile"); len(got) != 1 || got[0].VersionID != v {
 		t.Errorf("the change written during the reconciliation: %v, want version %s once", ops(got), v)
