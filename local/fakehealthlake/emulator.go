@@ -118,7 +118,7 @@ type Emulator struct {
 	active []*job
 	// changes counts job status changes (a tick steps until none happens).
 	changes    uint64
-	lastStamp  time.Time
+	lastStamp  int64 // newest lastUpdated given, Unix milliseconds
 	maxRunning int
 	requests   []Request
 	rng        *rand.Rand
@@ -211,7 +211,7 @@ func (e *Emulator) CreateDatastore(id string) *Datastore {
 	if ds, ok := e.datastores[id]; ok {
 		return ds
 	}
-	ds := &Datastore{e: e, id: id, resources: map[string]*resource{}}
+	ds := newDatastore(e, id)
 	e.datastores[id] = ds
 	return ds
 }
@@ -494,13 +494,27 @@ func writeAuthError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, http.StatusForbidden, "application/json", map[string]string{"message": err.Error()})
 }
 
-// stamp returns the next lastUpdated: now truncated to the millisecond, and
-// strictly after every earlier stamp. The caller holds e.mu.
-func (e *Emulator) stamp() time.Time {
-	t := e.opts.Now().UTC().Truncate(time.Millisecond)
-	if !t.After(e.lastStamp) {
-		t = e.lastStamp.Add(time.Millisecond)
+// nextStamp returns the next lastUpdated (Unix milliseconds) without taking
+// it: now truncated to the millisecond, and strictly after every earlier
+// stamp. The caller holds e.mu.
+func (e *Emulator) nextStamp() int64 {
+	t := e.opts.Now().UnixMilli()
+	if t <= e.lastStamp {
+		t = e.lastStamp + 1
 	}
-	e.lastStamp = t
+	return t
+}
+
+// commitStamp records a stamp given; the caller holds e.mu.
+func (e *Emulator) commitStamp(t int64) {
+	if t > e.lastStamp {
+		e.lastStamp = t
+	}
+}
+
+// stamp returns and takes the next lastUpdated; the caller holds e.mu.
+func (e *Emulator) stamp() int64 {
+	t := e.nextStamp()
+	e.commitStamp(t)
 	return t
 }

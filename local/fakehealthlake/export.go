@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -300,11 +301,7 @@ func (e *Emulator) exportDuration(j *job) time.Duration {
 	}
 	var size int64
 	if ds, ok := e.datastores[j.datastoreID]; ok && e.opts.ExportPerMB > 0 {
-		for _, vs := range e.selectVersions(ds, j, e.opts.Now()) {
-			for _, v := range vs {
-				size += int64(len(v.body)) + 1
-			}
-		}
+		e.eachSelected(ds, j, e.opts.Now(), func(vi int32) { size += int64(ds.vers[vi].n) + 1 })
 	}
 	return e.opts.ExportStartup + time.Duration(float64(e.opts.ExportPerMB)*float64(size)/(1<<20))
 }
@@ -339,6 +336,9 @@ func (e *Emulator) finish(ctx context.Context, j *job, now time.Time) error {
 	if err != nil {
 		e.setStatus(j, StatusFailed, now)
 		j.message = "Export could not write to S3."
+		if errors.Is(err, errStoreRead) {
+			j.message = "Export could not read the data store."
+		}
 		return fmt.Errorf("export job %s: %w", j.id, err)
 	}
 	if fault.status == StatusCompletedWithErrors {
@@ -372,38 +372,45 @@ func s3URL(bucket, key string) string {
 	return (&url.URL{Scheme: "s3", Host: bucket, Path: "/" + key}).String()
 }
 
-// selectVersions returns, per type, the version of every matching resource
-// an export reading the data store at readAt sees: the newest version
-// written at or before readAt − VisibilityLag, unless it is a deletion or
-// older than `_since`. The caller holds e.mu.
-func (e *Emulator) selectVersions(ds *Datastore, j *job, readAt time.Time) map[string][]*version {
-	wanted := map[string]bool{}
-	for _, t := range j.types {
-		wanted[t] = true
+// eachSelected calls fn, in lastUpdated order, with the version (its vers
+// index) of every matching resource an export reading the data store at
+// readAt sees: the newest version written at or before readAt −
+// VisibilityLag, unless it is a deletion or older than `_since`. A `_since`
+// export visits only the versions written since (a binary search of the
+// log). The caller holds e.mu.
+func (e *Emulator) eachSelected(ds *Datastore, j *job, readAt time.Time, fn func(vi int32)) {
+	vers := ds.vers
+	start := 0
+	if j.hasSince {
+		start = sort.Search(len(vers), func(i int) bool { return !vers[i].lastUpdated().Before(j.since) })
 	}
+	lag := e.opts.VisibilityLag != 0
 	cutoff := readAt.Add(-e.opts.VisibilityLag)
-	byType := map[string][]*version{}
-	for _, r := range ds.resources {
-		if len(wanted) > 0 && !wanted[r.typ] {
+	visible := func(v *version) bool { return !lag || !v.lastUpdated().After(cutoff) }
+	for i := start; i < len(vers); i++ {
+		v := &vers[i]
+		if !visible(v) {
+			break // the log is in lastUpdated order: nothing later is visible
+		}
+		r := &ds.res[v.res]
+		if r.gone || v.deleted() || (len(j.types) > 0 && !slices.Contains(j.types, typeOf(r.key))) {
 			continue
 		}
-		var cur *version
-		for i := len(r.versions) - 1; i >= 0; i-- {
-			if e.opts.VisibilityLag == 0 || !r.versions[i].lastUpdated.After(cutoff) {
-				cur = r.versions[i]
-				break
-			}
+		newest := r.last
+		for newest >= 0 && !visible(&vers[newest]) {
+			newest = vers[newest].prev
 		}
-		if cur == nil || cur.deleted || (j.hasSince && cur.lastUpdated.Before(j.since)) {
-			continue
+		if newest == int32(i) {
+			fn(int32(i))
 		}
-		byType[r.typ] = append(byType[r.typ], cur)
 	}
-	return byType
 }
 
 // failedResource names a resource an export left out (COMPLETED_WITH_ERRORS).
 type failedResource struct{ typ, id string }
+
+// errStoreRead marks an export that could not read the data store.
+var errStoreRead = errors.New("read the data store")
 
 // writeExport writes the version of every matching resource the export sees
 // at readAt, leaving out the lose newest ones, which it returns.
@@ -413,38 +420,21 @@ func (e *Emulator) writeExport(ctx context.Context, j *job, readAt time.Time, lo
 	if err != nil {
 		return nil, err
 	}
-	byType := e.selectVersions(ds, j, readAt)
+	var sel []int32
+	e.eachSelected(ds, j, readAt, func(vi int32) { sel = append(sel, vi) })
+	// sel is in lastUpdated order: the newest are last.
 	var lost []failedResource
 	if lose > 0 {
-		type tv struct {
-			typ string
-			v   *version
+		for _, vi := range slices.Backward(sel[len(sel)-min(lose, len(sel)):]) {
+			key := ds.res[ds.vers[vi].res].key
+			lost = append(lost, failedResource{typ: typeOf(key), id: idOf(key)})
 		}
-		var all []tv
-		for t, vs := range byType {
-			for _, v := range vs {
-				all = append(all, tv{t, v})
-			}
-		}
-		sort.Slice(all, func(a, b int) bool { return all[a].v.lastUpdated.After(all[b].v.lastUpdated) })
-		drop := map[*version]bool{}
-		for _, x := range all[:min(lose, len(all))] {
-			drop[x.v] = true
-			lost = append(lost, failedResource{typ: x.typ, id: resourceID(x.v.body)})
-		}
-		for t, vs := range byType {
-			kept := vs[:0]
-			for _, v := range vs {
-				if !drop[v] {
-					kept = append(kept, v)
-				}
-			}
-			if len(kept) == 0 {
-				delete(byType, t)
-			} else {
-				byType[t] = kept
-			}
-		}
+		sel = sel[:len(sel)-min(lose, len(sel))]
+	}
+	byType := map[string][]int32{}
+	for _, vi := range sel {
+		t := typeOf(ds.res[ds.vers[vi].res].key)
+		byType[t] = append(byType[t], vi)
 	}
 	if len(byType) == 0 {
 		return lost, nil
@@ -457,17 +447,21 @@ func (e *Emulator) writeExport(ctx context.Context, j *job, readAt time.Time, lo
 		types = append(types, t)
 	}
 	sort.Strings(types)
+	var buf bytes.Buffer
 	for _, t := range types {
 		vs := byType[t]
-		sort.Slice(vs, func(a, b int) bool { return vs[a].lastUpdated.Before(vs[b].lastUpdated) })
 		h := fnv.New64a()
 		_, _ = h.Write([]byte(j.id + "/" + t))
 		n := h.Sum64() >> 1
 		for m, start := 1, 0; start < len(vs); m, start = m+1, start+e.opts.ResourcesPerFile {
 			end := min(start+e.opts.ResourcesPerFile, len(vs))
-			var buf bytes.Buffer
-			for _, v := range vs[start:end] {
-				buf.Write(v.body)
+			buf.Reset()
+			for _, vi := range vs[start:end] {
+				body, err := ds.body(&ds.vers[vi])
+				if err != nil {
+					return nil, fmt.Errorf("%w: %w", errStoreRead, err)
+				}
+				buf.Write(body)
 				buf.WriteByte('\n')
 			}
 			key := prefix + t + "/" + t + "-" + strconv.FormatUint(n, 10) + "-" + strconv.Itoa(m) + "-0.ndjson"
@@ -478,15 +472,6 @@ func (e *Emulator) writeExport(ctx context.Context, j *job, readAt time.Time, lo
 		}
 	}
 	return lost, nil
-}
-
-// resourceID reads the id of a stored resource body.
-func resourceID(body []byte) string {
-	var r struct {
-		ID string `json:"id"`
-	}
-	_ = json.Unmarshal(body, &r)
-	return r.ID
 }
 
 // errorIssue is one issue of an error file's OperationOutcome.

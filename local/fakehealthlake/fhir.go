@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -20,25 +21,57 @@ const InstantLayout = "2006-01-02T15:04:05.000Z"
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
 
 // Datastore is one FHIR R4 data store of the emulator.
+//
+// Every version ever stored is one entry of vers, in lastUpdated order
+// (stamps never go back, so writes append in order; Restore sorts): the
+// log a `_since` export binary-searches. A resource is an entry of res
+// (found by "Type/id" through index) naming its newest version; each
+// version names the one before it. Bodies live in a bodyStore.
 type Datastore struct {
-	e         *Emulator
-	id        string
-	resources map[string]*resource // "Type/id"
+	e      *Emulator
+	id     string
+	index  map[string]int32 // "Type/id" → res index, for resources not hard deleted
+	res    []resEntry
+	vers   []version
+	bodies bodyStore
 }
 
-type resource struct {
-	typ, id  string
-	versions []*version
+// resEntry is one resource.
+type resEntry struct {
+	key  string // "Type/id"
+	last int32  // vers index of the newest version
+	gone bool   // hard deleted
 }
 
+// version is one stored version, 32 bytes.
 type version struct {
-	vid         int
-	lastUpdated time.Time
-	body        []byte
-	deleted     bool
+	ms   int64  // lastUpdated, Unix milliseconds
+	off  int64  // where the body is in the body store
+	n    uint32 // body length; 0 for a deletion
+	vid  uint32
+	prev int32 // vers index of the resource's previous version, -1 for none
+	res  int32 // res index
 }
 
-func (r *resource) current() *version { return r.versions[len(r.versions)-1] }
+func (v *version) deleted() bool { return v.n == 0 }
+
+func (v *version) lastUpdated() time.Time { return time.UnixMilli(v.ms).UTC() }
+
+// typeOf is the resource type of a "Type/id" key.
+func typeOf(key string) string {
+	t, _, _ := strings.Cut(key, "/")
+	return t
+}
+
+// idOf is the id of a "Type/id" key.
+func idOf(key string) string {
+	_, id, _ := strings.Cut(key, "/")
+	return id
+}
+
+func newDatastore(e *Emulator, id string) *Datastore {
+	return &Datastore{e: e, id: id, index: map[string]int32{}, bodies: e.newBodyStore()}
+}
 
 // ID returns the data store id.
 func (d *Datastore) ID() string { return d.id }
@@ -47,6 +80,24 @@ func (d *Datastore) ID() string { return d.id }
 type badRequest struct{ msg string }
 
 func (b badRequest) Error() string { return b.msg }
+
+// lookup returns the res index of a resource (deleted or not) that was
+// stored and not hard deleted.
+func (d *Datastore) lookup(typ, id string) (int32, bool) {
+	ri, ok := d.index[typ+"/"+id]
+	return ri, ok
+}
+
+// current is the newest version of a resource.
+func (d *Datastore) current(ri int32) *version { return &d.vers[d.res[ri].last] }
+
+// body reads a version's stored bytes (nil for a deletion).
+func (d *Datastore) body(v *version) ([]byte, error) {
+	if v.deleted() {
+		return nil, nil
+	}
+	return d.bodies.read(v.off, v.n)
+}
 
 // Load stores a resource under its type and id, keeping the id, as a FHIR
 // update would: it gets the next versionId and a new lastUpdated. It checks
@@ -60,18 +111,23 @@ func (d *Datastore) Load(resourceType, id string, body []byte) (versionID string
 	if err != nil {
 		return "", fmt.Errorf("load %s/%s: %w", resourceType, id, err)
 	}
-	return strconv.Itoa(v.vid), nil
+	return strconv.Itoa(int(v.vid)), nil
 }
 
-// Read returns the current bytes of a resource (false when absent or deleted).
+// Read returns the current bytes of a resource (false when absent or
+// deleted, or when its stored bytes cannot be read back from BodyDir).
 func (d *Datastore) Read(resourceType, id string) ([]byte, bool) {
 	d.e.mu.Lock()
 	defer d.e.mu.Unlock()
-	r, ok := d.resources[resourceType+"/"+id]
-	if !ok || r.current().deleted {
+	ri, ok := d.lookup(resourceType, id)
+	if !ok || d.current(ri).deleted() {
 		return nil, false
 	}
-	return append([]byte(nil), r.current().body...), true
+	b, err := d.body(d.current(ri))
+	if err != nil {
+		return nil, false
+	}
+	return append([]byte(nil), b...), true
 }
 
 // Delete deletes a resource as the FHIR delete interaction does: a new
@@ -85,18 +141,24 @@ func (d *Datastore) Delete(resourceType, id string) (versionID string, ok bool) 
 	if v == nil {
 		return "", false
 	}
-	return strconv.Itoa(v.vid), true
+	return strconv.Itoa(int(v.vid)), true
 }
 
 // deleteLocked appends a deletion to a current resource; the caller holds e.mu.
 func (d *Datastore) deleteLocked(typ, id string) *version {
-	res, ok := d.resources[typ+"/"+id]
-	if !ok || res.current().deleted {
+	ri, ok := d.lookup(typ, id)
+	if !ok || d.current(ri).deleted() {
 		return nil
 	}
-	v := &version{vid: len(res.versions) + 1, lastUpdated: d.e.stamp(), deleted: true}
-	res.versions = append(res.versions, v)
-	return v
+	cur := d.current(ri)
+	return d.appendVersion(ri, version{ms: d.e.stamp(), vid: cur.vid + 1, prev: d.res[ri].last, res: ri})
+}
+
+// appendVersion adds v to the log as ri's newest version; the caller holds e.mu.
+func (d *Datastore) appendVersion(ri int32, v version) *version {
+	d.vers = append(d.vers, v)
+	d.res[ri].last = int32(len(d.vers) - 1)
+	return &d.vers[len(d.vers)-1]
 }
 
 // Count returns the number of resources whose current version is not deleted.
@@ -104,8 +166,8 @@ func (d *Datastore) Count() int {
 	d.e.mu.Lock()
 	defer d.e.mu.Unlock()
 	n := 0
-	for _, r := range d.resources {
-		if !r.current().deleted {
+	for i := range d.res {
+		if !d.res[i].gone && !d.vers[d.res[i].last].deleted() {
 			n++
 		}
 	}
@@ -139,21 +201,32 @@ func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, b
 			return nil, false, badRequest{"invalid " + typ + ": " + err.Error()}
 		}
 	}
-	key := typ + "/" + id
-	r, exists := d.resources[key]
-	if !exists {
-		r = &resource{typ: typ, id: id}
-		d.resources[key] = r
+	if len(d.vers) >= math.MaxInt32 || len(d.res) >= math.MaxInt32 {
+		return nil, false, errors.New("data store is full")
 	}
-	vid := len(r.versions) + 1
-	stamp := d.e.stamp()
-	out, err := withMeta(fields, typ, id, vid, stamp)
+	ri, exists := d.lookup(typ, id)
+	vid, prev := uint32(1), int32(-1)
+	if exists {
+		vid, prev = d.current(ri).vid+1, d.res[ri].last
+	}
+	stamp := d.e.nextStamp()
+	out, err := withMeta(fields, typ, id, int(vid), time.UnixMilli(stamp))
 	if err != nil {
 		return nil, false, err
 	}
-	v := &version{vid: vid, lastUpdated: stamp, body: out}
-	r.versions = append(r.versions, v)
-	created := !exists || r.versions[len(r.versions)-2].deleted
+	off, err := d.bodies.add(out)
+	if err != nil {
+		return nil, false, fmt.Errorf("store body: %w", err)
+	}
+	d.e.commitStamp(stamp)
+	created := !exists || d.current(ri).deleted()
+	if !exists {
+		key := typ + "/" + id
+		ri = int32(len(d.res))
+		d.res = append(d.res, resEntry{key: key})
+		d.index[key] = ri
+	}
+	v := d.appendVersion(ri, version{ms: stamp, off: off, n: uint32(len(out)), vid: vid, prev: prev, res: ri})
 	return v, created, nil
 }
 
@@ -296,7 +369,7 @@ func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datasto
 			writeErr(w, err)
 			return
 		}
-		writeResource(w, http.StatusCreated, typ, id, v)
+		ds.writeResource(w, http.StatusCreated, typ, id, v)
 	case len(parts) == 1 && r.Method == http.MethodGet:
 		ds.search(w, typ)
 	case len(parts) == 2 && r.Method == http.MethodPut:
@@ -309,40 +382,43 @@ func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datasto
 		if created {
 			status = http.StatusCreated
 		}
-		writeResource(w, status, typ, parts[1], v)
+		ds.writeResource(w, status, typ, parts[1], v)
 	case len(parts) == 2 && r.Method == http.MethodGet:
-		res, ok := ds.resources[typ+"/"+parts[1]]
+		ri, ok := ds.lookup(typ, parts[1])
 		switch {
 		case !ok:
 			writeOutcome(w, http.StatusNotFound, "not-found", "resource "+typ+"/"+parts[1]+" not found")
-		case res.current().deleted:
+		case ds.current(ri).deleted():
 			writeOutcome(w, http.StatusGone, "deleted", "resource "+typ+"/"+parts[1]+" was deleted")
 		default:
-			writeResource(w, http.StatusOK, typ, parts[1], res.current())
+			ds.writeResource(w, http.StatusOK, typ, parts[1], ds.current(ri))
 		}
 	case len(parts) == 2 && r.Method == http.MethodDelete:
 		ds.deleteLocked(typ, parts[1])
 		w.WriteHeader(http.StatusNoContent)
 	case len(parts) == 3 && parts[2] == "_history" && r.Method == http.MethodGet:
-		res, ok := ds.resources[typ+"/"+parts[1]]
+		ri, ok := ds.lookup(typ, parts[1])
 		if !ok {
 			writeOutcome(w, http.StatusNotFound, "not-found", "resource "+typ+"/"+parts[1]+" not found")
 			return
 		}
-		ds.history(w, r, res)
+		ds.history(w, r, ri)
 	case len(parts) == 4 && parts[2] == "_history" && r.Method == http.MethodGet:
-		res, ok := ds.resources[typ+"/"+parts[1]]
+		ri, ok := ds.lookup(typ, parts[1])
 		n, err := strconv.Atoi(parts[3])
-		if !ok || err != nil || n < 1 || n > len(res.versions) {
+		if !ok || err != nil || n < 1 || n > int(ds.current(ri).vid) {
 			writeOutcome(w, http.StatusNotFound, "not-found", "version not found")
 			return
 		}
-		v := res.versions[n-1]
-		if v.deleted {
+		v := ds.current(ri)
+		for int(v.vid) != n {
+			v = &ds.vers[v.prev]
+		}
+		if v.deleted() {
 			writeOutcome(w, http.StatusGone, "deleted", "version "+parts[3]+" is a deletion")
 			return
 		}
-		writeResource(w, http.StatusOK, typ, parts[1], v)
+		ds.writeResource(w, http.StatusOK, typ, parts[1], v)
 	default:
 		writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "unsupported FHIR interaction")
 	}
@@ -357,13 +433,26 @@ func writeErr(w http.ResponseWriter, err error) {
 	writeOutcome(w, http.StatusInternalServerError, "exception", err.Error())
 }
 
-func writeResource(w http.ResponseWriter, status int, typ, id string, v *version) {
-	w.Header().Set("ETag", `W/"`+strconv.Itoa(v.vid)+`"`)
-	w.Header().Set("Last-Modified", v.lastUpdated.UTC().Format(http.TimeFormat))
-	if status == http.StatusCreated {
-		w.Header().Set("Location", typ+"/"+id+"/_history/"+strconv.Itoa(v.vid))
+// writeResource answers with a stored version (500 when its bytes cannot
+// be read back).
+func (d *Datastore) writeResource(w http.ResponseWriter, status int, typ, id string, v *version) {
+	body, err := d.body(v)
+	if err != nil {
+		writeStoreError(w)
+		return
 	}
-	writeRaw(w, status, "application/fhir+json", v.body)
+	vid := strconv.Itoa(int(v.vid))
+	w.Header().Set("ETag", `W/"`+vid+`"`)
+	w.Header().Set("Last-Modified", v.lastUpdated().Format(http.TimeFormat))
+	if status == http.StatusCreated {
+		w.Header().Set("Location", typ+"/"+id+"/_history/"+vid)
+	}
+	writeRaw(w, status, "application/fhir+json", body)
+}
+
+// writeStoreError answers 500 for stored bytes that cannot be read back.
+func writeStoreError(w http.ResponseWriter) {
+	writeOutcome(w, http.StatusInternalServerError, "exception", "the stored resource could not be read")
 }
 
 type bundleEntry struct {
@@ -401,16 +490,22 @@ type bundle struct {
 
 // search answers GET /{Type} with every current resource of the type.
 func (d *Datastore) search(w http.ResponseWriter, typ string) {
-	var rs []*resource
-	for _, r := range d.resources {
-		if r.typ == typ && !r.current().deleted {
-			rs = append(rs, r)
+	var rs []int32
+	for i := range d.res {
+		r := &d.res[i]
+		if !r.gone && typeOf(r.key) == typ && !d.vers[r.last].deleted() {
+			rs = append(rs, int32(i))
 		}
 	}
-	sort.Slice(rs, func(i, j int) bool { return rs[i].id < rs[j].id })
+	sort.Slice(rs, func(i, j int) bool { return d.res[rs[i]].key < d.res[rs[j]].key })
 	b := bundle{ResourceType: "Bundle", Type: "searchset", Total: len(rs), Entry: []bundleEntry{}}
-	for _, r := range rs {
-		b.Entry = append(b.Entry, bundleEntry{FullURL: typ + "/" + r.id, Resource: r.current().body})
+	for _, ri := range rs {
+		body, err := d.body(d.current(ri))
+		if err != nil {
+			writeStoreError(w)
+			return
+		}
+		b.Entry = append(b.Entry, bundleEntry{FullURL: d.res[ri].key, Resource: body})
 	}
 	writeJSON(w, http.StatusOK, "application/fhir+json", b)
 }
@@ -421,9 +516,11 @@ func (d *Datastore) search(w http.ResponseWriter, typ string) {
 // deletion, which carries no resource) and response.status, etag W/"{vid}"
 // and lastModified. `_count` pages it: a page of that many entries, with a
 // `next` link (`_page`, 1-based) while more remain.
-func (d *Datastore) history(w http.ResponseWriter, req *http.Request, r *resource) {
+func (d *Datastore) history(w http.ResponseWriter, req *http.Request, ri int32) {
 	q := req.URL.Query()
-	count, page := len(r.versions), 1
+	key := d.res[ri].key
+	total := int(d.current(ri).vid)
+	count, page := total, 1
 	if c := q.Get("_count"); c != "" {
 		n, err := strconv.Atoi(c)
 		if err != nil || n < 1 {
@@ -440,30 +537,43 @@ func (d *Datastore) history(w http.ResponseWriter, req *http.Request, r *resourc
 		}
 		page = n
 	}
-	self := r.typ + "/" + r.id + "/_history"
-	b := bundle{ResourceType: "Bundle", Type: "history", Total: len(r.versions), Entry: []bundleEntry{},
+	self := key + "/_history"
+	b := bundle{ResourceType: "Bundle", Type: "history", Total: total, Entry: []bundleEntry{},
 		Link: []bundleLink{{Relation: "self", URL: self + pageQuery(q, count, page)}}}
 	first := (page - 1) * count
-	for k := first; k < len(r.versions) && k < first+count; k++ {
-		v := r.versions[len(r.versions)-1-k]
+	// Newest first: walk back from the current version.
+	k, v := 0, d.current(ri)
+	for ; k < first && v.prev >= 0; k++ {
+		v = &d.vers[v.prev]
+	}
+	for ; k >= first && k < total && k < first+count; k++ {
+		vid := strconv.Itoa(int(v.vid))
 		en := bundleEntry{
-			FullURL:  r.typ + "/" + r.id + "/_history/" + strconv.Itoa(v.vid),
-			Request:  &entryRequest{Method: http.MethodPut, URL: r.typ + "/" + r.id},
-			Response: &entryResponse{Status: "200 OK", Etag: `W/"` + strconv.Itoa(v.vid) + `"`, LastModified: v.lastUpdated.UTC().Format(InstantLayout)},
+			FullURL:  self + "/" + vid,
+			Request:  &entryRequest{Method: http.MethodPut, URL: key},
+			Response: &entryResponse{Status: "200 OK", Etag: `W/"` + vid + `"`, LastModified: v.lastUpdated().Format(InstantLayout)},
+		}
+		body, err := d.body(v)
+		if err != nil {
+			writeStoreError(w)
+			return
 		}
 		switch {
-		case v.deleted:
+		case v.deleted():
 			en.Request.Method = http.MethodDelete
 			en.Response.Status = "204 No Content"
-		case v.vid == 1 || r.versions[v.vid-2].deleted:
+		case v.prev < 0 || d.vers[v.prev].deleted():
 			en.Response.Status = "201 Created"
-			en.Resource = v.body
+			en.Resource = body
 		default:
-			en.Resource = v.body
+			en.Resource = body
 		}
 		b.Entry = append(b.Entry, en)
+		if v.prev >= 0 {
+			v = &d.vers[v.prev]
+		}
 	}
-	if first+count < len(r.versions) {
+	if first+count < total {
 		b.Link = append(b.Link, bundleLink{Relation: "next", URL: self + pageQuery(q, count, page+1)})
 	}
 	writeJSON(w, http.StatusOK, "application/fhir+json", b)
@@ -486,11 +596,12 @@ func pageQuery(q url.Values, count, page int) string {
 func (d *Datastore) HardDelete(resourceType, id string) bool {
 	d.e.mu.Lock()
 	defer d.e.mu.Unlock()
-	key := resourceType + "/" + id
-	if _, ok := d.resources[key]; !ok {
+	ri, ok := d.lookup(resourceType, id)
+	if !ok {
 		return false
 	}
-	delete(d.resources, key)
+	d.res[ri].gone = true
+	delete(d.index, d.res[ri].key)
 	return true
 }
 

@@ -3,10 +3,13 @@ package fakehealthlake
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -41,48 +44,62 @@ func (d *Datastore) Snapshot(w io.Writer) error {
 	return write(w)
 }
 
-// snapshotEntry is one resource's versions, copied for a snapshot.
+// snapshotEntry is one resource: its key and newest version.
 type snapshotEntry struct {
-	typ, id  string
-	versions []*version
+	key  string
+	last int32
 }
 
-// snapshotLocked copies the version lists (the caller holds e.mu) and
-// returns a func that writes them as Snapshot does, without the lock.
+// snapshotLocked copies the resource list (the caller holds e.mu) and
+// returns a func that writes it as Snapshot does, without the lock: stored
+// versions never change, and the log and the bodies only grow.
 func (d *Datastore) snapshotLocked() func(io.Writer) error {
-	entries := make([]snapshotEntry, 0, len(d.resources))
-	for _, r := range d.resources {
-		entries = append(entries, snapshotEntry{typ: r.typ, id: r.id, versions: append([]*version(nil), r.versions...)})
+	entries := make([]snapshotEntry, 0, len(d.res))
+	for _, r := range d.res {
+		if !r.gone {
+			entries = append(entries, snapshotEntry{key: r.key, last: r.last})
+		}
 	}
-	return func(w io.Writer) error { return d.writeSnapshot(w, entries) }
+	vers, bodies := d.vers, d.bodies.reader()
+	return func(w io.Writer) error { return d.writeSnapshot(w, entries, vers, bodies) }
 }
 
 // writeSnapshot writes copied entries in the Snapshot format.
-func (d *Datastore) writeSnapshot(w io.Writer, entries []snapshotEntry) error {
-	sort.Slice(entries, func(i, j int) bool {
-		if entries[i].typ != entries[j].typ {
-			return entries[i].typ < entries[j].typ
-		}
-		return entries[i].id < entries[j].id
-	})
+func (d *Datastore) writeSnapshot(w io.Writer, entries []snapshotEntry, vers []version, bodies bodyReader) error {
+	// "Type/id" keys sort as (type, id): types are letters only and '/'
+	// sorts before every letter.
+	sort.Slice(entries, func(i, j int) bool { return entries[i].key < entries[j].key })
 	bw := bufio.NewWriter(w)
+	var chain []int32
+	var head []byte
 	for _, en := range entries {
-		for _, v := range en.versions {
-			head, err := json.Marshal(snapshotLine{
-				ResourceType: en.typ, ID: en.id, VersionID: strconv.Itoa(v.vid),
-				LastUpdated: v.lastUpdated.UTC().Format(InstantLayout), Deleted: v.deleted,
+		typ, id := typeOf(en.key), idOf(en.key)
+		chain = chain[:0]
+		for k := en.last; k >= 0; k = vers[k].prev {
+			chain = append(chain, k)
+		}
+		for _, k := range slices.Backward(chain) {
+			v := &vers[k]
+			var err error
+			head, err = json.Marshal(snapshotLine{
+				ResourceType: typ, ID: id, VersionID: strconv.Itoa(int(v.vid)),
+				LastUpdated: v.lastUpdated().Format(InstantLayout), Deleted: v.deleted(),
 			})
 			if err != nil {
-				return fmt.Errorf("snapshot %s %s/%s: %w", d.id, en.typ, en.id, err)
+				return fmt.Errorf("snapshot %s %s: %w", d.id, en.key, err)
 			}
 			// The resource bytes are appended by hand: json.Marshal would
 			// re-encode them (HTML escaping), and Restore promises them verbatim.
-			if !v.deleted {
-				if bytes.IndexByte(v.body, '\n') >= 0 {
-					return fmt.Errorf("snapshot %s %s/%s/_history/%d: stored bytes span lines", d.id, en.typ, en.id, v.vid)
+			if !v.deleted() {
+				body, err := bodies.read(v.off, v.n)
+				if err != nil {
+					return fmt.Errorf("snapshot %s %s/_history/%d: %w", d.id, en.key, v.vid, err)
+				}
+				if bytes.IndexByte(body, '\n') >= 0 {
+					return fmt.Errorf("snapshot %s %s/_history/%d: stored bytes span lines", d.id, en.key, v.vid)
 				}
 				head = append(head[:len(head)-1], `,"resource":`...)
-				head = append(head, v.body...)
+				head = append(head, body...)
 				head = append(head, '}')
 			}
 			head = append(head, '\n')
@@ -108,97 +125,142 @@ func (d *Datastore) writeSnapshot(w io.Writer, entries []snapshotEntry) error {
 // gets a strictly later lastUpdated and, for a restored resource, the
 // version after its last one.
 func (d *Datastore) Restore(r io.Reader) error {
-	restored := map[string]*resource{}
-	var newest time.Time
+	nd := newDatastore(d.e, d.id)
+	nd.bodies = d.e.newBodyStore()
+	var newest int64
 	br := bufio.NewReader(r)
 	for n := 1; ; n++ {
 		raw, err := br.ReadBytes('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
+			_ = nd.bodies.close()
 			return fmt.Errorf("restore %s: read line %d: %w", d.id, n, err)
 		}
 		if line := bytes.TrimSpace(raw); len(line) > 0 {
-			v, key, err := restoreLine(line, restored)
+			ms, err := nd.restoreLine(line)
 			if err != nil {
+				_ = nd.bodies.close()
 				return fmt.Errorf("restore %s: snapshot line %d: %w", d.id, n, err)
 			}
-			restored[key].versions = append(restored[key].versions, v)
-			if v.lastUpdated.After(newest) {
-				newest = v.lastUpdated
-			}
+			newest = max(newest, ms)
 		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
 	}
+	nd.sortLog()
 	d.e.mu.Lock()
 	defer d.e.mu.Unlock()
-	if len(d.resources) > 0 {
-		return fmt.Errorf("restore %s: the data store is not empty (%d resources)", d.id, len(d.resources))
+	if len(d.index) > 0 {
+		_ = nd.bodies.close()
+		return fmt.Errorf("restore %s: the data store is not empty (%d resources)", d.id, len(d.index))
 	}
-	d.resources = restored
-	if newest.After(d.e.lastStamp) {
-		d.e.lastStamp = newest
+	old := d.bodies
+	d.index, d.res, d.vers, d.bodies = nd.index, nd.res, nd.vers, nd.bodies
+	d.e.commitStamp(newest)
+	if err := old.close(); err != nil {
+		return fmt.Errorf("restore %s: close the empty body store: %w", d.id, err)
 	}
 	return nil
 }
 
+// sortLog puts the versions in lastUpdated order (a snapshot lists them by
+// resource), renumbering the links.
+func (d *Datastore) sortLog() {
+	order := make([]int32, len(d.vers))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(d.vers[a].ms, d.vers[b].ms) })
+	newIndex := make([]int32, len(d.vers))
+	for to, from := range order {
+		newIndex[from] = int32(to)
+	}
+	vers := make([]version, len(d.vers))
+	for to, from := range order {
+		v := d.vers[from]
+		if v.prev >= 0 {
+			v.prev = newIndex[v.prev]
+		}
+		vers[to] = v
+	}
+	for i := range d.res {
+		d.res[i].last = newIndex[d.res[i].last]
+	}
+	d.vers = vers
+}
+
 // restoreLine checks one snapshot line against the versions restored so far
-// and returns its version and its resource's key (the resource is added to
-// restored when new).
-func restoreLine(line []byte, restored map[string]*resource) (*version, string, error) {
+// and adds its version (to this data store, not yet shared); it returns the
+// version's lastUpdated.
+func (d *Datastore) restoreLine(line []byte) (int64, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var sl snapshotLine
 	if err := dec.Decode(&sl); err != nil {
-		return nil, "", fmt.Errorf("not a snapshot line: %w", err)
+		return 0, fmt.Errorf("not a snapshot line: %w", err)
 	}
 	if dec.More() {
-		return nil, "", errors.New("not a snapshot line: trailing data")
+		return 0, errors.New("not a snapshot line: trailing data")
 	}
 	if _, ok := validators[sl.ResourceType]; !ok {
-		return nil, "", fmt.Errorf("unsupported resource type %q", sl.ResourceType)
+		return 0, fmt.Errorf("unsupported resource type %q", sl.ResourceType)
 	}
 	if !idPattern.MatchString(sl.ID) {
-		return nil, "", fmt.Errorf("invalid resource id %q", sl.ID)
+		return 0, fmt.Errorf("invalid resource id %q", sl.ID)
 	}
 	name := sl.ResourceType + "/" + sl.ID
 	vid, err := strconv.Atoi(sl.VersionID)
-	if err != nil || vid < 1 || strconv.Itoa(vid) != sl.VersionID {
-		return nil, "", fmt.Errorf("%s: versionId %q is not a positive integer", name, sl.VersionID)
+	if err != nil || vid < 1 || vid > math.MaxInt32 || strconv.Itoa(vid) != sl.VersionID {
+		return 0, fmt.Errorf("%s: versionId %q is not a positive integer", name, sl.VersionID)
 	}
 	lu, err := time.Parse(InstantLayout, sl.LastUpdated)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s/_history/%d: lastUpdated %q is not an instant like %s", name, vid, sl.LastUpdated, InstantLayout)
+		return 0, fmt.Errorf("%s/_history/%d: lastUpdated %q is not an instant like %s", name, vid, sl.LastUpdated, InstantLayout)
 	}
-	r := restored[name]
-	if r == nil {
-		r = &resource{typ: sl.ResourceType, id: sl.ID}
+	ri, exists := d.index[name]
+	var prev *version
+	if exists {
+		prev = d.current(ri)
 	}
-	if want := len(r.versions) + 1; vid != want {
-		return nil, "", fmt.Errorf("%s: version %d where version %d was expected (gap or out of order)", name, vid, want)
+	want := 1
+	if prev != nil {
+		want = int(prev.vid) + 1
 	}
-	if len(r.versions) > 0 {
-		prev := r.current()
-		if !lu.After(prev.lastUpdated) {
-			return nil, "", fmt.Errorf("%s/_history/%d: lastUpdated %s is not after version %d's %s", name, vid, sl.LastUpdated, prev.vid, prev.lastUpdated.Format(InstantLayout))
-		}
+	if vid != want {
+		return 0, fmt.Errorf("%s: version %d where version %d was expected (gap or out of order)", name, vid, want)
 	}
-	v := &version{vid: vid, lastUpdated: lu, deleted: sl.Deleted}
+	if prev != nil && lu.UnixMilli() <= prev.ms {
+		return 0, fmt.Errorf("%s/_history/%d: lastUpdated %s is not after version %d's %s", name, vid, sl.LastUpdated, prev.vid, prev.lastUpdated().Format(InstantLayout))
+	}
+	v := version{ms: lu.UnixMilli(), vid: uint32(vid), prev: -1}
 	if sl.Deleted {
 		if len(sl.Resource) > 0 && string(sl.Resource) != "null" {
-			return nil, "", fmt.Errorf("%s/_history/%d: a deletion carries a resource", name, vid)
+			return 0, fmt.Errorf("%s/_history/%d: a deletion carries a resource", name, vid)
 		}
-		if len(r.versions) == 0 || r.current().deleted {
-			return nil, "", fmt.Errorf("%s/_history/%d: deletion of a resource that does not exist", name, vid)
+		if prev == nil || prev.deleted() {
+			return 0, fmt.Errorf("%s/_history/%d: deletion of a resource that does not exist", name, vid)
 		}
 	} else {
 		if err := checkStored(sl.Resource, sl.ResourceType, sl.ID, sl.VersionID, sl.LastUpdated); err != nil {
-			return nil, "", fmt.Errorf("%s/_history/%d: %w", name, vid, err)
+			return 0, fmt.Errorf("%s/_history/%d: %w", name, vid, err)
 		}
-		v.body = append([]byte(nil), sl.Resource...)
+		off, err := d.bodies.add(append([]byte(nil), sl.Resource...))
+		if err != nil {
+			return 0, fmt.Errorf("%s/_history/%d: store body: %w", name, vid, err)
+		}
+		v.off, v.n = off, uint32(len(sl.Resource))
 	}
-	restored[name] = r
-	return v, name, nil
+	if len(d.vers) >= math.MaxInt32 || len(d.res) >= math.MaxInt32 {
+		return 0, errors.New("data store is full")
+	}
+	if !exists {
+		ri = int32(len(d.res))
+		d.res = append(d.res, resEntry{key: name, last: -1})
+		d.index[name] = ri
+	}
+	v.res, v.prev = ri, d.res[ri].last
+	d.appendVersion(ri, v)
+	return v.ms, nil
 }
 
 // checkStored checks that body is a stored resource of the given type, id,
