@@ -246,6 +246,15 @@ func (r *Recorder) Count(eventID string) int {
 	return r.byID[eventID]
 }
 
+// Counts returns the number of distinct detail eventIds delivered and of
+// all deliveries, without copying anything (what a report needs after
+// every window; EventIDs copies the whole index).
+func (r *Recorder) Counts() (distinct, deliveries int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byID), len(r.all)
+}
+
 // EventIDs returns the distinct detail eventIds delivered, with counts.
 func (r *Recorder) EventIDs() map[string]int {
 	r.mu.Lock()

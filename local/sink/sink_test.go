@@ -168,6 +168,9 @@ func TestRecorderIndexesByEventIDAndWaits(t *testing.T) {
 	if r.Count("Patient/1/_history/1") != 2 || len(r.EventIDs()) != 2 {
 		t.Errorf("ids = %v", r.EventIDs())
 	}
+	if d, n := r.Counts(); d != 2 || n != 3 {
+		t.Errorf("Counts() = %d distinct, %d deliveries; want 2, 3", d, n)
+	}
 	if got := r.Since(2); len(got) != 1 || got[0].RunID != "r1" {
 		t.Errorf("since(2) = %+v", got)
 	}

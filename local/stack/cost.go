@@ -63,7 +63,8 @@ func (s *Stack) Usage() cost.Usage {
 func (s *Stack) Cost() report.Cost {
 	u := s.Usage()
 	bill := cost.Price(u, cost.ListPrices())
-	changes := int64(len(s.Delivered.EventIDs()))
+	distinct, _ := s.Delivered.Counts()
+	changes := int64(distinct)
 	c := report.Cost{Changes: changes, Usage: u, Bill: bill}
 	if perM, err := cost.PerMillion(bill, float64(changes)); err == nil {
 		c.USDPerMillionChanges = perM

@@ -437,6 +437,12 @@ func (s *Stack) startEmulators() error {
 	s.closers = append(s.closers, s.EventBridge.Close)
 	env.Gateway.Handle(localaws.ServiceEventBridge, s.EventBridge)
 
+	// Without a state directory there is nothing to save: no snapshot of
+	// the whole data store at each export's end.
+	var onExportFinish func(string, func(io.Writer) error)
+	if s.opts.StateDir != "" {
+		onExportFinish = s.saveSnapshot
+	}
 	s.HealthLake = fakehealthlake.New(fakehealthlake.Options{
 		Region: env.Region, AccountID: env.AccountID,
 		// HealthLake writes exports as the role the start call passed.
@@ -450,10 +456,10 @@ func (s *Stack) startEmulators() error {
 		OnJobEvent:       s.onJobEvent,
 		// Seeded resources meet the bar of a real HealthLake write.
 		ValidateOnLoad: !s.opts.TrustedLoads,
-		OnExportFinish: s.saveSnapshot,
 		Now:            s.clock.Now,
 		FaultRate:      s.Faults.Probability(faults.HealthLakeAPIError),
 		Seed:           s.opts.FaultSeed + 1,
+		OnExportFinish: onExportFinish,
 	})
 	env.Gateway.Handle(localaws.ServiceHealthLake, s.HealthLake)
 	s.startHealthLakeTicker()
