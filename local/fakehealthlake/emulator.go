@@ -3,8 +3,9 @@
 //
 //   - FHIR R4 REST under /datastore/{datastoreId}/r4/: create, update
 //     (creates if absent), read, delete, search by type, version history;
-//     server-assigned meta.versionId and strictly increasing millisecond
-//     meta.lastUpdated; bodies validated with golang-fhir-models.
+//     server-assigned meta.versionId and millisecond meta.lastUpdated (never
+//     going back; strictly increasing across a resource's versions); bodies
+//     validated with golang-fhir-models.
 //   - $export (POST and GET) as an asynchronous job writing NDJSON into S3 in
 //     HealthLake's layout through a real S3 client; status GET and cancel
 //     DELETE on /r4/export/{jobId}; one job in progress at a time, others
@@ -494,13 +495,17 @@ func writeAuthError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, http.StatusForbidden, "application/json", map[string]string{"message": err.Error()})
 }
 
-// nextStamp returns the next lastUpdated (Unix milliseconds) without taking
-// it: now truncated to the millisecond, and strictly after every earlier
-// stamp. The caller holds e.mu.
-func (e *Emulator) nextStamp() int64 {
-	t := e.opts.Now().UnixMilli()
-	if t <= e.lastStamp {
-		t = e.lastStamp + 1
+// nextStamp returns the lastUpdated (Unix milliseconds) of a new version
+// of a resource whose previous version has lastUpdated prev (math.MinInt64
+// for a new resource), without taking it: now truncated to the millisecond,
+// never before an earlier stamp of any resource, and strictly after prev.
+// Distinct resources written in the same millisecond share it, as in
+// HealthLake; stamps never go back, so the log stays in order. The caller
+// holds e.mu.
+func (e *Emulator) nextStamp(prev int64) int64 {
+	t := max(e.opts.Now().UnixMilli(), e.lastStamp)
+	if t <= prev {
+		t = prev + 1
 	}
 	return t
 }
@@ -512,9 +517,10 @@ func (e *Emulator) commitStamp(t int64) {
 	}
 }
 
-// stamp returns and takes the next lastUpdated; the caller holds e.mu.
-func (e *Emulator) stamp() int64 {
-	t := e.nextStamp()
+// stamp returns and takes the next lastUpdated of a resource whose previous
+// version has lastUpdated prev; the caller holds e.mu.
+func (e *Emulator) stamp(prev int64) int64 {
+	t := e.nextStamp(prev)
 	e.commitStamp(t)
 	return t
 }

@@ -151,7 +151,7 @@ func (d *Datastore) deleteLocked(typ, id string) *version {
 		return nil
 	}
 	cur := d.current(ri)
-	return d.appendVersion(ri, version{ms: d.e.stamp(), vid: cur.vid + 1, prev: d.res[ri].last, res: ri})
+	return d.appendVersion(ri, version{ms: d.e.stamp(cur.ms), vid: cur.vid + 1, prev: d.res[ri].last, res: ri})
 }
 
 // appendVersion adds v to the log as ri's newest version; the caller holds e.mu.
@@ -205,11 +205,11 @@ func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, b
 		return nil, false, errors.New("data store is full")
 	}
 	ri, exists := d.lookup(typ, id)
-	vid, prev := uint32(1), int32(-1)
+	vid, prev, prevMs := uint32(1), int32(-1), int64(math.MinInt64)
 	if exists {
-		vid, prev = d.current(ri).vid+1, d.res[ri].last
+		vid, prev, prevMs = d.current(ri).vid+1, d.res[ri].last, d.current(ri).ms
 	}
-	stamp := d.e.nextStamp()
+	stamp := d.e.nextStamp(prevMs)
 	out, err := withMeta(fields, typ, id, int(vid), time.UnixMilli(stamp))
 	if err != nil {
 		return nil, false, err

@@ -122,8 +122,9 @@ func (d *Datastore) writeSnapshot(w io.Writer, entries []snapshotEntry, vers []v
 // meta.versionId, meta.lastUpdated), is refused with an error naming the
 // line, and the data store is left unchanged. Afterwards the emulator's
 // lastUpdated clock stands at the newest restored instant, so the next write
-// gets a strictly later lastUpdated and, for a restored resource, the
-// version after its last one.
+// gets a lastUpdated no earlier than any restored one (strictly later than
+// its resource's last version) and, for a restored resource, the version
+// after its last one.
 func (d *Datastore) Restore(r io.Reader) error {
 	nd := newDatastore(d.e, d.id)
 	nd.bodies = d.e.newBodyStore()

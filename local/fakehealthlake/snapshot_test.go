@@ -150,10 +150,11 @@ func TestSnapshotRestoreKeepsEveryVersionByteForByte(t *testing.T) {
 		t.Errorf("export after restore %v, original %v", ge, we)
 	}
 
-	// Later writes: the next version, strictly after every restored instant.
-	newest := time.Time{}
+	// Later writes: the next version, never before a restored instant, and
+	// strictly after the resource's own last version.
+	newest, lastOf := time.Time{}, map[string]time.Time{}
 	for _, l := range lines {
-		var h struct{ LastUpdated string }
+		var h struct{ ResourceType, ID, LastUpdated string }
 		_ = json.Unmarshal([]byte(l), &h)
 		lu, err := time.Parse(fakehealthlake.InstantLayout, h.LastUpdated)
 		if err != nil {
@@ -162,19 +163,25 @@ func TestSnapshotRestoreKeepsEveryVersionByteForByte(t *testing.T) {
 		if lu.After(newest) {
 			newest = lu
 		}
+		lastOf[h.ResourceType+"/"+h.ID] = lu
 	}
-	for path, wantVersion := range map[string]string{"Patient/p1": "5", "Encounter/e1": "3", "Patient/p3": "1"} {
-		id := strings.TrimPrefix(path, "Patient/")
+	if !lastOf["Encounter/e1"].Equal(newest) {
+		t.Fatalf("the Encounter deletion should be the newest restored version")
+	}
+	for _, w := range []struct{ path, version string }{{"Patient/p1", "5"}, {"Encounter/e1", "3"}, {"Patient/p3", "1"}} {
+		id := strings.TrimPrefix(w.path, "Patient/")
 		body := `{"resourceType":"Patient","id":"` + id + `"}`
-		if strings.HasPrefix(path, "Encounter/") {
+		if strings.HasPrefix(w.path, "Encounter/") {
 			body = `{"resourceType":"Encounter","id":"e1","status":"finished","class":{}}`
 		}
-		st, res := g.fhir(t, http.MethodPut, path, body)
+		st, res := g.fhir(t, http.MethodPut, w.path, body)
 		v, lu := meta(res)
 		stamp, err := time.Parse(fakehealthlake.InstantLayout, lu)
-		if (st != http.StatusOK && st != http.StatusCreated) || v != wantVersion || err != nil || !stamp.After(newest) {
-			t.Errorf("PUT %s after restore = %d version %s at %s; want version %s after %s", path, st, v, lu, wantVersion, newest.Format(fakehealthlake.InstantLayout))
+		if (st != http.StatusOK && st != http.StatusCreated) || v != w.version || err != nil || stamp.Before(newest) || !stamp.After(lastOf[w.path]) {
+			t.Errorf("PUT %s after restore = %d version %s at %s; want version %s, not before %s, after its last %s", w.path, st, v, lu, w.version,
+				newest.Format(fakehealthlake.InstantLayout), lastOf[w.path].Format(fakehealthlake.InstantLayout))
 		}
+		newest = stamp // and stamps never go back
 	}
 }
 
