@@ -206,15 +206,17 @@ func (s *Stack) RunOnce(ctx context.Context) (report.Run, error) {
 	return s.Wait(ctx, arn, started, before)
 }
 
-// Hooks are Run's optional callbacks; each may be nil. They are called from
-// the goroutine that ran the window or reconciliation, concurrently with
-// each other.
-type Hooks struct {
-	// OnWindow is called after each window.
-	OnWindow func(report.Run, error)
-	// OnReconciliation is called after each scheduled reconciliation (the
-	// error: it could not be started or followed).
+// RunOptions are RunWith's options; each may be left zero.
+type RunOptions struct {
+	// OnWindow is called after each window, OnReconciliation after each
+	// scheduled reconciliation (the error: it could not be started or
+	// followed), from the goroutine that ran it, concurrently with each
+	// other.
+	OnWindow         func(report.Run, error)
 	OnReconciliation func(Reconciliation, error)
+	// ReconcileEvery overrides Options.ReconcileEvery for this Run: 0 keeps
+	// the stack's (by default the deployed daily schedule), < 0 starts none.
+	ReconcileEvery time.Duration
 }
 
 // Run runs a first window at once and then one every Options.Every until
@@ -222,21 +224,25 @@ type Hooks struct {
 // executions in AWS do; the lock turns the later one into a skip. onWindow,
 // if set, is called after each window. See RunWith.
 func (s *Stack) Run(ctx context.Context, onWindow func(report.Run, error)) error {
-	return s.RunWith(ctx, Hooks{OnWindow: onWindow})
+	return s.RunWith(ctx, RunOptions{OnWindow: onWindow})
 }
 
 // RunWith is Run with both schedules' callbacks. Beside the windows it
-// starts a reconciliation every reconcileEvery (the deployed daily schedule
-// unless Options.ReconcileEvery says otherwise), as the second schedule
-// does in AWS. Both tick together when the period is a multiple of Every,
+// starts a reconciliation every RunOptions.ReconcileEvery, else
+// Options.ReconcileEvery, else the deployed daily schedule, as the second
+// schedule does in AWS. Both tick together when the period is a multiple of Every,
 // as in AWS; a reconciliation that finds a window holding the lock waits
 // for it (statemachine/reconcile.asl.json, docs/RECONCILE.md). When ctx is
 // done it waits for the windows and reconciliations in flight.
-func (s *Stack) RunWith(ctx context.Context, h Hooks) error {
+func (s *Stack) RunWith(ctx context.Context, h RunOptions) error {
 	t := time.NewTicker(s.opts.Every)
 	defer t.Stop()
 	var reconcileTick <-chan time.Time
-	if d := s.reconcileEvery(); d > 0 {
+	every := s.reconcileEvery()
+	if h.ReconcileEvery != 0 {
+		every = max(h.ReconcileEvery, 0)
+	}
+	if d := every; d > 0 {
 		rt := time.NewTicker(d)
 		defer rt.Stop()
 		reconcileTick = rt.C
@@ -372,11 +378,7 @@ func (s *Stack) recordWindow(w report.Run) {
 func (s *Stack) refreshReport() {
 	calls := s.Env.Gateway.Calls()
 	maxExports := s.HealthLake.MaxConcurrentExports()
-	delivered := s.Delivered.EventIDs()
-	var total int64
-	for _, n := range delivered {
-		total += int64(n)
-	}
+	distinct, total := s.Delivered.Counts()
 	lam := s.Lambdas.Stats()
 	queues := s.MappingStats()
 	var inj map[string]int64
@@ -386,8 +388,8 @@ func (s *Stack) refreshReport() {
 	s.Report.Update(func(r *report.Report) {
 		r.Calls = calls
 		r.MaxConcurrentExports = maxExports
-		r.Events = total
-		r.DistinctEvents = int64(len(delivered))
+		r.Events = int64(total)
+		r.DistinctEvents = int64(distinct)
 		r.Lambdas = lam
 		r.Queues = queues
 		r.Faults = inj
