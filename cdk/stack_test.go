@@ -609,6 +609,7 @@ func TestScheduleStartsStateMachineEveryNMinutes(t *testing.T) {
 func TestAlarms(t *testing.T) {
 	topicID, _ := oneOfType(t, "AWS::SNS::Topic", "AlarmTopic")
 	smID, _ := stateMachine(t)
+	recID, _ := oneOfType(t, "AWS::StepFunctions::StateMachine", "ReconcileStateMachine")
 	type want struct {
 		ns, metric, op string
 		dims           map[string]any
@@ -635,6 +636,9 @@ func TestAlarms(t *testing.T) {
 		// A repair means a gap somewhere (docs/RECONCILE.md).
 		"ReconcileRepairsAlarm": {MetricNamespace, metrics.ReconcileRepairs, "GreaterThanThreshold",
 			map[string]any{MetricDimension: stackName}, 0.0},
+		// A failed reconciliation leaves deletes unpublished for a day.
+		"ReconcileFailedAlarm": {"AWS/States", "ExecutionsFailed", "GreaterThanThreshold",
+			map[string]any{"StateMachineArn": ref(recID)}, 0.0},
 	}
 	// The lost-line alarms say where to look.
 	for _, name := range []string{"QuarantinedLinesAlarm", "EntriesFailedAlarm", "ExportErrorsAlarm"} {

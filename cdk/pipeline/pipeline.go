@@ -740,6 +740,12 @@ func (b *builder) build(asl string) {
 	alarm("ReconcileRepairsAlarm", "The reconciliation re-published resource versions the runs never delivered (the feed is whole "+
 		"again). See `cdcctl reconcile status` and docs/OPERATIONS.md, \"ReconcileRepairs\", for the causes to look for.",
 		pipelineSum(metrics.ReconcileRepairs), jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	// A failed reconciliation leaves deletes unpublished and gaps unrepaired
+	// until the next one (a day later); it released the lock, the runs go on.
+	alarm("ReconcileFailedAlarm", "A reconciliation execution failed: deletes and repairs wait for the next one (daily). "+
+		"See `cdcctl reconcile status` and docs/OPERATIONS.md, \"ReconcileFailedAlarm\".",
+		rec.sm.MetricFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: b.s("Sum")}),
+		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 
 	// --- dashboard ----------------------------------------------------------------
 	dash := newDashboard(stack, dashboardInputs{
