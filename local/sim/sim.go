@@ -57,6 +57,61 @@ type Throttled struct {
 	Injected int64 `json:"injected"`
 }
 
+// Reconciliations counts the reconciliations, scheduled and on demand, by
+// how they ended, and sums what the finished ones found (their
+// RECONCILE/STATE counts, docs/RECONCILE.md).
+type Reconciliations struct {
+	Started int64 `json:"started"`
+	// Succeeded finished (RECONCILE/STATE names them); Skipped found the
+	// lock held beyond the wait (or no checkpoint yet); Failed ended
+	// otherwise or could not be started or followed.
+	Succeeded int64 `json:"succeeded"`
+	Skipped   int64 `json:"skipped"`
+	Failed    int64 `json:"failed"`
+	// StoreResources are the resources the full exports held; Deletes the
+	// delete events published (HardDeletes among them), Repairs the
+	// versions never delivered and re-published, Unconfirmed the resources
+	// missing from an export whose history is not a delete, Pending the
+	// versions after the checkpoint left to the runs.
+	StoreResources int64 `json:"storeResources"`
+	Deletes        int64 `json:"deletes"`
+	HardDeletes    int64 `json:"hardDeletes"`
+	Repairs        int64 `json:"repairs"`
+	Unconfirmed    int64 `json:"unconfirmed"`
+	Pending        int64 `json:"pending"`
+	// DurationSeconds is each ended reconciliation's virtual duration
+	// (execution start to stop, the wait for the lock included), in the
+	// order they ended; MaxSeconds the longest.
+	DurationSeconds []float64 `json:"durationSeconds,omitempty"`
+	MaxSeconds      float64   `json:"maxSeconds"`
+}
+
+// add counts one ended reconciliation.
+func (r *Reconciliations) add(rec stack.Reconciliation, err error) {
+	r.Started++
+	switch {
+	case err != nil:
+		r.Failed++
+		return
+	case rec.Finished():
+		r.Succeeded++
+		c := rec.Last.Counts
+		r.StoreResources += c.Store
+		r.Deletes += c.Deletes
+		r.HardDeletes += c.HardDeletes
+		r.Repairs += c.Repairs
+		r.Unconfirmed += c.Unconfirmed
+		r.Pending += c.Pending
+	case rec.Skipped:
+		r.Skipped++
+	default:
+		r.Failed++
+	}
+	d := rec.Duration().Seconds()
+	r.DurationSeconds = append(r.DurationSeconds, d)
+	r.MaxSeconds = max(r.MaxSeconds, d)
+}
+
 // Report is the result of a simulation.
 type Report struct {
 	Workload string  `json:"workload"`
@@ -96,6 +151,8 @@ type Report struct {
 	Duplicates           Duplicates `json:"duplicates"`
 	Throttled            Throttled  `json:"throttled"`
 	Runs                 Runs       `json:"runs"`
+	// Reconciliations are the scheduled and on-demand reconciliations.
+	Reconciliations Reconciliations `json:"reconciliations"`
 	// Replays lists the virtual offsets (seconds) at which replays were
 	// applied.
 	Replays []float64 `json:"replays,omitempty"`
@@ -218,25 +275,52 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		}()
 	}
 
+	// The reconciliations, scheduled (below) and on demand.
+	var recs Reconciliations
+	var recsMu sync.Mutex
+	onReconciliation := func(r stack.Reconciliation, err error) {
+		if err != nil {
+			st.Options().Logger.Warn("reconciliation not followed", "error", err.Error())
+		}
+		recsMu.Lock()
+		defer recsMu.Unlock()
+		recs.add(r, err)
+	}
+	for _, r := range w.Reconciliations {
+		bgWG.Add(1)
+		go func() {
+			defer bgWG.Done()
+			if !sleepUntil(bg, start.Add(r.At.D())) {
+				return
+			}
+			// Once started it is followed to its end, even past the drain.
+			onReconciliation(st.Reconcile(context.WithoutCancel(bg)))
+		}()
+	}
+
 	// The schedule.
 	var runs Runs
 	var runsMu sync.Mutex
 	runCtx, stopRuns := context.WithCancel(ctx)
 	scheduleDone := make(chan error, 1)
 	go func() {
-		scheduleDone <- st.Run(runCtx, func(win report.Run, err error) {
-			runsMu.Lock()
-			defer runsMu.Unlock()
-			switch {
-			case err != nil || win.Outcome == report.OutcomeFailed:
-				runs.Failed++
-			case win.Outcome == report.OutcomeSkipped:
-				runs.Skipped++
-			case win.Outcome == report.OutcomeEmpty:
-				runs.Empty++
-			default:
-				runs.Committed++
-			}
+		scheduleDone <- st.RunWith(runCtx, stack.RunOptions{
+			ReconcileEvery:   time.Duration(lim.ReconcileEvery),
+			OnReconciliation: onReconciliation,
+			OnWindow: func(win report.Run, err error) {
+				runsMu.Lock()
+				defer runsMu.Unlock()
+				switch {
+				case err != nil || win.Outcome == report.OutcomeFailed:
+					runs.Failed++
+				case win.Outcome == report.OutcomeSkipped:
+					runs.Skipped++
+				case win.Outcome == report.OutcomeEmpty:
+					runs.Empty++
+				default:
+					runs.Committed++
+				}
+			},
 		})
 	}()
 	stopSchedule := func() error {
@@ -285,6 +369,9 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	runs.Succeeded = runs.Committed + runs.Empty
 	rep.Runs = runs
 	runsMu.Unlock()
+	recsMu.Lock()
+	rep.Reconciliations = recs
+	recsMu.Unlock()
 	drv.latest(func(typ, id, vid string) {
 		if vid == "" {
 			rep.Deleted++
@@ -336,6 +423,9 @@ func effectiveLimits(l Limits) Limits {
 	}
 	if l.RecheckDelay <= 0 {
 		l.RecheckDelay = Duration(time.Second)
+	}
+	if l.ReconcileEvery == 0 {
+		l.ReconcileEvery = Schedule(stackconfig.Default().ReconcileEvery)
 	}
 	return l
 }

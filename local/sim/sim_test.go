@@ -157,3 +157,90 @@ func TestHeapProfilesWritesOneNumberedProfilePerTick(t *testing.T) {
 		t.Errorf("a third profile was written without a third tick (stat: %v)", err)
 	}
 }
+
+// A small store, deletes of delivered resources, then one on-demand
+// reconciliation: exports carry no deletions, so the reconciliation's delete
+// events are the only ones, one per deleted resource; nothing needs repair.
+func TestOnDemandReconciliationPublishesTheDeletes(t *testing.T) {
+	w, err := Parse([]byte(`{
+		"name": "reconcile-small", "duration": "1h", "drain": "1h", "seed": 7,
+		"limits": {"reconcileEvery": "off"},
+		"initial": {"resources": 300, "spreadOver": "1h", "types": ["Patient", "Observation"]},
+		"bursts": [
+			{"resourceType": "Observation", "at": "20m", "over": "1m", "updates": 20, "deletes": 30},
+			{"resourceType": "Patient", "at": "21m", "deletes": 10}
+		],
+		"reconciliations": [{"at": "40m"}]
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := simulate(t, w, Options{})
+	r := rep.Reconciliations
+	t.Logf("wall %.1fs: writes %+v; resources %d, deleted %d; reconciliations %+v; runs %+v",
+		rep.WallSeconds, rep.Writes, rep.Resources, rep.Deleted, r, rep.Runs)
+	if rep.Writes.Deletes != 40 || rep.Writes.DeletesRefused != 0 {
+		t.Fatalf("writes = %+v, want 40 deletes", rep.Writes)
+	}
+	if r.Started != 1 || r.Succeeded != 1 || r.Skipped != 0 || r.Failed != 0 {
+		t.Fatalf("reconciliations = %+v, want one, succeeded", r)
+	}
+	if r.Deletes != rep.Writes.Deletes || r.Deletes != rep.Deleted {
+		t.Errorf("the reconciliation published %d deletes; the workload deleted %d delivered resources (%d deleted at the end)",
+			r.Deletes, rep.Writes.Deletes, rep.Deleted)
+	}
+	if r.Repairs != 0 || r.Unconfirmed != 0 || r.StoreResources != rep.Resources {
+		t.Errorf("reconciliation counts %+v: want no repairs, none unconfirmed, the store's %d resources", r, rep.Resources)
+	}
+	if len(r.DurationSeconds) != 1 || r.DurationSeconds[0] <= 0 || r.MaxSeconds != r.DurationSeconds[0] {
+		t.Errorf("durations %v (max %v), want one positive", r.DurationSeconds, r.MaxSeconds)
+	}
+	if rep.LostLatestVersions != 0 || !rep.Drained {
+		t.Errorf("lostLatestVersions = %d, drained %v", rep.LostLatestVersions, rep.Drained)
+	}
+	if rep.Limits.ReconcileEvery != scheduleOff {
+		t.Errorf("limits.reconcileEvery = %v, want off", rep.Limits.ReconcileEvery)
+	}
+}
+
+func TestReconcileEveryDefaultsToTheDeployedSchedule(t *testing.T) {
+	if got := effectiveLimits(Limits{}).ReconcileEvery; time.Duration(got) != 24*time.Hour {
+		t.Errorf("default reconcileEvery = %v, want 24h", time.Duration(got))
+	}
+	for _, c := range []struct {
+		in   string
+		want Schedule
+		ok   bool
+	}{{`"off"`, scheduleOff, true}, {`"6h"`, Schedule(6 * time.Hour), true}, {`"0s"`, 0, false}, {`"-1h"`, 0, false}, {`"daily"`, 0, false}} {
+		var s Schedule
+		err := json.Unmarshal([]byte(c.in), &s)
+		if (err == nil) != c.ok || (c.ok && s != c.want) {
+			t.Errorf("%s: %v, %v; want %v (ok %v)", c.in, time.Duration(s), err, time.Duration(c.want), c.ok)
+		}
+		if c.ok {
+			if b, _ := json.Marshal(s); string(b) != c.in && !(c.in == `"6h"` && string(b) == `"6h0m0s"`) {
+				t.Errorf("%s marshals as %s", c.in, b)
+			}
+		}
+	}
+}
+
+// Every committed workload file parses and passes Check.
+func TestCommittedWorkloadsLoad(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "workloads", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no workload files: %v", err)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+	w, err := Load(filepath.Join("..", "..", "testdata", "workloads", "reconcile-10m.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Initial.Resources != 10_000_000 || w.Scale != 0.001 || len(w.Reconciliations) != 1 || !w.Limits.ReconcileEvery.Off() {
+		t.Errorf("reconcile-10m: %d resources at scale %v, %d reconciliations, schedule %v", w.Initial.Resources, w.Scale, len(w.Reconciliations), w.Limits.ReconcileEvery)
+	}
+}

@@ -54,6 +54,9 @@ type Workload struct {
 	// Replays move the checkpoint back (runlock's replay, as `cdcctl
 	// replay` does).
 	Replays []Replay `json:"replays,omitempty"`
+	// Reconciliations are started on demand at their offsets (as `cdcctl
+	// reconcile` does), beside the scheduled ones (Limits.ReconcileEvery).
+	Reconciliations []OnDemandReconciliation `json:"reconciliations,omitempty"`
 }
 
 // Limits are the limits and models of the simulated stack. Zero values
@@ -76,6 +79,9 @@ type Limits struct {
 	ResourcesPerFile int `json:"resourcesPerFile,omitempty"`
 	// RecheckDelay is check-export's re-check delay (default 1 s locally).
 	RecheckDelay Duration `json:"recheckDelay,omitempty"`
+	// ReconcileEvery is the reconciliation's schedule (default the deployed
+	// one, daily; "off" starts none).
+	ReconcileEvery Schedule `json:"reconcileEvery,omitempty"`
 }
 
 // Initial is a load written before the simulation starts: Resources
@@ -140,6 +146,47 @@ type Outage struct {
 type Replay struct {
 	At   Duration `json:"at"`
 	Back Duration `json:"back"`
+}
+
+// OnDemandReconciliation starts one reconciliation at At (the stack's
+// Reconcile: it waits for a run holding the lock, docs/RECONCILE.md).
+type OnDemandReconciliation struct {
+	At Duration `json:"at"`
+}
+
+// Schedule is a period written as a Go duration string, or "off" (stored
+// as a negative duration).
+type Schedule Duration
+
+// scheduleOff is how "off" is stored.
+const scheduleOff = Schedule(-1)
+
+// Off reports whether the schedule is turned off.
+func (s Schedule) Off() bool { return s < 0 }
+
+// MarshalJSON writes "off" or the duration.
+func (s Schedule) MarshalJSON() ([]byte, error) {
+	if s.Off() {
+		return json.Marshal("off")
+	}
+	return Duration(s).MarshalJSON()
+}
+
+// UnmarshalJSON reads "off" or a positive Go duration string.
+func (s *Schedule) UnmarshalJSON(b []byte) error {
+	if string(b) == `"off"` {
+		*s = scheduleOff
+		return nil
+	}
+	var d Duration
+	if err := d.UnmarshalJSON(b); err != nil {
+		return fmt.Errorf("%w (or \"off\")", err)
+	}
+	if d <= 0 {
+		return fmt.Errorf("schedule %s: want a positive duration or \"off\"", d.D())
+	}
+	*s = Schedule(d)
+	return nil
 }
 
 // Duration is a time.Duration written as a Go duration string ("90s",
@@ -258,6 +305,11 @@ func (w Workload) Check() error {
 	for i, r := range w.Replays {
 		if r.At < 0 || r.Back <= 0 {
 			bad("replays[%d]: at must not be negative and back must be positive", i)
+		}
+	}
+	for i, r := range w.Reconciliations {
+		if r.At < 0 {
+			bad("reconciliations[%d]: at must not be negative", i)
 		}
 	}
 	if len(errs) > 0 {
