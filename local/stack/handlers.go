@@ -3,7 +3,6 @@ package stack
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
@@ -36,9 +35,6 @@ func (s *Stack) lambdaEnv() map[string]string {
 		"CDC_SAFETY_LAG":          lag.String(),
 		"CDC_INITIAL_CHECKPOINT":  s.initialCheckpoint().Format("2006-01-02T15:04:05.000Z07:00"),
 		"CDC_VALIDATE":            "json",
-		// Batches no larger than one invocation can publish at the
-		// deployed share of the PutEvents quota in force (stackconfig).
-		"CDC_BATCH_MAX_BYTES": strconv.FormatInt(s.deployedConfig().BatchBytes(), 10),
 	}
 }
 
@@ -52,8 +48,15 @@ func (s *Stack) deployedConfig() stackconfig.Config {
 	return cfg
 }
 
-func (s *Stack) getenv() func(string) string {
-	env := s.lambdaEnv()
+// getenv is the named Lambda's environment: what the CDK app derives from
+// the deployed configuration for it (stackconfig Env: prepare-change's
+// PutEvents rate and deadline margin, check-export's batch bounds, …), then
+// the local resources and settings (lambdaEnv), then Options.LambdaEnv.
+func (s *Stack) getenv(name string) func(string) string {
+	env := s.deployedConfig().Env(name)
+	for k, v := range s.lambdaEnv() {
+		env[k] = v
+	}
 	for k, v := range s.opts.LambdaEnv {
 		env[k] = v
 	}
@@ -74,10 +77,9 @@ func (s *Stack) initialCheckpoint() time.Time {
 // registerHandlers builds the four Lambdas from their packages'
 // constructors, with SDK clients from the stack's configuration.
 func (s *Stack) registerHandlers(_ context.Context) error {
-	getenv := s.getenv()
 
 	// prepare-change
-	ph, err := prepare.NewFromEnv(getenv, s.runtime(iampolicy.PrepareChange))
+	ph, err := prepare.NewFromEnv(s.getenv(stackconfig.PrepareChange), s.runtime(iampolicy.PrepareChange))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
@@ -86,14 +88,14 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	}
 
 	// start-export and check-export, each signing with its own role's key
-	sh, err := exportjob.NewStartFromEnv(getenv, s.runtime(iampolicy.StartExport))
+	sh, err := exportjob.NewStartFromEnv(s.getenv(stackconfig.StartExport), s.runtime(iampolicy.StartExport))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 	if err := s.Lambdas.Register(FnStartExport, sh.Handle); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	ch, err := exportjob.NewCheckFromEnv(getenv, s.runtime(iampolicy.CheckExport))
+	ch, err := exportjob.NewCheckFromEnv(s.getenv(stackconfig.CheckExport), s.runtime(iampolicy.CheckExport))
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
@@ -102,7 +104,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	}
 
 	// run-lock
-	rl, err := runctl.NewFromEnv(getenv, s.runtime(iampolicy.RunLock))
+	rl, err := runctl.NewFromEnv(s.getenv(stackconfig.RunLock), s.runtime(iampolicy.RunLock))
 	if err != nil {
 		return fmt.Errorf("stack: run-lock: %w", err)
 	}

@@ -45,17 +45,7 @@ func (s *Stack) reconcileEvery() time.Duration {
 // constructor with the deployed configuration's environment
 // (CDC_RECONCILE_PARTITIONS, the publish rate), signing as its own role.
 func (s *Stack) registerReconcile() error {
-	env := map[string]string{}
-	for k, v := range s.lambdaEnv() {
-		env[k] = v
-	}
-	for k, v := range stackconfig.Default().Env(stackconfig.Reconcile) {
-		env[k] = v
-	}
-	for k, v := range s.opts.LambdaEnv {
-		env[k] = v
-	}
-	h, err := reconcile.NewFromEnv(func(k string) string { return env[k] }, s.runtime(iampolicy.Reconcile))
+	h, err := reconcile.NewFromEnv(s.getenv(stackconfig.Reconcile), s.runtime(iampolicy.Reconcile))
 	if err != nil {
 		return fmt.Errorf("stack: reconcile: %w", err)
 	}
