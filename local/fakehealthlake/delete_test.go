@@ -49,7 +49,9 @@ func history(t *testing.T, f *fx, path string) historyBundle {
 // and no resource, its etag the deletion's version and lastModified its time;
 // reads answer 410 Gone, exports leave the resource out, and a later PUT
 // re-creates it with a higher version.
-func TestDeleteIsAVersionInTheHistory(t *testing.T) {
+func TestDeleteIsAVersionInTheHistory(t *testing.T) { eachStore(t, testDeleteIsAVersionInTheHistory) }
+
+func testDeleteIsAVersionInTheHistory(t *testing.T) {
 	f := setup(t, nil)
 	step := func() { f.clk.Set(f.clk.Now().Add(time.Second)) }
 	mustStatus(t, f, http.StatusCreated, http.MethodPut, "Patient/p1", `{"resourceType":"Patient","id":"p1","active":true}`)
@@ -107,7 +109,9 @@ func TestDeleteIsAVersionInTheHistory(t *testing.T) {
 }
 
 // `_count` pages the history, newest first, with a next link while more remain.
-func TestHistoryPages(t *testing.T) {
+func TestHistoryPages(t *testing.T) { eachStore(t, testHistoryPages) }
+
+func testHistoryPages(t *testing.T) {
 	f := setup(t, nil)
 	for i := 0; i < 4; i++ {
 		mustStatus(t, f, map[bool]int{true: http.StatusCreated, false: http.StatusOK}[i == 0], http.MethodPut, "Patient/p1", `{"resourceType":"Patient","id":"p1"}`)
@@ -141,7 +145,9 @@ func TestHistoryPages(t *testing.T) {
 
 // A hard delete removes the history too: reads and history answer 404, the
 // snapshot and exports leave the resource out, and the id starts again.
-func TestHardDeleteRemovesHistory(t *testing.T) {
+func TestHardDeleteRemovesHistory(t *testing.T) { eachStore(t, testHardDeleteRemovesHistory) }
+
+func testHardDeleteRemovesHistory(t *testing.T) {
 	f := setup(t, nil)
 	mustStatus(t, f, http.StatusCreated, http.MethodPut, "Patient/p1", `{"resourceType":"Patient","id":"p1"}`)
 	mustStatus(t, f, http.StatusOK, http.MethodPut, "Patient/p1", `{"resourceType":"Patient","id":"p1","active":true}`)
@@ -175,7 +181,9 @@ func TestHardDeleteRemovesHistory(t *testing.T) {
 
 // Snapshot and Restore keep deletions: the restored store answers 410 and
 // the same history (deletion entry included), and exports leave it out.
-func TestRestoreKeepsDeletions(t *testing.T) {
+func TestRestoreKeepsDeletions(t *testing.T) { eachStore(t, testRestoreKeepsDeletions) }
+
+func testRestoreKeepsDeletions(t *testing.T) {
 	f := setup(t, nil)
 	mustStatus(t, f, http.StatusCreated, http.MethodPut, "Patient/p1", `{"resourceType":"Patient","id":"p1"}`)
 	f.clk.Set(f.clk.Now().Add(time.Second))

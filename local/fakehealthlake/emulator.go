@@ -21,6 +21,7 @@ package fakehealthlake
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -95,6 +96,11 @@ type Options struct {
 	Seed uint64
 	// ValidateOnLoad makes Datastore.Load validate with golang-fhir-models too.
 	ValidateOnLoad bool
+	// BodyDir, when set, keeps the stored bytes of every version in a
+	// temporary file of this directory (one per data store, created with
+	// os.CreateTemp at the first write and removed by Close); only where
+	// each body is stays in memory. Empty keeps them in memory.
+	BodyDir string
 	// OnExportFinish, when set, is called as an export job finishes, before
 	// its files are written and its status can be seen: snapshot writes the
 	// job's data store as Datastore.Snapshot does (without taking the
@@ -215,6 +221,20 @@ func (e *Emulator) CreateDatastore(id string) *Datastore {
 	ds := newDatastore(e, id)
 	e.datastores[id] = ds
 	return ds
+}
+
+// Close removes the files of Options.BodyDir; reads of stored bodies fail
+// afterwards. Without BodyDir it does nothing.
+func (e *Emulator) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, ds := range e.datastores {
+		if err := ds.bodies.close(); err != nil {
+			errs = append(errs, fmt.Errorf("data store %s: %w", ds.id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Datastore returns a data store by id.

@@ -52,9 +52,27 @@ func setup(t *testing.T, mutate func(*fakehealthlake.Options)) *fx {
 	if mutate != nil {
 		mutate(&opts)
 	}
+	if strings.Contains(t.Name(), "/"+bodyDirStore) && opts.BodyDir == "" {
+		opts.BodyDir = t.TempDir()
+	}
 	emu := fakehealthlake.New(opts)
+	t.Cleanup(func() {
+		if err := emu.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
 	env.Gateway.Handle(localaws.ServiceHealthLake, emu)
 	return &fx{env: env, emu: emu, s3: s3c, clk: clk}
+}
+
+// bodyDirStore names the subtest of eachStore whose emulators (made by
+// setup) keep bodies in Options.BodyDir.
+const bodyDirStore = "bodydir"
+
+// eachStore runs test twice: with bodies in memory and in BodyDir.
+func eachStore(t *testing.T, test func(t *testing.T)) {
+	t.Run("memory", test)
+	t.Run(bodyDirStore, test)
 }
 
 // do sends a SigV4-signed request (service healthlake) with the given secret.
@@ -97,7 +115,9 @@ func meta(m map[string]any) (string, string) {
 	return v, lu
 }
 
-func TestFHIRCrudVersionsAndHistory(t *testing.T) {
+func TestFHIRCrudVersionsAndHistory(t *testing.T) { eachStore(t, testFHIRCrudVersionsAndHistory) }
+
+func testFHIRCrudVersionsAndHistory(t *testing.T) {
 	f := setup(t, nil)
 	st, p1 := f.fhir(t, http.MethodPut, "Patient/p1", `{"resourceType":"Patient","id":"p1","meta":{"source":"x"},"active":true}`)
 	if st != http.StatusCreated {
@@ -236,6 +256,10 @@ func describe(t *testing.T, f *fx, jobID string) (map[string]any, map[string]any
 }
 
 func TestExportWritesCurrentVersionsInHealthLakeLayout(t *testing.T) {
+	eachStore(t, testExportWritesCurrentVersionsInHealthLakeLayout)
+}
+
+func testExportWritesCurrentVersionsInHealthLakeLayout(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, func(o *fakehealthlake.Options) { o.ResourcesPerFile = 2 })
 	ds, _ := f.emu.Datastore("ds1")
@@ -370,7 +394,9 @@ func TestProcessingDelayKeepsJobsVisible(t *testing.T) {
 	}
 }
 
-func TestJobFaultKnobs(t *testing.T) {
+func TestJobFaultKnobs(t *testing.T) { eachStore(t, testJobFaultKnobs) }
+
+func testJobFaultKnobs(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, nil)
 	ds, _ := f.emu.Datastore("ds1")

@@ -30,7 +30,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
 type Datastore struct {
 	e      *Emulator
 	id     string
-	index  map[string]int32 // "Type/id" → res index, for resources not hard deleted
+	index  keyIndex // "Type/id" → res index, for resources not hard deleted
 	res    []resEntry
 	vers   []version
 	bodies bodyStore
@@ -70,7 +70,7 @@ func idOf(key string) string {
 }
 
 func newDatastore(e *Emulator, id string) *Datastore {
-	return &Datastore{e: e, id: id, index: map[string]int32{}, bodies: e.newBodyStore()}
+	return &Datastore{e: e, id: id, index: newKeyIndex(), bodies: e.newBodyStore()}
 }
 
 // ID returns the data store id.
@@ -84,8 +84,7 @@ func (b badRequest) Error() string { return b.msg }
 // lookup returns the res index of a resource (deleted or not) that was
 // stored and not hard deleted.
 func (d *Datastore) lookup(typ, id string) (int32, bool) {
-	ri, ok := d.index[typ+"/"+id]
-	return ri, ok
+	return d.index.find(d.res, typ+"/"+id)
 }
 
 // current is the newest version of a resource.
@@ -224,7 +223,7 @@ func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, b
 		key := typ + "/" + id
 		ri = int32(len(d.res))
 		d.res = append(d.res, resEntry{key: key})
-		d.index[key] = ri
+		d.index.insert(d.res, ri)
 	}
 	v := d.appendVersion(ri, version{ms: stamp, off: off, n: uint32(len(out)), vid: vid, prev: prev, res: ri})
 	return v, created, nil
@@ -601,7 +600,7 @@ func (d *Datastore) HardDelete(resourceType, id string) bool {
 		return false
 	}
 	d.res[ri].gone = true
-	delete(d.index, d.res[ri].key)
+	d.index.forget()
 	return true
 }
 

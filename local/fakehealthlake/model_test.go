@@ -51,6 +51,10 @@ func TestOneRunningExportOthersQueueFirstInFirstOut(t *testing.T) {
 // An export runs ExportStartup + ExportPerMB per MiB it exports, and ends at
 // that modelled time even when nobody asks until later.
 func TestExportDurationIsStartupPlusPerMB(t *testing.T) {
+	eachStore(t, testExportDurationIsStartupPlusPerMB)
+}
+
+func testExportDurationIsStartupPlusPerMB(t *testing.T) {
 	f := setup(t, func(o *fakehealthlake.Options) {
 		o.Manual = false
 		o.ExportStartup = 2 * time.Second
@@ -82,6 +86,10 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 // A write becomes visible to exports only VisibilityLag after it commits:
 // an export reading the data store sooner sees the version before it.
 func TestWritesReachExportsAfterTheVisibilityLag(t *testing.T) {
+	eachStore(t, testWritesReachExportsAfterTheVisibilityLag)
+}
+
+func testWritesReachExportsAfterTheVisibilityLag(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, func(o *fakehealthlake.Options) { o.VisibilityLag = 30 * time.Second })
 	ds, _ := f.emu.Datastore("ds1")

@@ -47,6 +47,10 @@ func exportedVersions(t *testing.T, f *fx, query string) []string {
 // and not a deletion — also after a restore, whose log comes back in
 // lastUpdated order.
 func TestSinceExportSeesTheNewestVisibleVersion(t *testing.T) {
+	eachStore(t, testSinceExportSeesTheNewestVisibleVersion)
+}
+
+func testSinceExportSeesTheNewestVisibleVersion(t *testing.T) {
 	f := setup(t, func(o *fakehealthlake.Options) { o.VisibilityLag = 30 * time.Second })
 	ds, _ := f.emu.Datastore("ds1")
 	at := func(d time.Duration) { f.clk.Set(t0.Add(d)) }

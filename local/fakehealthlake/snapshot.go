@@ -151,9 +151,9 @@ func (d *Datastore) Restore(r io.Reader) error {
 	nd.sortLog()
 	d.e.mu.Lock()
 	defer d.e.mu.Unlock()
-	if len(d.index) > 0 {
+	if d.index.live > 0 {
 		_ = nd.bodies.close()
-		return fmt.Errorf("restore %s: the data store is not empty (%d resources)", d.id, len(d.index))
+		return fmt.Errorf("restore %s: the data store is not empty (%d resources)", d.id, d.index.live)
 	}
 	old := d.bodies
 	d.index, d.res, d.vers, d.bodies = nd.index, nd.res, nd.vers, nd.bodies
@@ -218,7 +218,7 @@ func (d *Datastore) restoreLine(line []byte) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s/_history/%d: lastUpdated %q is not an instant like %s", name, vid, sl.LastUpdated, InstantLayout)
 	}
-	ri, exists := d.index[name]
+	ri, exists := d.index.find(d.res, name)
 	var prev *version
 	if exists {
 		prev = d.current(ri)
@@ -257,7 +257,7 @@ func (d *Datastore) restoreLine(line []byte) (int64, error) {
 	if !exists {
 		ri = int32(len(d.res))
 		d.res = append(d.res, resEntry{key: name, last: -1})
-		d.index[name] = ri
+		d.index.insert(d.res, ri)
 	}
 	v.res, v.prev = ri, d.res[ri].last
 	d.appendVersion(ri, v)

@@ -81,6 +81,10 @@ func snapshot(t *testing.T, ds *fakehealthlake.Datastore) []byte {
 }
 
 func TestSnapshotRestoreKeepsEveryVersionByteForByte(t *testing.T) {
+	eachStore(t, testSnapshotRestoreKeepsEveryVersionByteForByte)
+}
+
+func testSnapshotRestoreKeepsEveryVersionByteForByte(t *testing.T) {
 	f := setup(t, nil)
 	step := func() { f.clk.Set(f.clk.Now().Add(time.Second)) }
 	mustStatus(t, f, http.StatusCreated, http.MethodPut, "Patient/p1", `{"resourceType":"Patient","id":"p1","active":true}`)
@@ -258,6 +262,10 @@ func TestRestoreRefusesCorruptSnapshots(t *testing.T) {
 // export carries, taken before the export's files exist (so before the job
 // can complete).
 func TestOnExportFinishSnapshotsBeforeTheExportCompletes(t *testing.T) {
+	eachStore(t, testOnExportFinishSnapshotsBeforeTheExportCompletes)
+}
+
+func testOnExportFinishSnapshotsBeforeTheExportCompletes(t *testing.T) {
 	var got []byte
 	filesAtHook := -1
 	var f *fx

@@ -26,6 +26,10 @@ func lastUpdatedOf(t *testing.T, f *fx, typ, id string) string {
 // in HealthLake); a resource's own versions strictly increase; stamps never
 // go back. So a burst of writes does not run ahead of the clock.
 func TestLastUpdatedIsPerResourceStrictGlobalNonDecreasing(t *testing.T) {
+	eachStore(t, testLastUpdatedIsPerResourceStrictGlobalNonDecreasing)
+}
+
+func testLastUpdatedIsPerResourceStrictGlobalNonDecreasing(t *testing.T) {
 	f := setup(t, nil)
 	ds, _ := f.emu.Datastore("ds1")
 	f.clk.Set(t0)
