@@ -34,8 +34,9 @@ type reconcileView struct {
 	StartDate    string `json:"startDate,omitempty"`
 	// Status is the execution's status once it ended (--wait).
 	Status string `json:"status,omitempty"`
-	// Skipped: the execution ended without reconciling (the run lock was
-	// held, or no run has committed yet); the schedule or an operator
+	// Skipped: the execution ended without reconciling (a run held the lock
+	// for all of its 30-minute wait, no run has committed yet, or a
+	// multi-part export was being delivered); the schedule or an operator
 	// starts the next one.
 	Skipped bool `json:"skipped,omitempty"`
 	// LockHeldBy names the run holding the lock when this one started.
@@ -197,13 +198,13 @@ func printReconcile(stdout, stderr io.Writer, asJSON bool, name string, v reconc
 	if v.ExecutionARN != "" {
 		fmt.Fprintf(stdout, "started %s at %s\n", v.ExecutionARN, orDash(v.StartDate))
 		if v.LockHeldBy != "" {
-			fmt.Fprintf(stdout, "note: run %s holds the lock, so this reconciliation will be skipped; see `cdcctl status`\n", v.LockHeldBy)
+			fmt.Fprintf(stdout, "note: run %s holds the lock; the reconciliation waits for it (at most 30 minutes, then it is skipped); see `cdcctl status`\n", v.LockHeldBy)
 		}
 	}
 	if v.Status != "" {
 		switch {
 		case v.Skipped:
-			fmt.Fprintln(stdout, "skipped: the run lock was held (or no run has committed yet); nothing was compared. Start it again later")
+			fmt.Fprintln(stdout, "skipped: a run held the lock for 30 minutes (or no run has committed yet, or a multi-part export is being delivered); nothing was compared. Start it again later")
 		default:
 			fmt.Fprintf(stdout, "ended %s\n", v.Status)
 		}
