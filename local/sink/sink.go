@@ -171,8 +171,11 @@ type Delivery struct {
 type Recorder struct {
 	keepEvents bool
 
-	mu      sync.Mutex
-	all     []Delivery
+	mu  sync.Mutex
+	all []Delivery // whole deliveries (NewRecorder)
+	// ids are the deliveries of an ID recorder: bus and eventId only, a
+	// tenth of a Delivery's size (a simulation records millions).
+	ids     []idDelivery
 	byID    map[string]int // eventId → deliveries
 	changed chan struct{}
 }
@@ -203,7 +206,11 @@ func (r *Recorder) Deliver(_ context.Context, bus string, ev Event) error {
 		d.EventID = EventID(ev.Detail)
 	}
 	r.mu.Lock()
-	r.all = append(r.all, d)
+	if r.keepEvents {
+		r.all = append(r.all, d)
+	} else {
+		r.ids = append(r.ids, idDelivery{bus: d.Bus, eventID: d.EventID})
+	}
 	r.byID[d.EventID]++
 	close(r.changed)
 	r.changed = make(chan struct{})
@@ -214,28 +221,43 @@ func (r *Recorder) Deliver(_ context.Context, bus string, ev Event) error {
 // Close does nothing.
 func (r *Recorder) Close() error { return nil }
 
+// idDelivery is what an ID recorder keeps of a delivery.
+type idDelivery struct{ bus, eventID string }
+
 // Len returns the number of deliveries.
 func (r *Recorder) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.all)
+	return r.lenLocked()
+}
+
+func (r *Recorder) lenLocked() int {
+	if r.keepEvents {
+		return len(r.all)
+	}
+	return len(r.ids)
 }
 
 // Deliveries returns a copy of every delivery in order.
-func (r *Recorder) Deliveries() []Delivery {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Delivery(nil), r.all...)
-}
+func (r *Recorder) Deliveries() []Delivery { return r.Since(0) }
 
-// Since returns the deliveries from position n on.
+// Since returns the deliveries from position n on (an ID recorder's carry
+// the bus and eventId only).
 func (r *Recorder) Since(n int) []Delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n >= len(r.all) {
+	n = max(n, 0)
+	if n >= r.lenLocked() {
 		return nil
 	}
-	return append([]Delivery(nil), r.all[n:]...)
+	if r.keepEvents {
+		return append([]Delivery(nil), r.all[n:]...)
+	}
+	out := make([]Delivery, 0, len(r.ids)-n)
+	for _, d := range r.ids[n:] {
+		out = append(out, Delivery{Bus: d.bus, EventID: d.eventID})
+	}
+	return out
 }
 
 // Count returns how many times the event with the given detail eventId was
@@ -252,7 +274,7 @@ func (r *Recorder) Count(eventID string) int {
 func (r *Recorder) Counts() (distinct, deliveries int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.byID), len(r.all)
+	return len(r.byID), r.lenLocked()
 }
 
 // EventIDs returns the distinct detail eventIds delivered, with counts.

@@ -192,7 +192,14 @@ func TestEventIDWithoutDecoding(t *testing.T) {
 	}
 	r := NewIDRecorder()
 	_ = r.Deliver(context.Background(), "b", sample("7"))
+	_ = r.Deliver(context.Background(), "c", sample("8"))
 	if r.Count("Patient/7/_history/1") != 1 || r.Deliveries()[0].Event.ID != "" {
 		t.Errorf("id recorder kept %+v", r.Deliveries())
+	}
+	if got := r.Since(1); r.Len() != 2 || len(got) != 1 || got[0].Bus != "c" || got[0].EventID != "Patient/8/_history/1" {
+		t.Errorf("id recorder: Len %d, Since(1) = %+v", r.Len(), got)
+	}
+	if d, n := r.Counts(); d != 2 || n != 2 {
+		t.Errorf("id recorder Counts() = %d, %d", d, n)
 	}
 }
