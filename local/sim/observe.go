@@ -30,31 +30,36 @@ type Duplicates struct {
 	Replay int64 `json:"replay"`
 }
 
-// delivery is what the observer keeps per eventId: when it was first
-// delivered, the window of its last delivery and how often.
+// delivery is what the observer keeps per eventId: when it was first and
+// last delivered (virtual Unix nanoseconds), the window of its last
+// delivery (an index into observer.windows) and how often — 24 bytes, for
+// millions of events.
 type delivery struct {
-	first        time.Time
-	last         time.Time
-	since, until string
-	count        int32
+	first, last int64
+	window      int32
+	count       int32
 }
+
+// window is a delivery's window bounds as the detail gives them.
+type window struct{ since, until string }
 
 // observer is the bus's sink in a simulation: it records every delivery's
 // virtual time, the write → delivery latency of each version and the
 // duplicates with their causes.
 type observer struct {
-	mu      sync.Mutex
-	start   time.Time
-	seen    map[string]*delivery
-	windows map[string]string // interned window bounds
-	lat     []float64
-	dup     Duplicates
-	replays []time.Time
-	total   int64
+	mu       sync.Mutex
+	start    time.Time
+	seen     map[string]delivery
+	windows  []window
+	windowNo map[window]int32
+	lat      []float64
+	dup      Duplicates
+	replays  []time.Time
+	total    int64
 }
 
 func newObserver(start time.Time) *observer {
-	return &observer{start: start, seen: map[string]*delivery{}, windows: map[string]string{}}
+	return &observer{start: start, seen: map[string]delivery{}, windowNo: map[window]int32{}}
 }
 
 var _ sink.Sink = (*observer)(nil)
@@ -114,40 +119,46 @@ func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.total++
-	since, until := o.intern(d.Window.Since), o.intern(d.Window.Until)
+	w := o.window(window{since: d.Window.Since, until: d.Window.Until})
 	prev, ok := o.seen[d.EventID]
 	if !ok {
-		o.seen[d.EventID] = &delivery{first: now, last: now, since: since, until: until, count: 1}
+		o.seen[d.EventID] = delivery{first: now.UnixNano(), last: now.UnixNano(), window: w, count: 1}
 		if lu, err := events.ParseTime(d.LastUpdated); err == nil && !lu.Before(o.start) {
 			o.lat = append(o.lat, now.Sub(lu).Seconds())
 		}
 		return nil
 	}
 	o.dup.Total++
+	pw := o.windows[prev.window]
 	switch {
-	case prev.since == since && prev.until == until:
+	case prev.window == w:
 		o.dup.Retries++
-	case o.replayedAfter(prev.last):
+	case o.replayedAfter(time.Unix(0, prev.last)):
 		o.dup.Replay++
-	case prev.since == since:
+	case pw.since == d.Window.Since:
 		o.dup.Rerun++
 	default:
 		o.dup.Overlap++
 	}
-	prev.last, prev.since, prev.until = now, since, until
+	prev.last, prev.window = now.UnixNano(), w
 	prev.count++
+	o.seen[d.EventID] = prev
 	return nil
 }
 
 // Close implements sink.Closer.
 func (o *observer) Close() error { return nil }
 
-func (o *observer) intern(s string) string {
-	if v, ok := o.windows[s]; ok {
-		return v
+// window returns the number of w, numbering it when new; the caller holds
+// o.mu.
+func (o *observer) window(w window) int32 {
+	if n, ok := o.windowNo[w]; ok {
+		return n
 	}
-	o.windows[s] = s
-	return s
+	n := int32(len(o.windows))
+	o.windows = append(o.windows, w)
+	o.windowNo[w] = n
+	return n
 }
 
 // replayedAfter reports whether a replay was applied after t; the caller
@@ -172,7 +183,8 @@ func (o *observer) replayed(at time.Time) {
 func (o *observer) delivered(eventID string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.seen[eventID] != nil
+	_, ok := o.seen[eventID]
+	return ok
 }
 
 // Percentiles are latencies in seconds.
