@@ -1,11 +1,14 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
 )
 
 // TestReadHeadMatchesAFullDecode: the observer's partial read finds the
@@ -36,4 +39,42 @@ func TestReadHeadMatchesAFullDecode(t *testing.T) {
 			t.Errorf("readHead(%q) = %+v, accepted", bad, h)
 		}
 	}
+}
+
+// TestObserverClassifiesDuplicates: a second delivery of an eventId is a
+// retry in the same window, a rerun in a window with the same start, replay
+// after a replay, overlap otherwise; latency counts first deliveries only.
+func TestObserverClassifiesDuplicates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		o := newObserver(start)
+		at := func(min int) time.Time { return start.Add(time.Duration(min) * time.Minute) }
+		deliver := func(id string, since, until int) {
+			r := events.Resource{ResourceType: "Patient", ID: id, VersionID: "1", LastUpdated: events.FormatTime(start), Raw: []byte(`{"resourceType":"Patient"}`)}
+			d := events.AppendDetail(nil, r, events.Window{Since: at(since), Until: at(until)}, events.ExportRef{}, nil)
+			if err := o.Deliver(context.Background(), "bus", sink.Event{Detail: d}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+		}
+		deliver("a", 0, 5)
+		deliver("a", 0, 5)  // retry
+		deliver("a", 0, 10) // rerun: same start, longer window
+		deliver("a", 4, 10) // overlap
+		o.replayed(time.Now())
+		time.Sleep(time.Second)
+		deliver("a", 0, 10) // replay
+		deliver("b", 0, 5)
+		lat, dup, distinct, total := o.summary()
+		want := Duplicates{Total: 4, Retries: 1, Rerun: 1, Overlap: 1, Replay: 1}
+		if dup != want || distinct != 2 || total != 6 {
+			t.Errorf("duplicates %+v, distinct %d, total %d; want %+v, 2, 6", dup, distinct, total, want)
+		}
+		if lat.Count != 2 || lat.P50 != 0 || lat.Max != 6 {
+			t.Errorf("latency %+v, want two first deliveries at 0 s and 6 s", lat)
+		}
+		if !o.delivered(events.EventID("Patient", "b", "1")) || o.delivered(events.EventID("Patient", "c", "1")) {
+			t.Error("delivered() disagrees with what was delivered")
+		}
+	})
 }
