@@ -460,7 +460,9 @@ func (s *Stack) startEmulators() error {
 		FaultRate:      s.Faults.Probability(faults.HealthLakeAPIError),
 		Seed:           s.opts.FaultSeed + 1,
 		OnExportFinish: onExportFinish,
+		BodyDir:        s.opts.SpillDir,
 	})
+	s.closers = append(s.closers, func() { _ = s.HealthLake.Close() })
 	env.Gateway.Handle(localaws.ServiceHealthLake, s.HealthLake)
 	s.startHealthLakeTicker()
 
