@@ -11,7 +11,7 @@ import (
 var errBodyRead = errors.New("read stored resource")
 
 // bodyStore keeps the stored bytes of every version of a data store. add
-// returns where a body is; read gives it back (the caller must not modify
+// copies a body and returns where it is; read gives it back (the caller must not modify
 // the bytes). Both are called with the emulator's lock held; reader returns
 // a view that reads every body added so far without the lock.
 type bodyStore interface {
@@ -30,7 +30,7 @@ type bodyReader interface {
 type memBodies struct{ bodies [][]byte }
 
 func (m *memBodies) add(body []byte) (int64, error) {
-	m.bodies = append(m.bodies, body)
+	m.bodies = append(m.bodies, append([]byte(nil), body...))
 	return int64(len(m.bodies) - 1), nil
 }
 

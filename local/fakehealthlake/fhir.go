@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,8 +16,6 @@ import (
 
 // InstantLayout is the layout of meta.lastUpdated (millisecond UTC instants).
 const InstantLayout = "2006-01-02T15:04:05.000Z"
-
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9\-.]{1,64}$`)
 
 // Datastore is one FHIR R4 data store of the emulator.
 //
@@ -34,6 +31,10 @@ type Datastore struct {
 	res    []resEntry
 	vers   []version
 	bodies bodyStore
+
+	// compact and out are put's scratch buffers (the body store copies).
+	compact bytes.Buffer
+	out     []byte
 }
 
 // resEntry is one resource.
@@ -175,25 +176,28 @@ func (d *Datastore) Count() int {
 
 // put stores a new version; the caller holds e.mu.
 func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, bool, error) {
-	if !idPattern.MatchString(id) {
+	if !validID(id) {
 		return nil, false, badRequest{"invalid resource id"}
 	}
 	if _, ok := validators[typ]; !ok {
 		return nil, false, badRequest{"unsupported resource type " + typ}
 	}
-	fields, err := topLevel(body)
+	// One pass checks the syntax and drops the insignificant spaces; the
+	// members are then split without decoding anything.
+	d.compact.Reset()
+	if err := json.Compact(&d.compact, body); err != nil {
+		return nil, false, badRequest{"resource is not a JSON object: " + err.Error()}
+	}
+	var buf [64]member
+	ms, err := splitObject(d.compact.Bytes(), buf[:0])
 	if err != nil {
 		return nil, false, badRequest{"resource is not a JSON object: " + err.Error()}
 	}
-	var rt string
-	if raw, ok := fields.get("resourceType"); !ok || json.Unmarshal(raw, &rt) != nil || rt != typ {
+	if raw, ok := find(ms, "resourceType"); !ok || !stringIs(raw, typ) {
 		return nil, false, badRequest{"resourceType in the body does not match " + typ}
 	}
-	if raw, ok := fields.get("id"); ok {
-		var bid string
-		if json.Unmarshal(raw, &bid) != nil || bid != id {
-			return nil, false, badRequest{"resource id in the body does not match the URL"}
-		}
+	if raw, ok := find(ms, "id"); ok && !stringIs(raw, id) {
+		return nil, false, badRequest{"resource id in the body does not match the URL"}
 	}
 	if validate {
 		if err := validators[typ](body); err != nil {
@@ -209,10 +213,11 @@ func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, b
 		vid, prev, prevMs = d.current(ri).vid+1, d.res[ri].last, d.current(ri).ms
 	}
 	stamp := d.e.nextStamp(prevMs)
-	out, err := withMeta(fields, typ, id, int(vid), time.UnixMilli(stamp))
+	out, err := appendStored(d.out[:0], ms, typ, id, vid, stamp)
 	if err != nil {
 		return nil, false, err
 	}
+	d.out = out
 	off, err := d.bodies.add(out)
 	if err != nil {
 		return nil, false, fmt.Errorf("store body: %w", err)
@@ -227,113 +232,6 @@ func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, b
 	}
 	v := d.appendVersion(ri, version{ms: stamp, off: off, n: uint32(len(out)), vid: vid, prev: prev, res: ri})
 	return v, created, nil
-}
-
-type field struct {
-	key string
-	raw json.RawMessage
-}
-
-type fieldList []field
-
-func (f fieldList) get(key string) (json.RawMessage, bool) {
-	for _, x := range f {
-		if x.key == key {
-			return x.raw, true
-		}
-	}
-	return nil, false
-}
-
-// topLevel splits a JSON object into its members, keeping their order.
-func topLevel(body []byte) (fieldList, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not an object")
-	}
-	var out fieldList
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("bad member name")
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		out = append(out, field{key: key, raw: raw})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data")
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, errors.New("trailing data")
-	}
-	return out, nil
-}
-
-// withMeta writes resourceType, id and meta (versionId, lastUpdated merged
-// into any meta given) first, then the other members in their order.
-func withMeta(fields fieldList, typ, id string, vid int, stamp time.Time) ([]byte, error) {
-	meta := fieldList{}
-	if raw, ok := fields.get("meta"); ok {
-		m, err := topLevel(raw)
-		if err != nil {
-			return nil, badRequest{"meta is not a JSON object"}
-		}
-		meta = m
-	}
-	vidRaw, _ := json.Marshal(strconv.Itoa(vid))
-	luRaw, _ := json.Marshal(stamp.UTC().Format(InstantLayout))
-	newMeta := fieldList{{"versionId", vidRaw}, {"lastUpdated", luRaw}}
-	for _, m := range meta {
-		if m.key != "versionId" && m.key != "lastUpdated" {
-			newMeta = append(newMeta, m)
-		}
-	}
-	typRaw, _ := json.Marshal(typ)
-	idRaw, _ := json.Marshal(id)
-	out := fieldList{{"resourceType", typRaw}, {"id", idRaw}, {"meta", encodeObject(newMeta)}}
-	for _, f := range fields {
-		switch f.key {
-		case "resourceType", "id", "meta":
-		default:
-			out = append(out, f)
-		}
-	}
-	return encodeObject(out), nil
-}
-
-func encodeObject(fields fieldList) []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, f := range fields {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(f.key)
-		b.Write(k)
-		b.WriteByte(':')
-		var c bytes.Buffer
-		if err := json.Compact(&c, f.raw); err != nil {
-			b.Write(f.raw)
-		} else {
-			b.Write(c.Bytes())
-		}
-	}
-	b.WriteByte('}')
-	return b.Bytes()
 }
 
 // newID returns a server-assigned resource id.

@@ -206,7 +206,7 @@ func (d *Datastore) restoreLine(line []byte) (int64, error) {
 	if _, ok := validators[sl.ResourceType]; !ok {
 		return 0, fmt.Errorf("unsupported resource type %q", sl.ResourceType)
 	}
-	if !idPattern.MatchString(sl.ID) {
+	if !validID(sl.ID) {
 		return 0, fmt.Errorf("invalid resource id %q", sl.ID)
 	}
 	name := sl.ResourceType + "/" + sl.ID
@@ -245,7 +245,7 @@ func (d *Datastore) restoreLine(line []byte) (int64, error) {
 		if err := checkStored(sl.Resource, sl.ResourceType, sl.ID, sl.VersionID, sl.LastUpdated); err != nil {
 			return 0, fmt.Errorf("%s/_history/%d: %w", name, vid, err)
 		}
-		off, err := d.bodies.add(append([]byte(nil), sl.Resource...))
+		off, err := d.bodies.add(sl.Resource)
 		if err != nil {
 			return 0, fmt.Errorf("%s/_history/%d: store body: %w", name, vid, err)
 		}
@@ -270,29 +270,31 @@ func checkStored(body []byte, typ, id, vid, lastUpdated string) error {
 	if len(body) == 0 || string(body) == "null" {
 		return errors.New("no resource")
 	}
-	fields, err := topLevel(body)
+	var c bytes.Buffer
+	if err := json.Compact(&c, body); err != nil {
+		return fmt.Errorf("resource is not a JSON object: %w", err)
+	}
+	var buf [64]member
+	fields, err := splitObject(c.Bytes(), buf[:0])
 	if err != nil {
 		return fmt.Errorf("resource is not a JSON object: %w", err)
 	}
-	str := func(fl fieldList, key string) string {
-		var s string
-		if raw, ok := fl.get(key); ok {
-			_ = json.Unmarshal(raw, &s)
-		}
-		return s
+	is := func(ms []member, key, want string) bool {
+		raw, ok := find(ms, key)
+		return ok && stringIs(raw, want)
 	}
-	if str(fields, "resourceType") != typ || str(fields, "id") != id {
+	if !is(fields, "resourceType", typ) || !is(fields, "id", id) {
 		return errors.New("resource's resourceType or id differ from the line's")
 	}
-	rawMeta, ok := fields.get("meta")
+	rawMeta, ok := find(fields, "meta")
 	if !ok {
 		return errors.New("resource has no meta")
 	}
-	meta, err := topLevel(rawMeta)
+	meta, err := splitObject(rawMeta, nil)
 	if err != nil {
 		return fmt.Errorf("resource meta is not a JSON object: %w", err)
 	}
-	if str(meta, "versionId") != vid || str(meta, "lastUpdated") != lastUpdated {
+	if !is(meta, "versionId", vid) || !is(meta, "lastUpdated", lastUpdated) {
 		return errors.New("resource's meta.versionId or meta.lastUpdated differ from the line's")
 	}
 	return nil
