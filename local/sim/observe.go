@@ -53,6 +53,7 @@ type observer struct {
 	windows  []window
 	windowNo map[window]int32
 	lat      []float64
+	delLat   []float64
 	dup      Duplicates
 	replays  []time.Time
 	total    int64
@@ -66,6 +67,7 @@ var _ sink.Sink = (*observer)(nil)
 
 type detailHead struct {
 	EventID     string `json:"eventId"`
+	Operation   string `json:"operation"`
 	LastUpdated string `json:"lastUpdated"`
 	Window      struct {
 		Since string `json:"since"`
@@ -83,7 +85,7 @@ func readHead(detail []byte) (detailHead, bool) {
 		return d, false
 	}
 	var got int
-	for got < 3 && dec.More() {
+	for got < 4 && dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return d, false
@@ -93,6 +95,8 @@ func readHead(detail []byte) (detailHead, bool) {
 		switch key {
 		case "eventId":
 			dst = &d.EventID
+		case "operation":
+			dst = &d.Operation
 		case "lastUpdated":
 			dst = &d.LastUpdated
 		case "window":
@@ -124,7 +128,11 @@ func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
 	if !ok {
 		o.seen[d.EventID] = delivery{first: now.UnixNano(), last: now.UnixNano(), window: w, count: 1}
 		if lu, err := events.ParseTime(d.LastUpdated); err == nil && !lu.Before(o.start) {
-			o.lat = append(o.lat, now.Sub(lu).Seconds())
+			if d.Operation == events.OperationDelete {
+				o.delLat = append(o.delLat, now.Sub(lu).Seconds())
+			} else {
+				o.lat = append(o.lat, now.Sub(lu).Seconds())
+			}
 		}
 		return nil
 	}
@@ -209,11 +217,20 @@ func percentiles(xs []float64) Percentiles {
 	return Percentiles{P50: rank(0.50), P95: rank(0.95), P99: rank(0.99), Max: xs[len(xs)-1], Count: len(xs)}
 }
 
-// summary returns the latency percentiles, the duplicates, the distinct
-// events and all deliveries.
+// summary returns the latency percentiles of upserts, the duplicates, the
+// distinct events and all deliveries.
 func (o *observer) summary() (Percentiles, Duplicates, int64, int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	lat := append([]float64(nil), o.lat...)
 	return percentiles(lat), o.dup, int64(len(o.seen)), o.total
+}
+
+// deleteLatency returns the latency percentiles of delete events (deletion
+// → first delivery): exports carry no deletions, so the reconciliation's
+// schedule bounds them (docs/RECONCILE.md).
+func (o *observer) deleteLatency() Percentiles {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return percentiles(append([]float64(nil), o.delLat...))
 }

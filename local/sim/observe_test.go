@@ -65,10 +65,18 @@ func TestObserverClassifiesDuplicates(t *testing.T) {
 		time.Sleep(time.Second)
 		deliver("a", 0, 10) // replay
 		deliver("b", 0, 5)
+		del := events.AppendDeleteDetail(nil, events.Deletion{ResourceType: "Patient", ResourceID: "a", VersionID: "2",
+			LastUpdated: events.FormatTime(start.Add(time.Second)), Window: events.Window{Since: at(0), Until: at(5)}})
+		if err := o.Deliver(context.Background(), "bus", sink.Event{Detail: del}); err != nil {
+			t.Fatal(err)
+		}
+		if dl := o.deleteLatency(); dl.Count != 1 || dl.Max != 6 {
+			t.Errorf("delete latency %+v, want one delete at 6 s", dl)
+		}
 		lat, dup, distinct, total := o.summary()
 		want := Duplicates{Total: 4, Retries: 1, Rerun: 1, Overlap: 1, Replay: 1}
-		if dup != want || distinct != 2 || total != 6 {
-			t.Errorf("duplicates %+v, distinct %d, total %d; want %+v, 2, 6", dup, distinct, total, want)
+		if dup != want || distinct != 3 || total != 7 {
+			t.Errorf("duplicates %+v, distinct %d, total %d; want %+v, 3, 7", dup, distinct, total, want)
 		}
 		if lat.Count != 2 || lat.P50 != 0 || lat.Max != 6 {
 			t.Errorf("latency %+v, want two first deliveries at 0 s and 6 s", lat)

@@ -134,8 +134,12 @@ type Report struct {
 	// (an export carries none — docs/EVENTS.md).
 	LostLatestVersions int64 `json:"lostLatestVersions"`
 	// LatencySeconds is write (meta.lastUpdated) → first delivery, virtual
-	// time, over the versions written during the simulation.
+	// time, over the upserts written during the simulation.
 	LatencySeconds Percentiles `json:"latencySeconds"`
+	// DeleteLatencySeconds is deletion → first delete event, virtual time:
+	// exports carry no deletions, the reconciliation publishes them, so its
+	// schedule bounds this (not part of LatencySeconds).
+	DeleteLatencySeconds Percentiles `json:"deleteLatencySeconds"`
 	// LatencyBoundSeconds is safety lag + schedule + modelled export time
 	// (start-up + per MiB × the mean MiB of an export job) + 30 s.
 	LatencyBoundSeconds float64 `json:"latencyBoundSeconds"`
@@ -386,6 +390,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		return rep, fmt.Errorf("sim: the data store holds %d resources, the workload knows of %d", n, rep.Resources)
 	}
 	rep.LatencySeconds, rep.Duplicates, rep.DeliveredEvents, rep.Deliveries = obs.summary()
+	rep.DeleteLatencySeconds = obs.deleteLatency()
 	lines, bytes, jobs, err := exported(ctx, st)
 	if err != nil {
 		return rep, fmt.Errorf("sim: %w", err)
