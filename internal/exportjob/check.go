@@ -78,8 +78,7 @@ func (h *CheckHandler) check(ctx context.Context, msg RecheckMessage, requeue bo
 		return nil
 	}
 	if stale {
-		log.WarnContext(ctx, "task token is stale: the run is gone; cancelling the export")
-		h.cancelIfRunning(ctx, msg.RunID, msg.DatastoreID, msg.JobID)
+		h.stopStaleChain(ctx, log, msg.RunID, msg.DatastoreID, msg.JobID)
 		return nil
 	}
 	if err != nil {

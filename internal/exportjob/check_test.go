@@ -315,6 +315,35 @@ func TestCheckStaleTokenCancelsExportAndStopsPolling(t *testing.T) {
 	}
 }
 
+// TestCheckStaleTokenAfterTheJobEndedIsTheUsualRace: the polling chain's
+// check that arrives after another check (a job event's) completed the task
+// finds the token stale and the job COMPLETED: it stops without a cancel and
+// without a warning.
+func TestCheckStaleTokenAfterTheJobEndedIsTheUsualRace(t *testing.T) {
+	w := newWorld(t, nil)
+	token, m := w.startedRun("run-done")
+	if _, err := w.sfnClient.SendTaskSuccess(context.Background(), &sfn.SendTaskSuccessInput{TaskToken: aws.String(token), Output: aws.String("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.hl.SetJobStatus(m.JobID, "COMPLETED", ""); err != nil {
+		t.Fatal(err)
+	}
+	resp := w.invoke(w.checkHandler().Handle, record("c1", m))
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %+v", resp)
+	}
+	if cancels := w.hl.RequestsFor("CancelExport"); len(cancels) != 0 {
+		t.Errorf("cancelled an ended job: %+v", cancels)
+	}
+	if len(w.newMessages()) != 0 {
+		t.Error("kept polling")
+	}
+	logs := w.logs.String()
+	if strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, "the export had ended") {
+		t.Errorf("logs: %s", logs)
+	}
+}
+
 func TestCheckMaxWaitFailsTheRunAndCancels(t *testing.T) {
 	w := newWorld(t, func(c *exportjob.Config) { c.MaxWait = time.Hour })
 	token, m := w.startedRun("run-slow")

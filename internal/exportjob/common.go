@@ -116,21 +116,36 @@ func (c *core) superseded(ctx context.Context, runID, token string) bool {
 }
 
 // cancelIfRunning cancels a job that may still be running; errors are logged,
-// not returned (the caller is already giving up on the run).
-func (c *core) cancelIfRunning(ctx context.Context, runID, datastoreID, jobID string) {
+// not returned (the caller is already giving up on the run). It returns the
+// job's status when the job had already ended (nothing to cancel), else "".
+func (c *core) cancelIfRunning(ctx context.Context, runID, datastoreID, jobID string) (ended string) {
 	job, err := c.d.Export.DescribeExport(ctx, datastoreID, jobID)
 	if err == nil && !healthlake.Running(job.JobStatus) {
 		_ = c.ledger.SetStatus(ctx, runID, job.JobStatus)
-		return
+		return job.JobStatus
 	}
 	if err := c.d.Export.CancelExport(ctx, datastoreID, jobID); err != nil {
 		c.log.WarnContext(ctx, "cancel export failed", "runId", runID, "jobId", jobID, "error", err.Error())
-		return
+		return ""
 	}
 	c.log.InfoContext(ctx, "export cancelled", "runId", runID, "jobId", jobID)
 	if err := c.ledger.SetStatus(ctx, runID, healthlake.StatusCancelSubmitted); err != nil {
 		c.log.WarnContext(ctx, "ledger status not recorded", "runId", runID, "error", err.Error())
 	}
+	return ""
+}
+
+// stopStaleChain ends a chain whose task token is stale and not superseded:
+// the run has moved on. When the job had already ended this is the normal
+// race of two checks noticing the same end (a job event and the polling
+// chain; the first one completed the task), logged at INFO; a job still
+// running belonged to a run that is gone, and is cancelled (WARN).
+func (c *core) stopStaleChain(ctx context.Context, log *slog.Logger, runID, datastoreID, jobID string) {
+	if ended := c.cancelIfRunning(ctx, runID, datastoreID, jobID); ended != "" {
+		log.InfoContext(ctx, "task token is stale: the run has moved on and the export had ended; this chain stops", "jobId", jobID, "jobStatus", ended)
+		return
+	}
+	log.WarnContext(ctx, "task token is stale: the run is gone; the export was cancelled", "jobId", jobID)
 }
 
 // findLiveJob looks the run's job up by its deterministic name through the

@@ -197,8 +197,7 @@ func (h *StartHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 			log.InfoContext(ctx, "task token is stale but a newer one of the run polls the export; leaving it", "jobId", jobID)
 			return nil
 		}
-		log.WarnContext(ctx, "task token is stale: the run is gone; cancelling the export", "jobId", jobID)
-		h.cancelIfRunning(ctx, msg.RunID, h.cfg.DatastoreID, jobID)
+		h.stopStaleChain(ctx, log, msg.RunID, h.cfg.DatastoreID, jobID)
 		return nil
 	}
 	if err != nil {

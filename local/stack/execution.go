@@ -23,14 +23,6 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/statemachine"
 )
 
-// Real-time durations of the wait for the export; substituted divided by
-// the time scale, since the interpreter multiplies them by it. The heartbeat
-// is derived as the stack derives it (exportHeartbeat).
-const (
-	exportTimeout  = 30 * time.Minute
-	mapConcurrency = 16
-)
-
 // exportHeartbeat is the wait's HeartbeatSeconds, derived like the deployed
 // one (internal/stackconfig) from the local re-check cap (CDC_RECHECK_MAX_DELAY
 // = 4 × RecheckDelay), check-export's deployed timeout and the re-check
@@ -51,16 +43,20 @@ func (s *Stack) Substitutions() map[string]string {
 	secs := func(d time.Duration) string {
 		return strconv.Itoa(int(math.Ceil(d.Seconds() / scale)))
 	}
+	dep := s.deployedConfig()
 	return map[string]string{
 		statemachine.RunLockFunctionArn:       s.Lambdas.ARN(FnRunLock),
 		statemachine.PrepareChangeFunctionArn: s.Lambdas.ARN(FnPrepareChange),
 		statemachine.StartQueueURL:            s.Res.StartQueueURL,
 		statemachine.ArtifactBucket:           s.Res.Bucket,
 		statemachine.ExportHeartbeatSeconds:   secs(s.exportHeartbeat()),
-		statemachine.ExportTimeoutSeconds:     secs(exportTimeout),
-		statemachine.MapMaxConcurrency:        strconv.Itoa(mapConcurrency),
-		// The deployed run timeout; run-lock's default lease is this + 1 h.
-		statemachine.RunTimeoutSeconds: secs(stackconfig.Default().RunTimeout),
+		// The deployed export wait, Map concurrency (the divisor of
+		// prepare-change's PutEvents rate) and run timeout (run-lock's lease
+		// is this + 1 h). Durations are real time, substituted divided by
+		// the time scale since the interpreter multiplies them by it.
+		statemachine.ExportTimeoutSeconds: secs(dep.ExportTimeout),
+		statemachine.MapMaxConcurrency:    strconv.Itoa(dep.MapMaxConcurrency),
+		statemachine.RunTimeoutSeconds:    secs(dep.RunTimeout),
 	}
 }
 
