@@ -32,14 +32,18 @@ type archive struct {
 	size                         int64
 }
 
-// archived is one archived event: its text in memory, or at off (n bytes)
-// in the emulator's archive file (Options.ArchiveDir).
+// archived is one archived event: when it was archived (Unix nanoseconds)
+// and where its text is — at off (n bytes) in the emulator's archive file
+// (Options.ArchiveDir), or in e.archivedText[mem-1] when mem > 0. Pointer
+// free, 24 bytes: a simulation archives millions of events.
 type archived struct {
-	at  time.Time
-	raw []byte
+	at  int64
 	off int64
 	n   int32
+	mem int32
 }
+
+func (ev archived) time() time.Time { return time.Unix(0, ev.at).UTC() }
 
 // archiveFile keeps archived events' text on disk (Options.ArchiveDir).
 type archiveFile struct {
@@ -47,34 +51,40 @@ type archiveFile struct {
 	end int64
 }
 
-// keep stores raw in the archive file, or returns it to be kept in memory
-// when there is no file (none configured, or it cannot be written). e.mu
-// is held.
+// keep stores raw in the archive file, or in memory when there is no file
+// (none configured, or it cannot be written). e.mu is held.
 func (e *Emulator) keep(at time.Time, raw []byte) archived {
+	inMemory := func() archived {
+		e.archivedText = append(e.archivedText, raw)
+		return archived{at: at.UnixNano(), mem: int32(len(e.archivedText))}
+	}
 	if e.opts.ArchiveDir == "" || len(raw) > math.MaxInt32 {
-		return archived{at: at, raw: raw}
+		return inMemory()
 	}
 	if e.archiveFile == nil {
 		f, err := os.CreateTemp(e.opts.ArchiveDir, "local-eventbridge-archive-*.ndjson")
 		if err != nil {
 			e.opts.ArchiveDir = "" // memory from now on
-			return archived{at: at, raw: raw}
+			return inMemory()
 		}
 		e.archiveFile = &archiveFile{f: f}
 	}
 	af := e.archiveFile
 	if _, err := af.f.WriteAt(raw, af.end); err != nil {
-		return archived{at: at, raw: raw}
+		return inMemory()
 	}
-	a := archived{at: at, off: af.end, n: int32(len(raw))}
+	a := archived{at: at.UnixNano(), off: af.end, n: int32(len(raw))}
 	af.end += int64(len(raw))
 	return a
 }
 
 // text returns an archived event's text. e.mu is held.
 func (e *Emulator) text(ev archived) ([]byte, error) {
-	if ev.raw != nil || ev.n == 0 {
-		return ev.raw, nil
+	if ev.mem > 0 {
+		return e.archivedText[ev.mem-1], nil
+	}
+	if ev.n == 0 {
+		return nil, nil
 	}
 	if e.archiveFile == nil {
 		return nil, errors.New("read archived event: the emulator is closed")
@@ -347,10 +357,11 @@ func (e *Emulator) runReplay(r *replay, a *archive) {
 	now := e.opts.Now()
 	name, _ := json.Marshal(r.name)
 	for _, ev := range a.events {
-		if ev.at.Before(r.start) || !ev.at.Before(r.end) {
+		at := ev.time()
+		if at.Before(r.start) || !at.Before(r.end) {
 			continue
 		}
-		if a.retentionDays > 0 && now.Sub(ev.at) > time.Duration(a.retentionDays)*24*time.Hour {
+		if a.retentionDays > 0 && now.Sub(at) > time.Duration(a.retentionDays)*24*time.Hour {
 			continue
 		}
 		raw, err := e.text(ev)
@@ -359,7 +370,7 @@ func (e *Emulator) runReplay(r *replay, a *archive) {
 			return
 		}
 		e.route(a.sourceBus, withReplayName(raw, name), only, false)
-		r.lastReplayed = ev.at
+		r.lastReplayed = at
 	}
 	r.state, r.ended = "COMPLETED", e.opts.Now().UTC()
 }

@@ -190,8 +190,10 @@ type Emulator struct {
 	throttleN  int
 	throttleFn func(call int) bool
 	quota      map[string]*bucket // by "account/region"
-	// archiveFile holds archived events' text (Options.ArchiveDir).
-	archiveFile *archiveFile
+	// archiveFile holds archived events' text (Options.ArchiveDir),
+	// archivedText the text of those kept in memory.
+	archiveFile  *archiveFile
+	archivedText [][]byte
 
 	rules        map[string]map[string]*rule // by bus, then name
 	archives     map[string]*archive
