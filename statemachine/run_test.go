@@ -353,9 +353,11 @@ func TestDefinitionHappyPath(t *testing.T) {
 	for _, p := range prep {
 		fs := batchFiles(p)
 		sizes = append(sizes, len(fs))
-		// One manifest batch with the run's context (contract C4).
+		// One manifest batch with the run's context (contract C4) and the
+		// number of batches of its Map (prepare.Config.RateFor).
 		mustEqualJSON(t, "prepare-change payload", p, map[string]any{
 			"files": p["files"], "window": exportWindow, "export": map[string]any{"datastoreId": "ds", "jobId": "job1"}, "runId": "run-happy", "executionId": arn,
+			"batchCount": 3,
 		})
 		for _, file := range fs {
 			seen[fmt.Sprint(file["key"])] = true

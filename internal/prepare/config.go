@@ -37,6 +37,10 @@ type Config struct {
 	// retries (CDC_EVENT_BUS, CDC_EVENT_SOURCE, CDC_DETAIL_TYPE,
 	// CDC_MAX_ENTRY_BYTES, CDC_PUTEVENTS_RATE).
 	Publish publish.Config
+	// MapMaxConcurrency is the Distributed Map's MaxConcurrency, the number
+	// of invocations Publish.Rate assumes share the PutEvents budget
+	// (CDC_MAP_MAX_CONCURRENCY); 0 = unknown, the rate is used as it is.
+	MapMaxConcurrency int
 	// DeadlineMargin is how long before its context's deadline an
 	// invocation stops taking lines and fails with BatchDeadlineExceeded
 	// (CDC_DEADLINE_MARGIN; ConfigFromEnv defaults it to 30 s). 0 = at the
@@ -103,6 +107,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.DeadlineMargin = d
 	}
+	if s := strings.TrimSpace(getenv("CDC_MAP_MAX_CONCURRENCY")); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return Config{}, fmt.Errorf("prepare-change configuration: CDC_MAP_MAX_CONCURRENCY=%q is not a whole number ≥ 1", s)
+		}
+		cfg.MapMaxConcurrency = n
+	}
 	if s := strings.TrimSpace(getenv("CDC_PUTEVENTS_RATE")); s != "" {
 		r, err := strconv.ParseFloat(s, 64)
 		if err != nil || r < 0 || r != r {
@@ -111,6 +122,20 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		cfg.Publish.Rate = r
 	}
 	return cfg, nil
+}
+
+// RateFor returns the PutEvents requests per second one invocation of a Map
+// of batches batches may send. Publish.Rate is the budget's share of one of
+// MapMaxConcurrency invocations running at once; a Map of fewer batches
+// never runs that many, so each gets Publish.Rate × MapMaxConcurrency ÷
+// batches — together still the same budget (quota × share). Without a rate,
+// a concurrency or a batch count the rate is Publish.Rate.
+func (c Config) RateFor(batches int) float64 {
+	r := c.Publish.Rate
+	if r <= 0 || c.MapMaxConcurrency <= 1 || batches <= 0 || batches >= c.MapMaxConcurrency {
+		return r
+	}
+	return r * float64(c.MapMaxConcurrency) / float64(batches)
 }
 
 // NewFromEnv is the one way the prepare-change Lambda is built, deployed

@@ -43,6 +43,11 @@ type Input struct {
 	Export      events.ExportRef `json:"export"`
 	RunID       string           `json:"runId"`
 	ExecutionID string           `json:"executionId,omitempty"`
+	// BatchCount is the number of batches of the Map this invocation is an
+	// item of (the export part's batchCount): with fewer batches than the
+	// Map's MaxConcurrency each invocation may publish faster (RateFor).
+	// 0 = unknown.
+	BatchCount int `json:"batchCount,omitempty"`
 }
 
 // MaxListedQuarantineKeys bounds Output.QuarantineKeys; Output.QuarantineObjects
@@ -230,7 +235,9 @@ func (b *batch) run(parent context.Context) error {
 	h := b.h
 	ctx, cancel := h.cfg.internalDeadline(parent)
 	defer cancel()
-	pub, err := publish.New(h.eb, h.cfg.Publish)
+	pcfg := h.cfg.Publish
+	pcfg.Rate = h.cfg.RateFor(b.in.BatchCount)
+	pub, err := publish.New(h.eb, pcfg)
 	if err != nil {
 		return fmt.Errorf("prepare-change: %w", err)
 	}

@@ -482,6 +482,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{"CDC_BUCKET": "b"},
 		{"CDC_BUCKET": "b", "CDC_EVENT_BUS": "bus", "CDC_MAX_ENTRY_BYTES": "lots"},
 		{"CDC_BUCKET": "b", "CDC_EVENT_BUS": "bus", "CDC_VALIDATE": "strict"},
+		{"CDC_BUCKET": "b", "CDC_EVENT_BUS": "bus", "CDC_MAP_MAX_CONCURRENCY": "0"},
+		{"CDC_BUCKET": "b", "CDC_EVENT_BUS": "bus", "CDC_MAP_MAX_CONCURRENCY": "ten"},
 	} {
 		if _, err := prepare.ConfigFromEnv(func(k string) string { return bad[k] }); err == nil {
 			t.Errorf("accepted %v", bad)
@@ -491,6 +493,38 @@ func TestConfigFromEnv(t *testing.T) {
 	cfg, _ = prepare.ConfigFromEnv(func(k string) string { return env[k] })
 	if cfg.Publish.Source != "my.src" || cfg.Publish.DetailType != "My Type" {
 		t.Fatalf("source/detail type not read: %+v", cfg.Publish)
+	}
+}
+
+// TestRateForSharesTheBudgetAmongTheMapsInvocations: a Map of fewer
+// batches than MaxConcurrency runs fewer invocations, each at a higher rate,
+// together never above the budget the full Map would use.
+func TestRateForSharesTheBudgetAmongTheMapsInvocations(t *testing.T) {
+	env := map[string]string{"CDC_BUCKET": "b", "CDC_EVENT_BUS": "bus", "CDC_PUTEVENTS_RATE": "20", "CDC_MAP_MAX_CONCURRENCY": "10"}
+	cfg, err := prepare.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MapMaxConcurrency != 10 || cfg.Publish.Rate != 20 {
+		t.Fatalf("cfg: concurrency %d, rate %v", cfg.MapMaxConcurrency, cfg.Publish.Rate)
+	}
+	for batches, want := range map[int]float64{0: 20, 1: 200, 2: 100, 4: 50, 10: 20, 25: 20} {
+		got := cfg.RateFor(batches)
+		if got != want {
+			t.Errorf("RateFor(%d) = %v, want %v", batches, got, want)
+		}
+		if running := min(max(batches, 1), 10); got*float64(running) > 200 {
+			t.Errorf("RateFor(%d) = %v: %d invocations together exceed the budget of 200 requests/s", batches, got, running)
+		}
+	}
+	cfg.MapMaxConcurrency = 0 // unknown: the rate as it is
+	if got := cfg.RateFor(1); got != 20 {
+		t.Errorf("without a concurrency RateFor(1) = %v, want 20", got)
+	}
+	cfg.Publish.Rate = 0 // unlimited stays unlimited
+	cfg.MapMaxConcurrency = 10
+	if got := cfg.RateFor(1); got != 0 {
+		t.Errorf("without a rate RateFor(1) = %v, want 0", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 // Environment variables the configuration sets on the Lambdas.
 const (
 	EnvPutEventsRate       = "CDC_PUTEVENTS_RATE"
+	EnvMapMaxConcurrency   = "CDC_MAP_MAX_CONCURRENCY"
 	EnvDeadlineMargin      = "CDC_DEADLINE_MARGIN"
 	EnvBatchMaxFiles       = "CDC_BATCH_MAX_FILES"
 	EnvBatchMaxBytes       = "CDC_BATCH_MAX_BYTES"
@@ -30,6 +31,9 @@ func (c Config) Env(name string) map[string]string {
 		return map[string]string{
 			EnvPutEventsRate:  strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
 			EnvDeadlineMargin: dur(c.DeadlineMargin),
+			// With it prepare-change scales its rate up when its Map runs
+			// fewer children than MaxConcurrency (prepare.Config.RateFor).
+			EnvMapMaxConcurrency: strconv.Itoa(c.MapMaxConcurrency),
 		}
 	case CheckExport:
 		return map[string]string{
