@@ -318,13 +318,7 @@ func TestReconcileTakesTurnsWithRuns(t *testing.T) {
 	}
 
 	// A reconciliation while a run holds the lock.
-	jobs = len(st.HealthLake.Jobs())
-	before := st.Delivered.Len()
-	arn, err := st.StartExecution(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the run's export", func() bool { return len(st.HealthLake.Jobs()) > jobs })
+	arn, before := startRunHoldingTheLock(ctx, t, st)
 	waited, err := st.Reconcile(ctx)
 	if err != nil || waited.Skipped || !waited.Finished() {
 		t.Errorf("reconciliation during a run = %+v (%v), want it to wait for the lock and finish", waited, err)
@@ -408,6 +402,21 @@ func TestReconcileCrashAndRerun(t *testing.T) {
 	if n := st.IAM.DeniedTotal(); n != 0 {
 		t.Errorf("%d calls denied (the take-over asks Step Functions about the reconciliation): %v", n, st.IAM.Denials())
 	}
+}
+
+// startRunHoldingTheLock starts a window run and returns once its export
+// exists (the run holds the lock): its execution ARN and the deliveries
+// before it.
+func startRunHoldingTheLock(ctx context.Context, t *testing.T, st *Stack) (arn string, before int) {
+	t.Helper()
+	jobs := len(st.HealthLake.Jobs())
+	before = st.Delivered.Len()
+	arn, err := st.StartExecution(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run's export", func() bool { return len(st.HealthLake.Jobs()) > jobs })
+	return arn, before
 }
 
 // TestReplayAfterDeletesDoesNotResurrect: a resource updated, deleted and

@@ -96,13 +96,7 @@ func TestReconcileGivesUpWhenTheLockStaysHeld(t *testing.T) {
 	committed(t, st)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	jobs := len(st.HealthLake.Jobs())
-	before := st.Delivered.Len()
-	arn, err := st.StartExecution(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the run's export", func() bool { return len(st.HealthLake.Jobs()) > jobs })
+	arn, before := startRunHoldingTheLock(ctx, t, st)
 	r, err := st.Reconcile(ctx)
 	if err != nil || !r.Skipped || r.Status != "SUCCEEDED" || r.Finished() {
 		t.Fatalf("reconciliation while the lock stays held = %+v (%v), want Skipped", r, err)
