@@ -188,6 +188,18 @@ func Placeholders(def string) map[string]bool {
 	return out
 }
 
+// substitutionsOf returns the values of exactly def's placeholders that subs
+// has.
+func substitutionsOf(def string, subs map[string]*string) map[string]*string {
+	out := map[string]*string{}
+	for name := range Placeholders(def) {
+		if v, ok := subs[name]; ok {
+			out[name] = v
+		}
+	}
+	return out
+}
+
 // jobEventRule routes HealthLake's export job events of the stack's data
 // store from the default bus to the re-check queue as {"kind":"jobEvent",
 // "datastoreId","jobId","jobStatus"} messages, so check-export notices a
@@ -563,26 +575,17 @@ func (b *builder) build(asl string) {
 		statemachine.RunTimeoutSeconds:        num(set.RunTimeout),
 		statemachine.MapMaxConcurrency:        jsii.String(strconv.Itoa(set.MapMaxConcurrency)),
 	}
-	// The reconciliation's definition uses the same values (and its Lambda).
-	reconcileSubs := map[string]*string{}
-	for k, v := range subs {
-		reconcileSubs[k] = v
-	}
-	// Substitute exactly the placeholders of the file (New
-	// refused any other).
-	inFile := Placeholders(asl)
-	for name := range subs {
-		if !inFile[name] {
-			delete(subs, name)
-		}
-	}
+	// Substitute exactly the placeholders of the file (New refused any
+	// other); the reconciliation's definition takes its own from the same
+	// values (and its Lambda).
+	smSubs := substitutionsOf(asl, subs)
 
 	smLogs := b.logGroup("StateMachineLogs", b.s("/aws/vendedlogs/states/"+smName))
 	sm := awsstepfunctions.NewStateMachine(stack, b.s("StateMachine"), &awsstepfunctions.StateMachineProps{
 		StateMachineName:        b.s(smName),
 		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
 		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(b.s(asl)),
-		DefinitionSubstitutions: &subs,
+		DefinitionSubstitutions: &smSubs,
 		Role:                    smRole,
 		Logs: &awsstepfunctions.LogOptions{
 			Destination:          smLogs,
@@ -592,7 +595,7 @@ func (b *builder) build(asl string) {
 		TracingEnabled: jsii.Bool(true),
 	})
 	b.suppressGeneratedStateMachineGrants(smRole)
-	rec := b.reconcileMachine(reconcileSubs, reconcileFn.f.FunctionArn())
+	rec := b.reconcileMachine(subs, reconcileFn.f.FunctionArn())
 
 	// --- schedule ----------------------------------------------------------------------
 	expr := b.scheduleExpression(p.ScheduleMinutes)

@@ -44,17 +44,12 @@ func (b *builder) reconcileMachine(subs map[string]*string, reconcileFnArn *stri
 		}),
 	})
 	def := string(statemachine.ReconcileDefinition())
-	rsubs := map[string]*string{statemachine.ReconcileFunctionArn: reconcileFnArn}
+	all := map[string]*string{statemachine.ReconcileFunctionArn: reconcileFnArn}
 	for k, v := range subs {
-		rsubs[k] = v
+		all[k] = v
 	}
-	inFile := Placeholders(def)
-	for k := range rsubs {
-		if !inFile[k] {
-			delete(rsubs, k)
-		}
-	}
-	for k := range inFile {
+	rsubs := substitutionsOf(def, all)
+	for k := range Placeholders(def) {
 		if rsubs[k] == nil {
 			// The embedded definition and this code are built together.
 			panic(fmt.Sprintf("reconcile definition: placeholder ${%s} has no substitution", k))
