@@ -89,16 +89,21 @@ var execSeq atomic.Int64
 // StartExecution starts one execution, as the schedule does, and returns
 // its ARN.
 func (s *Stack) StartExecution(ctx context.Context) (string, error) {
-	name := fmt.Sprintf("local-%s-%d", s.opts.Now().UTC().Format("20060102T150405.000Z"), execSeq.Add(1))
+	return s.startScheduled(ctx, s.Res.StateMachineARN, "local")
+}
+
+// startScheduled starts an execution of machine named prefix-{time}-{n} as
+// the schedules do: as the scheduler's role, with input {}.
+func (s *Stack) startScheduled(ctx context.Context, machine, prefix string) (string, error) {
+	name := fmt.Sprintf("%s-%s-%d", prefix, s.opts.Now().UTC().Format("20060102T150405.000Z"), execSeq.Add(1))
 	name = strings.ReplaceAll(name, ".", "")
-	// The schedule starts runs as the scheduler's role.
 	out, err := sfnapi.NewFromConfig(s.principalConfig(iampolicy.Scheduler)).StartExecution(ctx, &sfnapi.StartExecutionInput{
-		StateMachineArn: aws.String(s.Res.StateMachineARN),
+		StateMachineArn: aws.String(machine),
 		Name:            aws.String(name),
 		Input:           aws.String("{}"),
 	})
 	if err != nil {
-		return "", fmt.Errorf("stack: start execution: %w", err)
+		return "", fmt.Errorf("stack: start %s execution: %w", prefix, err)
 	}
 	return aws.ToString(out.ExecutionArn), nil
 }
@@ -236,10 +241,10 @@ func (s *Stack) RunWith(ctx context.Context, h RunOptions) error {
 	var reconcileTick <-chan time.Time
 	every := s.reconcileEvery()
 	if h.ReconcileEvery != 0 {
-		every = max(h.ReconcileEvery, 0)
+		every = h.ReconcileEvery
 	}
-	if d := every; d > 0 {
-		rt := time.NewTicker(d)
+	if every > 0 {
+		rt := time.NewTicker(every)
 		defer rt.Stop()
 		reconcileTick = rt.C
 	}

@@ -3,7 +3,6 @@ package stack
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -86,17 +85,7 @@ func (s *Stack) createReconcileMachine(ctx context.Context) error {
 // StartReconciliation starts one reconciliation now, as its schedule (and
 // cdcctl reconcile) does, and returns the execution's ARN.
 func (s *Stack) StartReconciliation(ctx context.Context) (string, error) {
-	name := fmt.Sprintf("reconcile-%s-%d", s.opts.Now().UTC().Format("20060102T150405.000Z"), execSeq.Add(1))
-	name = strings.ReplaceAll(name, ".", "")
-	out, err := sfnapi.NewFromConfig(s.principalConfig(iampolicy.Scheduler)).StartExecution(ctx, &sfnapi.StartExecutionInput{
-		StateMachineArn: aws.String(s.Res.ReconcileStateMachineARN),
-		Name:            aws.String(name),
-		Input:           aws.String("{}"),
-	})
-	if err != nil {
-		return "", fmt.Errorf("stack: start reconciliation: %w", err)
-	}
-	return aws.ToString(out.ExecutionArn), nil
+	return s.startScheduled(ctx, s.Res.ReconcileStateMachineARN, "reconcile")
 }
 
 // Reconciliation is how one reconciliation ended.
