@@ -1,26 +1,20 @@
 package sim
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
@@ -391,10 +385,11 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	}
 	rep.LatencySeconds, rep.Duplicates, rep.DeliveredEvents, rep.Deliveries = obs.summary()
 	rep.DeleteLatencySeconds = obs.deleteLatency()
-	lines, bytes, jobs, err := exported(ctx, st)
+	ex, err := st.Exported(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("sim: %w", err)
 	}
+	lines, bytes, jobs := ex.Lines, ex.Bytes, ex.Jobs
 	rep.ExportedLines, rep.ExportJobs, rep.ExportedMiB = lines, jobs, float64(bytes)/(1<<20)
 	if rep.DeliveredEvents > 0 {
 		rep.ExportedPerDelivered = float64(lines) / float64(rep.DeliveredEvents)
@@ -449,37 +444,6 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	case <-timer.C:
 		return true
 	}
-}
-
-// exported reads back every export job's files: lines, bytes, jobs.
-func exported(ctx context.Context, st *stack.Stack) (lines, size, jobs int64, err error) {
-	client := awsclient.NewS3(st.Config)
-	for _, j := range st.HealthLake.Jobs() {
-		jobs++
-		for _, f := range j.Output {
-			u, err := url.Parse(f.URL)
-			if err != nil {
-				return 0, 0, 0, fmt.Errorf("export file URL: %w", err)
-			}
-			out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(u.Host), Key: aws.String(strings.TrimPrefix(u.Path, "/"))})
-			if err != nil {
-				return 0, 0, 0, fmt.Errorf("read export file of job %s: %w", j.JobID, err)
-			}
-			sc := bufio.NewScanner(out.Body)
-			sc.Buffer(make([]byte, 1<<20), 64<<20)
-			for sc.Scan() {
-				if len(sc.Bytes()) > 0 {
-					lines++
-					size += int64(len(sc.Bytes())) + 1
-				}
-			}
-			_ = out.Body.Close()
-			if err := sc.Err(); err != nil {
-				return 0, 0, 0, fmt.Errorf("read export file of job %s: %w", j.JobID, err)
-			}
-		}
-	}
-	return lines, size, jobs, nil
 }
 
 // installOutages starts one goroutine per outage that turns it on and off

@@ -1,17 +1,10 @@
 package stack
 
 import (
-	"bufio"
 	"context"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
-	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 )
@@ -56,39 +49,6 @@ func seedSpread(t *testing.T, st *Stack, n int, from, to time.Time) map[string]b
 		ids[events.EventID(r.typ, r.id, vid)] = true
 	}
 	return ids
-}
-
-// exportedLines counts the NDJSON lines of every export job's output, read
-// back from S3: what HealthLake exported in all.
-func exportedLines(t *testing.T, st *Stack) (lines, jobs int) {
-	t.Helper()
-	client := awsclient.NewS3(st.Config)
-	for _, j := range st.HealthLake.Jobs() {
-		jobs++
-		for _, f := range j.Output {
-			u, err := url.Parse(f.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := client.GetObject(context.Background(), &s3.GetObjectInput{
-				Bucket: aws.String(u.Host), Key: aws.String(strings.TrimPrefix(u.Path, "/"))})
-			if err != nil {
-				t.Fatalf("read %s: %v", f.URL, err)
-			}
-			sc := bufio.NewScanner(out.Body)
-			sc.Buffer(make([]byte, 1<<20), 64<<20)
-			for sc.Scan() {
-				if len(strings.TrimSpace(sc.Text())) > 0 {
-					lines++
-				}
-			}
-			out.Body.Close()
-			if err := sc.Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return lines, jobs
 }
 
 // TestThirtyDayReplayExportsEachLineAboutOnce is the figure of issue 11.4:
@@ -151,7 +111,11 @@ func TestThirtyDayReplayExportsEachLineAboutOnce(t *testing.T) {
 			if missing > 0 {
 				t.Fatalf("%d of %d seeded changes were never delivered after %d runs", missing, len(ids), runs)
 			}
-			lines, jobs := exportedLines(t, st)
+			ex, err := st.Exported(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines, jobs := int(ex.Lines), int(ex.Jobs)
 			ratio := float64(lines) / float64(len(delivered))
 			t.Logf("30-day replay (%s): %d runs, %d export jobs, %d exported lines, %d distinct events delivered (%d deliveries): ratio %.3f",
 				c.name, runs, jobs, lines, len(delivered), st.Delivered.Len(), ratio)
