@@ -65,22 +65,34 @@ var errRejected = errors.New("write rejected by the data store")
 
 func resourceID(n int64) string { return "sim-" + strconv.FormatInt(n, 36) }
 
-// create writes a new resource of typ (not counted: the caller counts).
-func (d *driver) create(typ string) error {
-	n := d.next
-	d.next++
+// write generates resource n of typ and loads it into the data store;
+// false when the data store refused it (counted in Writes.Rejected).
+func (d *driver) write(typ string, n int64) (bool, error) {
 	body, err := d.g.AppendResource(d.body[:0], typ, gen.Options{ID: resourceID(n)})
 	if err != nil {
-		return fmt.Errorf("generate %s: %w", typ, err)
+		return false, fmt.Errorf("generate %s: %w", typ, err)
 	}
 	d.body = body
 	if _, err := d.ds.Load(typ, resourceID(n), body); err != nil {
 		d.writes.Rejected++
+		return false, nil
+	}
+	d.lastWrite = time.Now()
+	return true, nil
+}
+
+// create writes a new resource of typ (not counted: the caller counts).
+func (d *driver) create(typ string) error {
+	n := d.next
+	d.next++
+	switch ok, err := d.write(typ, n); {
+	case err != nil:
+		return err
+	case !ok:
 		return errRejected
 	}
 	d.live[typ] = append(d.live[typ], n)
 	d.all[typ] = append(d.all[typ], n)
-	d.lastWrite = time.Now()
 	return nil
 }
 
@@ -91,19 +103,11 @@ func (d *driver) update(typ string) error {
 		d.writes.UpdatesWithoutTarget++
 		return nil
 	}
-	n := ids[d.rng.IntN(len(ids))]
-	body, err := d.g.AppendResource(d.body[:0], typ, gen.Options{ID: resourceID(n)})
-	if err != nil {
-		return fmt.Errorf("generate %s: %w", typ, err)
+	ok, err := d.write(typ, ids[d.rng.IntN(len(ids))])
+	if ok {
+		d.writes.Updates++
 	}
-	d.body = body
-	if _, err := d.ds.Load(typ, resourceID(n), body); err != nil {
-		d.writes.Rejected++
-		return nil
-	}
-	d.writes.Updates++
-	d.lastWrite = time.Now()
-	return nil
+	return err
 }
 
 // remove deletes a random live resource of typ.
