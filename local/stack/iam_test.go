@@ -293,21 +293,7 @@ func runReconcileScenario(t *testing.T, st *Stack, done func() bool) {
 		}
 		return
 	}
-	for !done() {
-		out, err := st.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.Status != "RUNNING" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("reconciliation still running and nothing denied: %v", st.IAM.DeniedKeys())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	_ = st.SFN.StopExecution(arn, "Test.Done", "")
+	followUntil(ctx, t, st, arn, "reconciliation", done)
 }
 
 // runUntil writes a change and runs one execution until done() holds or
@@ -329,6 +315,13 @@ func runUntil(t *testing.T, st *Stack, done func() bool, prepare func()) {
 		}
 		return
 	}
+	followUntil(ctx, t, st, arn, "execution", done)
+}
+
+// followUntil waits until done() holds or the execution arn ends; one still
+// running is then stopped.
+func followUntil(ctx context.Context, t *testing.T, st *Stack, arn, what string, done func() bool) {
+	t.Helper()
 	for !done() {
 		out, err := st.sfnc.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 		if err != nil {
@@ -339,7 +332,7 @@ func runUntil(t *testing.T, st *Stack, done func() bool, prepare func()) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("execution still running and nothing denied: %v", st.IAM.DeniedKeys())
+			t.Fatalf("%s still running and nothing denied: %v", what, st.IAM.DeniedKeys())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
