@@ -216,6 +216,10 @@ func (b *spillBackend) get(read func(*gofakes3.ObjectRangeRequest) (*gofakes3.Ob
 	if err != nil || spilled || rng == nil {
 		return out, err
 	}
+	// An object kept in memory, read again with the range applied.
+	if out.Contents != nil {
+		_ = out.Contents.Close()
+	}
 	return read(rng)
 }
 
