@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -149,8 +150,8 @@ func sortedKeys(m map[string]string) []string {
 // input file exists, so that a missing build fails with a hint instead of a
 // jsii stack trace.
 func (c Config) Validate() error {
-	if c.StackName == "" {
-		return fmt.Errorf("empty stack name")
+	if err := ValidateStackName(c.StackName); err != nil {
+		return err
 	}
 	if err := c.Settings.Validate(); err != nil {
 		return err
@@ -166,6 +167,27 @@ func (c Config) Validate() error {
 	}
 	if _, err := os.Stat(c.ASLFile); err != nil {
 		return fmt.Errorf("state machine definition: %w (set -c %s=FILE)", err, ContextASLFile)
+	}
+	return nil
+}
+
+// stackNameRE is CloudFormation's stack name: a letter, then letters,
+// digits and hyphens (CreateStack StackName, at most 128 characters).
+var stackNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*$`)
+
+// ValidateStackName refuses a stackName CloudFormation, or one of the names
+// the pipeline derives from it (pipeline.CheckName: the event archive's 48
+// characters allow 41), would refuse at deploy time, naming the context key.
+func ValidateStackName(name string) error {
+	if name == "" {
+		return fmt.Errorf("empty stack name (set -c %s=NAME)", ContextStackName)
+	}
+	if !stackNameRE.MatchString(name) || len(name) > 128 {
+		return fmt.Errorf("stack name %q: want a letter, then letters, digits and '-', at most %d characters (set -c %s=NAME)",
+			name, pipeline.MaxNameLength, ContextStackName)
+	}
+	if err := pipeline.CheckName(name); err != nil {
+		return fmt.Errorf("%s: %w (set -c %s=NAME)", ContextStackName, err, ContextStackName)
 	}
 	return nil
 }

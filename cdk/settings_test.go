@@ -147,6 +147,11 @@ func TestSynthRefusesInconsistentSettings(t *testing.T) {
 		"heartbeat not below the wait's timeout": {func(c *stackconfig.Config) { c.ExportTimeout = c.HeartbeatSeconds() }, "below the export wait"},
 		"export wait not below the run timeout":  {func(c *stackconfig.Config) { c.RunTimeout = c.ExportTimeout }, "below the run timeout"},
 		"prepare-change past the EXPRESS limit":  {func(c *stackconfig.Config) { c.PrepareChange.Timeout = 5 * time.Minute }, "EXPRESS"},
+		"reconciliation at hour 24":              {func(c *stackconfig.Config) { c.ReconcileHour = 24 }, "ReconcileHour"},
+		"reconciliation in no time zone":         {func(c *stackconfig.Config) { c.ReconcileTimeZone = "Europe/Atlantis" }, "ReconcileTimeZone"},
+		"reconciliation every 5 hours":           {func(c *stackconfig.Config) { c.ReconcileEvery = 5 * time.Hour }, "ReconcileEvery"},
+		"delivered/ gone before it is read":      {func(c *stackconfig.Config) { c.DeliveredExpiryDays = 2 }, "DeliveredExpiryDays"},
+		"reconcile/ outliving delivered/":        {func(c *stackconfig.Config) { c.ReconcileExpiryDays = c.DeliveredExpiryDays }, "ReconcileExpiryDays"},
 	} {
 		cfg := synthesized.cfg
 		c.mutate(&cfg.Settings)
@@ -154,6 +159,30 @@ func TestSynthRefusesInconsistentSettings(t *testing.T) {
 		if _, err := NewPipelineStack(nil, cfg, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: NewPipelineStack = %v, want an error about %q", name, err, c.want)
 		}
+	}
+}
+
+// A stackName CloudFormation or a name derived from it would refuse at
+// deploy time fails the synth, naming the stackName context key.
+func TestSynthRefusesStackNamesAWSRefuses(t *testing.T) {
+	for name, want := range map[string]string{
+		"":                       "stackName",
+		strings.Repeat("S", 42):  "event archive",
+		"Has_Underscore":         "letters, digits and '-'",
+		"9Starts-With-A-Digit":   "letters, digits and '-'",
+		strings.Repeat("S", 129): "stackName",
+	} {
+		cfg := synthesized.cfg
+		cfg.StackName = name
+		if _, err := NewPipelineStack(nil, cfg, nil); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ContextStackName) {
+			t.Errorf("stackName %q: %v, want an error about %q naming %s", name, err, want, ContextStackName)
+		}
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("stackName %q: Config.Validate accepted it", name)
+		}
+	}
+	if err := ValidateStackName(strings.Repeat("S", 41)); err != nil {
+		t.Errorf("41 characters: %v", err)
 	}
 }
 
@@ -201,8 +230,9 @@ func TestHealthLakeJobEventRule(t *testing.T) {
 		if flatten(path(s.Raw, "Principal", "Service")) != "events.amazonaws.com" {
 			continue
 		}
-		if s.ResourceType == "AWS::SQS::QueuePolicy" && containsAll(s.Actions, []string{"sqs:SendMessage"}) {
-			sends = flatten(path(s.Raw, "Condition", "ArnEquals", "aws:SourceArn")) == ruleArn
+		if s.ResourceType == "AWS::SQS::QueuePolicy" && containsAll(s.Actions, []string{"sqs:SendMessage"}) &&
+			flatten(path(s.Raw, "Condition", "ArnEquals", "aws:SourceArn")) == ruleArn {
+			sends = true
 		}
 		if s.ResourceType == "AWS::KMS::Key" && containsAll(s.Actions, []string{"kms:GenerateDataKey", "kms:Decrypt"}) {
 			kms = true

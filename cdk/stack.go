@@ -24,6 +24,8 @@ const (
 	PrefixMapResults = pipeline.PrefixMapResults
 	PrefixClaimCheck = pipeline.PrefixClaimCheck
 	PrefixQuarantine = pipeline.PrefixQuarantine
+	PrefixDelivered  = pipeline.PrefixDelivered
+	PrefixReconcile  = pipeline.PrefixReconcile
 )
 
 // Functions of the pipeline construct the app's tests use.
@@ -33,7 +35,6 @@ var (
 	SchemaRegistryName = pipeline.SchemaRegistryName
 	EventSchemaName    = pipeline.EventSchemaName
 	ApplyNagPacks      = pipeline.ApplyNagPacks
-	placeholders       = pipeline.Placeholders
 )
 
 // NewPipelineStack builds the app's one stack: the CloudFormation parameters
@@ -43,6 +44,9 @@ var (
 // logical ids: the stack's resources keep the ids they had before the
 // pipeline became a construct, so an update replaces none of them.
 func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (awscdk.Stack, error) {
+	if err := ValidateStackName(cfg.StackName); err != nil {
+		return nil, err
+	}
 	if err := cfg.Settings.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/healthlake-cdc/healthlake-cdc/cdk/pipeline"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
@@ -73,6 +75,14 @@ func TestBucketPrivateTLSOnlyKMSAndExpiring(t *testing.T) {
 			t.Errorf("prefix %s expires after %q, want the %s parameter", pref, got[pref], param)
 		}
 	}
+	// What the reconciliation reads back expires too, after the settings
+	// that Validate holds to its interval.
+	set := synthesized.cfg.Settings
+	for pref, days := range map[string]int{PrefixDelivered: set.DeliveredExpiryDays, PrefixReconcile: set.ReconcileExpiryDays} {
+		if got[pref] != fmt.Sprint(days) {
+			t.Errorf("prefix %s expires after %q, want %d days", pref, got[pref], days)
+		}
+	}
 	defaults := map[string]float64{ParamExportsExpiryDays: 7, ParamManifestsExpiryDays: 30,
 		ParamMapResultsExpiryDays: 30, ParamClaimChecksExpiryDays: 30, ParamQuarantineExpiryDays: 90}
 	for name, d := range defaults {
@@ -130,8 +140,8 @@ func TestTableKeysPITRKMSAndTTL(t *testing.T) {
 
 func TestQueuesHaveDLQsAndSSEKMS(t *testing.T) {
 	ids, qs := ofType("AWS::SQS::Queue")
-	if len(ids) != 4 {
-		t.Fatalf("%d queues, want start, re-check and their two DLQs", len(ids))
+	if len(ids) != 5 {
+		t.Fatalf("%d queues, want start, re-check, their two DLQs and the events DLQ", len(ids))
 	}
 	for i, q := range qs {
 		if !jsonEq(path(props(q), "KmsMasterKeyId"), keyArn(t)) {
@@ -154,7 +164,7 @@ func TestQueuesHaveDLQsAndSSEKMS(t *testing.T) {
 	}
 	// Every queue policy denies plain-HTTP access.
 	qpIDs, qps := ofType("AWS::SQS::QueuePolicy")
-	if len(qpIDs) != 4 {
+	if len(qpIDs) != 5 {
 		t.Errorf("%d queue policies, want one per queue", len(qpIDs))
 	}
 	for i, qp := range qps {
@@ -227,7 +237,8 @@ func TestLambdasAreProvidedAL2023Arm64WithContractEnv(t *testing.T) {
 			"CDC_KMS_KEY_ID", "CDC_RECHECK_QUEUE_URL", "CDC_RESOURCE_TYPES", "CDC_RECHECK_MAX_DELAY"},
 		"CheckExport": {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_RECHECK_QUEUE_URL", "CDC_EXPORT_MAX_WAIT",
 			"CDC_RECHECK_MAX_DELAY", "CDC_BATCH_MAX_FILES", "CDC_BATCH_MAX_BYTES", "CDC_MANIFEST_PART_BATCHES"},
-		"PrepareChange": {"CDC_EXPORT_ROLE_ARN", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES", "CDC_EXCLUDE_TYPES",
+		// The endpoint for the delete scan's history reads (the Region's).
+		"PrepareChange": {"CDC_HEALTHLAKE_ENDPOINT", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES", "CDC_EXCLUDE_TYPES",
 			"CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_MAX_ENTRY_BYTES", "CDC_VALIDATE",
 			"CDC_PUTEVENTS_RATE", "CDC_DEADLINE_MARGIN", "CDC_MAP_MAX_CONCURRENCY"},
 		"Reconcile": {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES",
@@ -617,11 +628,15 @@ func TestAlarms(t *testing.T) {
 	}
 	startDLQ, _ := oneOfType(t, "AWS::SQS::Queue", "StartDeadLetterQueue")
 	recheckDLQ, _ := oneOfType(t, "AWS::SQS::Queue", "RecheckDeadLetterQueue")
+	eventsDLQ, _ := oneOfType(t, "AWS::SQS::Queue", "EventsDeadLetterQueue")
 	cases := map[string]want{
 		"StartDeadLetterAlarm": {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "GreaterThanThreshold",
 			map[string]any{"QueueName": getAtt(startDLQ, "QueueName")}, 0.0},
 		"RecheckDeadLetterAlarm": {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "GreaterThanThreshold",
 			map[string]any{"QueueName": getAtt(recheckDLQ, "QueueName")}, 0.0},
+		// Undelivered events, job events and scheduled starts (deadletter_test.go).
+		"EventsDeadLetterAlarm": {"AWS/SQS", "ApproximateNumberOfMessagesVisible", "GreaterThanThreshold",
+			map[string]any{"QueueName": getAtt(eventsDLQ, "QueueName")}, 0.0},
 		"ExecutionFailedAlarm": {"AWS/States", "ExecutionsFailed", "GreaterThanThreshold",
 			map[string]any{"StateMachineArn": ref(smID)}, 0.0},
 		"CheckpointLagAlarm": {MetricNamespace, MetricCheckpointLag, "GreaterThanThreshold",
@@ -821,6 +836,47 @@ func TestOutputsForCdcctl(t *testing.T) {
 	for _, name := range []string{"StateMachineArn", "TableName", "BucketName"} {
 		if outputs[name] == nil {
 			t.Errorf("output %s missing", name)
+		}
+	}
+}
+
+// The only physical names the stack fixes are the ones pipeline.CheckName
+// holds to their limits (docs/DEPLOY.md, "Resource names and their
+// limits"); every other resource gets a name CloudFormation generates within
+// its service's limit, and the retained log groups no fixed name at all.
+func TestOnlyCheckedNamesAreFixed(t *testing.T) {
+	generated := map[string]string{
+		"AWS::SQS::Queue": "QueueName", "AWS::Lambda::Function": "FunctionName", "AWS::DynamoDB::Table": "TableName",
+		"AWS::Scheduler::Schedule": "Name", "AWS::CloudWatch::Alarm": "AlarmName", "AWS::IAM::Role": "RoleName",
+		"AWS::IAM::ManagedPolicy": "ManagedPolicyName", "AWS::SNS::Topic": "TopicName", "AWS::S3::Bucket": "BucketName",
+	}
+	for typ, prop := range generated {
+		ids, rs := ofType(typ)
+		for i, r := range rs {
+			if v, ok := props(r)[prop]; ok {
+				t.Errorf("%s %s has the fixed %s %v: check it in pipeline.DerivedNames", typ, ids[i], prop, v)
+			}
+		}
+	}
+	derived := map[string]bool{}
+	for _, d := range pipeline.DerivedNames(stackName) {
+		derived[d.Name] = true
+	}
+	for typ, prop := range map[string]string{
+		"AWS::Events::Archive": "ArchiveName", "AWS::Events::Rule": "Name", "AWS::EventSchemas::Registry": "RegistryName",
+		"AWS::StepFunctions::StateMachine": "StateMachineName", "AWS::CloudWatch::Dashboard": "DashboardName",
+	} {
+		ids, rs := ofType(typ)
+		for i, r := range rs {
+			if v, _ := props(r)[prop].(string); !derived[v] {
+				t.Errorf("%s %s is named %v, not one of pipeline.DerivedNames", typ, ids[i], props(r)[prop])
+			}
+		}
+	}
+	ids, lgs := ofType("AWS::Logs::LogGroup")
+	for i, lg := range lgs {
+		if name, ok := props(lg)["LogGroupName"]; ok && !strings.Contains(flatten(name), "AWS::StackId") {
+			t.Errorf("retained log group %s has the fixed name %v: deleting and deploying the stack again would fail", ids[i], name)
 		}
 	}
 }

@@ -1,97 +1,124 @@
 package statemachine
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
-	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/asl"
 )
 
-func TestReconcileDefinitionSubstitutesAndParses(t *testing.T) {
-	got := strings.Join(ReconcilePlaceholders(), ",")
-	want := "ArtifactBucket,ExportHeartbeatSeconds,ExportTimeoutSeconds,MapMaxConcurrency,ReconcileFunctionArn,RunLockFunctionArn,RunTimeoutSeconds,StartQueueUrl"
-	if got != want {
-		t.Fatalf("ReconcilePlaceholders() = %s, want %s", got, want)
-	}
+const reconcileFn = "arn:aws:lambda:us-east-1:000000000000:function:reconcile"
+
+func reconcileDef(t *testing.T) []byte {
+	t.Helper()
 	v := testValues()
-	v[ReconcileFunctionArn] = "arn:aws:lambda:us-east-1:000000000000:function:reconcile"
+	v[ReconcileFunctionArn] = reconcileFn
 	def, err := Substitute(ReconcileDefinition(), v)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return def
+}
+
+// TestReconcileDefinitionTakesNoLockAndNoExport: the reconciliation's
+// placeholders are its Lambda, the Maps' concurrency and the run timeout —
+// no run-lock, no start queue, no export wait (docs/RECONCILE.md).
+func TestReconcileDefinitionTakesNoLockAndNoExport(t *testing.T) {
+	got := strings.Join(ReconcilePlaceholders(), ",")
+	if want := "MapMaxConcurrency,ReconcileFunctionArn,RunTimeoutSeconds"; got != want {
+		t.Fatalf("ReconcilePlaceholders() = %s, want %s", got, want)
+	}
+	def := reconcileDef(t)
 	if _, err := asl.ParseDefinition(def); err != nil {
 		t.Fatalf("the local interpreter rejects the definition: %v", err)
 	}
 	var m struct {
 		States map[string]struct {
-			Parameters struct {
-				Payload map[string]any
-			}
+			Resource       string
 			MaxConcurrency int
 		}
 	}
 	if err := json.Unmarshal(def, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.States["AcquireLock"].Parameters.Payload["mode"] != "reconcile" {
-		t.Fatal("the reconciliation must take the run lock in mode reconcile")
+	for name, s := range m.States {
+		if strings.Contains(s.Resource, "sqs:") || strings.Contains(name, "Lock") || strings.Contains(name, "Export") {
+			t.Errorf("state %s (%s): the reconciliation takes no lock and starts no export", name, s.Resource)
+		}
 	}
-	if m.States["BuildIndex"].MaxConcurrency != 10 || m.States["Compare"].MaxConcurrency != 10 {
+	if m.States["Fold"].MaxConcurrency != 10 || m.States["Compare"].MaxConcurrency != 10 {
 		t.Fatal("the Maps' concurrency is not substituted as a number")
 	}
 }
 
-// The reconciliation waits for a held lock for at most 30 minutes (60 waits
-// of 30 s, docs/RECONCILE.md), and only on the LOCK_HELD refusal.
-func TestReconcileLockWaitIsBounded(t *testing.T) {
-	def, err := Substitute(ReconcileDefinition(), func() map[string]string {
-		v := testValues()
-		v[ReconcileFunctionArn] = "arn:aws:lambda:us-east-1:000000000000:function:reconcile"
-		return v
-	}())
+// TestReconcileDefinitionRuns: plan, a fold child per partition, the count
+// and list loops called again until done, a compare child per partition,
+// finish; a plan refused (no checkpoint yet) ends Skipped, successfully.
+func TestReconcileDefinitionRuns(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	refuse := false
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+		if fn != reconcileFn {
+			return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fn}, true, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		a, _ := in["action"].(string)
+		calls[a]++
+		switch a {
+		case "plan":
+			if refuse {
+				return map[string]any{"errorType": "Refused", "errorMessage": "reconciliation refused: no run has committed a checkpoint yet"}, true, nil
+			}
+			return map[string]any{"runId": in["runId"], "partitions": 3, "partitionList": []int{0, 1, 2}}, false, nil
+		case "count", "list":
+			return map[string]any{"done": calls[a] >= 2}, false, nil
+		case "fold", "diff":
+			if in["plan"] == nil || in["partition"] == nil {
+				return map[string]any{"errorType": "Test.BadInput", "errorMessage": "no plan or partition"}, true, nil
+			}
+			return map[string]any{"partition": in["partition"]}, false, nil
+		case "finish":
+			return map[string]any{"deletes": 1}, false, nil
+		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": a}, true, nil
+	})
+	ctx := context.Background()
+	created, err := h.client.CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{Name: aws.String(ReconcileName),
+		Definition: aws.String(string(reconcileDef(t))), RoleArn: aws.String("arn:aws:iam::000000000000:role/reconcile")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m struct {
-		States map[string]json.RawMessage
-	}
-	if err := json.Unmarshal(def, &m); err != nil {
-		t.Fatal(err)
-	}
-	var wait struct{ Seconds int }
-	if err := json.Unmarshal(m.States["WaitForLock"], &wait); err != nil {
-		t.Fatal(err)
-	}
-	var choice struct {
-		Choices []struct {
-			And []struct {
-				Variable        string
-				StringEquals    *string
-				NumericLessThan *int
-			}
-			Next string
+	run := func(name string) (asl.ExecutionInfo, string) {
+		out, err := h.client.StartExecution(ctx, &awssfn.StartExecutionInput{StateMachineArn: created.StateMachineArn, Name: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
 		}
+		arn := aws.ToString(out.ExecutionArn)
+		return h.wait(arn), strings.Join(h.statesEntered(arn), " ")
 	}
-	if err := json.Unmarshal(m.States["LockTaken?"], &choice); err != nil {
-		t.Fatal(err)
+	info, states := run("reconcile-1")
+	if info.Status != asl.StatusSucceeded {
+		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	attempts, refusal := 0, ""
-	for _, c := range choice.Choices {
-		if c.Next != "WaitForLock" {
-			continue
-		}
-		for _, r := range c.And {
-			if r.NumericLessThan != nil && r.Variable == "$.retry.attempt" {
-				attempts = *r.NumericLessThan
-			}
-			if r.StringEquals != nil {
-				refusal = *r.StringEquals
-			}
-		}
+	if want := "Plan Fold Count CountDone? Count CountDone? List ListDone? List ListDone? Compare Finish Done"; states != want {
+		t.Errorf("states %q, want %q", states, want)
 	}
-	if total := time.Duration(attempts*wait.Seconds) * time.Second; total != 30*time.Minute || refusal != "LOCK_HELD" {
-		t.Fatalf("lock wait: %d × %d s = %v on refusal %q; want 30m0s on LOCK_HELD (docs/RECONCILE.md)", attempts, wait.Seconds, total, refusal)
+	if calls["fold"] != 3 || calls["diff"] != 3 || calls["finish"] != 1 {
+		t.Errorf("calls %v: want 3 folds, 3 compares, 1 finish", calls)
+	}
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	info, states = run("reconcile-2")
+	if info.Status != asl.StatusSucceeded || states != "Plan Skipped" {
+		t.Fatalf("a refused plan: %s, states %q; want SUCCEEDED through Skipped", info.Status, states)
 	}
 }

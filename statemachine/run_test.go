@@ -45,12 +45,28 @@ type lambdas struct {
 	mu       sync.Mutex
 	payloads map[string][]map[string]any
 	handle   func(fn string, in map[string]any) (out any, fnErr bool, err error)
+	// deletes answers prepare-change's delete scan (action "deletes"),
+	// recorded under deletesFn; nil answers done at once.
+	deletes func(in map[string]any) (out any, fnErr bool, err error)
 }
+
+// deletesFn is the key the delete-scan payloads of prepare-change are
+// recorded under, apart from its batches.
+const deletesFn = prepareFn + "#deletes"
 
 func (l *lambdas) Invoke(_ context.Context, fn string, payload []byte) ([]byte, bool, error) {
 	var in map[string]any
 	if err := json.Unmarshal(payload, &in); err != nil {
 		return nil, false, fmt.Errorf("payload is not a JSON object: %w", err)
+	}
+	handle := l.handle
+	if fn == prepareFn && in["action"] == "deletes" {
+		fn, handle = deletesFn, func(_ string, in map[string]any) (any, bool, error) {
+			if l.deletes != nil {
+				return l.deletes(in)
+			}
+			return map[string]any{"done": true, "cursor": nil, "totals": map[string]any{}}, false, nil
+		}
 	}
 	l.mu.Lock()
 	if l.payloads == nil {
@@ -58,7 +74,7 @@ func (l *lambdas) Invoke(_ context.Context, fn string, payload []byte) ([]byte, 
 	}
 	l.payloads[fn] = append(l.payloads[fn], in)
 	l.mu.Unlock()
-	out, fnErr, err := l.handle(fn, in)
+	out, fnErr, err := handle(fn, in)
 	if err != nil {
 		return nil, false, err
 	}
@@ -315,11 +331,11 @@ func TestDefinitionHappyPath(t *testing.T) {
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport AnyFiles? PublishChanges CommitRun Done" {
+	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport FindDeletes DeletesDone? AnyFiles? PublishChanges CommitRun Done" {
 		t.Fatalf("states entered: %s", got)
 	}
-	if n, _ := h.em.Transitions(arn); n != 8 {
-		t.Fatalf("transitions = %d, want 8", n)
+	if n, _ := h.em.Transitions(arn); n != 10 {
+		t.Fatalf("transitions = %d, want 10 (8 and the delete scan's Task and Choice)", n)
 	}
 
 	lock := h.l.calls(runLockFn)
@@ -353,7 +369,13 @@ func TestDefinitionHappyPath(t *testing.T) {
 	for _, p := range prep {
 		fs := batchFiles(p)
 		sizes = append(sizes, len(fs))
-		// One manifest batch with the run's context (contract C4) and the
+		// The child execution's start, so every attempt ends before the
+		// EXPRESS child does (prepare.Input.ChildStartTime).
+		if cs, err := time.Parse(time.RFC3339, fmt.Sprint(p["childStartTime"])); err != nil || time.Since(cs) > time.Minute || time.Until(cs) > time.Second {
+			t.Errorf("childStartTime = %v, want the child execution's start", p["childStartTime"])
+		}
+		delete(p, "childStartTime")
+		// One manifest batch with the run's context and the
 		// number of batches of its Map (prepare.Config.RateFor).
 		mustEqualJSON(t, "prepare-change payload", p, map[string]any{
 			"files": p["files"], "window": exportWindow, "export": map[string]any{"datastoreId": "ds", "jobId": "job1"}, "runId": "run-happy", "executionId": arn,
@@ -456,6 +478,9 @@ func TestDefinitionReusedExportSkipsTheWait(t *testing.T) {
 	if err != nil || len(out.Messages) != 0 {
 		t.Fatalf("the reusing run sent a start message: %v %v", err, out)
 	}
+	if scans := h.l.calls(deletesFn); len(scans) != 1 || scans[0]["runId"] != "run-part0" {
+		t.Fatalf("delete scans = %v, want one, in the run that exported", scans)
+	}
 
 	byRun := map[string][]string{}
 	for _, p := range h.l.calls(prepareFn) {
@@ -556,7 +581,7 @@ func TestDefinitionNoFilesCommitsWithoutMapRun(t *testing.T) {
 	ex := h.putManifest("run-nofiles", nil, 10, 0) // one part holding []
 	h.succeedExport(msg["taskToken"], ex)
 	info := h.wait(arn)
-	if got := strings.Join(h.statesEntered(arn), " "); info.Status != asl.StatusSucceeded || got != "AcquireLock LockTaken? ExportReused? WaitForExport AnyFiles? CommitRun Done" {
+	if got := strings.Join(h.statesEntered(arn), " "); info.Status != asl.StatusSucceeded || got != "AcquireLock LockTaken? ExportReused? WaitForExport FindDeletes DeletesDone? AnyFiles? CommitRun Done" {
 		t.Fatalf("status %s, states %s", info.Status, got)
 	}
 	commit := h.l.calls(runLockFn)[1]
@@ -645,7 +670,7 @@ func TestDefinitionMapChildFailingAfterRetriesGoesToHandleFailure(t *testing.T) 
 			if info.Status != asl.StatusFailed || info.Error != asl.ErrorExceedToleratedFailure {
 				t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
 			}
-			if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport AnyFiles? PublishChanges HandleFailure Failed" {
+			if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport FindDeletes DeletesDone? AnyFiles? PublishChanges HandleFailure Failed" {
 				t.Fatalf("states: %s", got)
 			}
 			failing := 0
@@ -778,5 +803,89 @@ func TestDefinitionSilentExportTimesOutIntoHandleFailure(t *testing.T) {
 	_, err := h.client.SendTaskSuccess(context.Background(), &awssfn.SendTaskSuccessInput{TaskToken: aws.String(msg["taskToken"].(string)), Output: aws.String(`{}`)})
 	if err == nil || !strings.Contains(err.Error(), "TaskTimedOut") {
 		t.Fatalf("late SendTaskSuccess: %v, want TaskTimedOut", err)
+	}
+}
+
+// TestDefinitionDeleteScanLoopsOnItsCursor: the run's delete scan gets the
+// window (not the export window: no overlap), the export's data store and
+// job, and a null cursor first; while it answers a cursor the machine calls
+// it again with that cursor, and only once it is done do the batches run.
+func TestDefinitionDeleteScanLoopsOnItsCursor(t *testing.T) {
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+		switch {
+		case fn == runLockFn && in["action"] == "acquire":
+			return acquired(in["executionName"].(string)), false, nil
+		case fn == runLockFn && in["action"] == "commit":
+			return commitOK(in), false, nil
+		case fn == prepareFn:
+			return map[string]any{"files": len(batchFiles(in))}, false, nil
+		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(fn, in)}, true, nil
+	})
+	var mu sync.Mutex
+	n := 0
+	h.l.deletes = func(in map[string]any) (any, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if n < 3 {
+			return map[string]any{"done": false, "cursor": map[string]any{"seq": n, "pending": []any{map[string]any{"type": "Patient", "next": fmt.Sprint("page-", n)}}}, "totals": map[string]any{"deletes": n}}, false, nil
+		}
+		return map[string]any{"done": true, "cursor": nil, "totals": map[string]any{"deletes": 3}}, false, nil
+	}
+	arn := h.start("run-scan")
+	msg := h.startMessage()
+	h.succeedExport(msg["taskToken"], h.putManifest("run-scan", files(2), 2, 0))
+	if info := h.wait(arn); info.Status != asl.StatusSucceeded {
+		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
+	}
+	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport FindDeletes DeletesDone? FindDeletes DeletesDone? FindDeletes DeletesDone? AnyFiles? PublishChanges CommitRun Done" {
+		t.Fatalf("states entered: %s", got)
+	}
+	scans := h.l.calls(deletesFn)
+	if len(scans) != 3 {
+		t.Fatalf("%d scan calls, want 3", len(scans))
+	}
+	if scans[0]["cursor"] != nil {
+		t.Errorf("first cursor = %v, want null", scans[0]["cursor"])
+	}
+	mustEqualJSON(t, "second cursor", scans[1]["cursor"], map[string]any{"seq": 1, "pending": []any{map[string]any{"type": "Patient", "next": "page-1"}}})
+	for _, sc := range scans {
+		mustEqualJSON(t, "scan context", map[string]any{"window": sc["window"], "export": sc["export"], "runId": sc["runId"]},
+			map[string]any{"window": acquired("run-scan")["window"], "export": map[string]any{"datastoreId": "ds", "jobId": "job1"}, "runId": "run-scan"})
+	}
+}
+
+// TestDefinitionDeleteScanFailureFailsTheRun: a scan that keeps failing
+// (a history page that does not parse, a 429 storm) is retried, then the run
+// goes to HandleFailure: no batch is published and the checkpoint stays.
+func TestDefinitionDeleteScanFailureFailsTheRun(t *testing.T) {
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+		switch {
+		case fn == runLockFn && in["action"] == "acquire":
+			return acquired(in["executionName"].(string)), false, nil
+		case fn == runLockFn && in["action"] == "fail":
+			return map[string]any{"outcome": "FAILED"}, false, nil
+		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(fn, in)}, true, nil
+	})
+	h.l.deletes = func(map[string]any) (any, bool, error) {
+		return map[string]any{"errorType": "ScanFailed", "errorMessage": "delete scan: history of Patient: answer is not a JSON Bundle"}, true, nil
+	}
+	arn := h.start("run-scanfail")
+	msg := h.startMessage()
+	h.succeedExport(msg["taskToken"], h.putManifest("run-scanfail", files(2), 2, 0))
+	info := h.wait(arn)
+	if info.Status != asl.StatusFailed {
+		t.Fatalf("status %s, want FAILED", info.Status)
+	}
+	if n := len(h.l.calls(deletesFn)); n != 4 {
+		t.Errorf("%d scan attempts, want 4 (the first and 3 retries)", n)
+	}
+	if n := len(h.l.calls(prepareFn)); n != 0 {
+		t.Errorf("%d batches published after a failed scan", n)
+	}
+	if n := len(h.l.calls(runLockFn)); n != 2 || h.l.calls(runLockFn)[1]["action"] != "fail" {
+		t.Errorf("run-lock calls %v, want acquire then fail", h.l.calls(runLockFn))
 	}
 }

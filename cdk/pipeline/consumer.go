@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -30,7 +31,8 @@ type ConsumerProps struct {
 	// pattern language, e.g. {"resourceType": ["Patient"], "operation":
 	// ["upsert"]}; nil receives every change event.
 	Detail map[string]any
-	// RuleName names the rule; empty lets CloudFormation name it.
+	// RuleName names the rule: 1–64 of [.-_A-Za-z0-9] (EventBridge PutRule
+	// Name); empty lets CloudFormation name it.
 	RuleName string
 	// Key encrypts the queue and its dead-letter queue; nil creates a
 	// customer-managed key with rotation for them. A key given here must
@@ -90,6 +92,9 @@ func ConsumerPattern(source, detailType string, detail map[string]any) (map[stri
 	return pattern, nil
 }
 
+// ruleNameRE is what EventBridge accepts as a rule name (PutRule Name).
+var ruleNameRE = regexp.MustCompile(`^[.\-_A-Za-z0-9]{1,64}$`)
+
 // NewConsumer adds a Consumer under scope. An invalid detail pattern or a
 // missing bus is an error.
 func NewConsumer(scope constructs.Construct, id string, props ConsumerProps) (*Consumer, error) {
@@ -99,6 +104,9 @@ func NewConsumer(scope constructs.Construct, id string, props ConsumerProps) (*C
 	pattern, err := ConsumerPattern(props.EventSource, props.DetailType, props.Detail)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", id, err)
+	}
+	if props.RuleName != "" && !ruleNameRE.MatchString(props.RuleName) {
+		return nil, fmt.Errorf("consumer %s: RuleName %q: want 1–64 letters, digits, '.', '-' or '_' (EventBridge PutRule Name)", id, props.RuleName)
 	}
 	if props.MaxReceiveCount == 0 {
 		props.MaxReceiveCount = 5

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,11 +189,7 @@ func TestConsumerRuleQueueAndDeadLetterQueue(t *testing.T) {
 	}
 
 	// cdk-nag's AwsSolutions and HIPAA Security packs find nothing.
-	var findings []string
-	for _, m := range *assertions.Annotations_FromStack(stack).FindError(jsii.String("*"), assertions.Match_AnyValue()) {
-		findings = append(findings, fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data))
-	}
-	sort.Strings(findings)
+	findings := errorAnnotations(stack)
 	for _, f := range findings {
 		t.Error(f)
 	}
@@ -225,6 +221,12 @@ func TestConsumerRefusesBadProps(t *testing.T) {
 	bus := awsevents.EventBus_FromEventBusName(stack, jsii.String("Bus"), jsii.String("b"))
 	if _, err := NewConsumer(stack, "Receives", ConsumerProps{Bus: bus, MaxReceiveCount: 1001}); err == nil {
 		t.Errorf("MaxReceiveCount 1001 accepted")
+	}
+	// EventBridge's PutRule takes 64 characters of [.-_A-Za-z0-9].
+	for _, name := range []string{strings.Repeat("r", 65), "patient sync"} {
+		if _, err := NewConsumer(stack, "Rule"+fmt.Sprint(len(name)), ConsumerProps{Bus: bus, RuleName: name}); err == nil || !strings.Contains(err.Error(), "RuleName") {
+			t.Errorf("RuleName %q: %v, want an error naming RuleName", name, err)
+		}
 	}
 }
 

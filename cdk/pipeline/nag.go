@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"strconv"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -8,6 +10,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // ApplyNagPacks checks everything under scope with cdk-nag's AwsSolutions and
@@ -43,28 +47,13 @@ type nagRule struct {
 	appliesTo  []string
 }
 
-// reservedConcurrency is each function's reserved concurrency: prepare-change
-// runs at most mapConcurrency at once (the Distributed Map's
-// MaxConcurrency); start-export and check-export one more than their queue
-// mappings' maximum concurrency (2), so a mapping is never throttled into its
-// dead-letter queue; run-lock a few overlapping executions (a throttled call
-// is retried by the state machine).
-func reservedConcurrency(function string, mapConcurrency int) float64 {
-	switch function {
-	case "prepare-change", "reconcile":
-		// reconcile's index and compare children run at the same Map
-		// concurrency; the run lock keeps the two from running together.
-		return float64(mapConcurrency)
-	case "run-lock":
-		return 5
-	default:
-		return 3
-	}
-}
-
 // suppressLambdaFindings records why two HIPAA checks do not apply to the
-// pipeline's functions.
-func suppressLambdaFindings(f awslambda.Function) {
+// pipeline's functions, and, unless the ReservedConcurrency setting is on,
+// why they have no reserved concurrency.
+func suppressLambdaFindings(f awslambda.Function, set stackconfig.Config) {
+	if !set.ReservedConcurrency {
+		suppress(f, nagRule{id: "HIPAA.Security-LambdaConcurrency", reason: "Reserved concurrency is off by default (the ReservedConcurrency setting): Lambda keeps 100 units of an account's concurrency unreserved, and a new account's concurrency quota is below that, so reserving any (" + strconv.Itoa(set.ReservedConcurrencyTotal()) + " units for the five functions with these settings) fails the first deploy with \"Specified ReservedConcurrentExecutions for function decreases account's UnreservedConcurrentExecution below its minimum value\". The functions' concurrency is bounded without it: prepare-change and reconcile by the Distributed Map's MaxConcurrency, start-export and check-export by their queue mappings' MaximumConcurrency (2), run-lock by the state machines. Set ReservedConcurrency=true where the account's quota allows (docs/DEPLOY.md, \"Account prerequisites and quotas\")."})
+	}
 	suppress(f,
 		nagRule{id: "HIPAA.Security-LambdaDLQ", reason: "A function DLQ only receives failed asynchronous invocations, and none of these functions is invoked asynchronously: start-export and check-export are invoked by SQS event-source mappings, whose source queues have dead-letter queues with alarms; run-lock, prepare-change and reconcile are invoked synchronously by Step Functions, which retries and catches every failure into HandleFailure and the ExecutionFailedAlarm."},
 		nagRule{id: "HIPAA.Security-LambdaInsideVPC", reason: "The functions reach only AWS service APIs (HealthLake, S3, SQS, DynamoDB, EventBridge, Step Functions, KMS) over TLS, every call authorised by the function's IAM role; no data store is reachable on a network, and the functions accept no inbound connections. A VPC would add NAT or interface endpoints without narrowing access, which IAM and the KMS key policy already scope to this stack's resources."},

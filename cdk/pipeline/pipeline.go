@@ -64,6 +64,10 @@ const (
 	PrefixMapResults = "map-results/"
 	PrefixClaimCheck = "claim-check/"
 	PrefixQuarantine = "quarantine/"
+	// PrefixDelivered holds what was published (the reconciliation's
+	// delivered index); PrefixReconcile the reconciliation's own objects.
+	PrefixDelivered = "delivered/"
+	PrefixReconcile = "reconcile/"
 )
 
 // StateMachineName returns the state machine's name for a stack name. It is
@@ -106,6 +110,11 @@ type Pipeline struct {
 	StartQueue, RecheckQueue awssqs.Queue
 	StartDeadLetterQueue     awssqs.Queue
 	RecheckDeadLetterQueue   awssqs.Queue
+	// EventsDeadLetterQueue receives what EventBridge and EventBridge
+	// Scheduler could not deliver: events of the bus that fail to encrypt
+	// or decrypt with the key, job events the rule could not send to the
+	// re-check queue, scheduled starts of the state machines that failed.
+	EventsDeadLetterQueue awssqs.Queue
 	// ReconcileStateMachine is the reconciliation (docs/RECONCILE.md).
 	ReconcileStateMachine awsstepfunctions.StateMachine
 }
@@ -163,6 +172,24 @@ type builder struct {
 	datastoreArn *string
 
 	schemaContent string
+
+	// What the sections of build create, for the later ones.
+	smName                                 string
+	smArn                                  *string
+	startQ, startDLQ, recheckQ, recheckDLQ awssqs.Queue
+	eventsDLQ                              awssqs.Queue
+	bus                                    awsevents.EventBus
+	evSchema                               eventSchema
+	exportRole                             awsiam.Role
+	runLock, startExport, checkExport      fn
+	prepareChange, reconcileFn             fn
+	sm                                     awsstepfunctions.StateMachine
+	smRole                                 awsiam.Role
+	rec                                    reconciliation
+	schedRole                              awsiam.Role
+	topic                                  awssns.Topic
+	alarmRefs                              []interfacesawscloudwatch.IAlarmRef
+	dash                                   awscloudwatch.Dashboard
 }
 
 func (b *builder) s(v string) *string { return jsii.String(v) }
@@ -205,7 +232,7 @@ func substitutionsOf(def string, subs map[string]*string) map[string]*string {
 // "datastoreId","jobId","jobStatus"} messages, so check-export notices a
 // finished export at once instead of at the next re-check.
 func (b *builder) jobEventRule(recheckQ awssqs.Queue) {
-	ruleName := b.cfg.Name + "-HealthLakeJobEvents"
+	ruleName := JobEventRuleName(b.cfg.Name)
 	ruleArn := awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/"+ruleName), nil)
 	awsevents.NewCfnRule(b.stack, b.s("HealthLakeJobEventRule"), &awsevents.CfnRuleProps{
 		Name:        b.s(ruleName),
@@ -226,6 +253,10 @@ func (b *builder) jobEventRule(recheckQ awssqs.Queue) {
 				InputTemplate: b.s(exportjob.JobEventInputTemplate),
 			},
 			RetryPolicy: &awsevents.CfnRule_RetryPolicyProperty{MaximumEventAgeInSeconds: jsii.Number(3600), MaximumRetryAttempts: jsii.Number(20)},
+			// A job event still undelivered after the retries (or refused: a
+			// missing permission) is kept, not dropped; eventsDeadLetterAccess
+			// lets this rule send there.
+			DeadLetterConfig: &awsevents.CfnRule_DeadLetterConfigProperty{Arn: b.eventsDLQ.QueueArn()},
 		}},
 	})
 	// Only this rule may send to the queue on EventBridge's behalf.
@@ -236,8 +267,8 @@ func (b *builder) jobEventRule(recheckQ awssqs.Queue) {
 		Resources:  &[]*string{recheckQ.QueueArn()},
 		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": ruleArn}},
 	}))
-	// The queue is SSE-KMS with the stack's key: EventBridge needs the key
-	// to send to it (SQS key management). AWS documents no source condition
+	// The queue (and the events dead-letter queue) is SSE-KMS with the
+	// stack's key: EventBridge needs the key to send to it (SQS key management). AWS documents no source condition
 	// that holds for these calls, so the statement has none; the queue
 	// policy above limits who may send.
 	b.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
@@ -248,14 +279,13 @@ func (b *builder) jobEventRule(recheckQ awssqs.Queue) {
 	}), nil)
 }
 
-// archiveNameOf is the archive's name (EventBridge allows 48 characters).
-func archiveNameOf(pipeline string) string {
-	name := pipeline + "-events"
-	if len(name) > 48 {
-		name = name[:48]
-	}
-	return name
-}
+// ArchiveName is the name of the pipeline's event archive (EventBridge
+// allows 48 characters: CheckName refuses a longer pipeline name).
+func ArchiveName(pipeline string) string { return pipeline + "-events" }
+
+// JobEventRuleName is the name of the rule on the default bus that routes
+// HealthLake's export job events to the re-check queue.
+func JobEventRuleName(pipeline string) string { return pipeline + "-HealthLakeJobEvents" }
 
 // seconds is d as a CDK duration of whole seconds.
 func seconds(d time.Duration) awscdk.Duration {
@@ -271,8 +301,25 @@ func cdkEnv(vars map[string]string) map[string]*string {
 	return out
 }
 
+// vendedLogGroupName is the name of a state machine's log group: under
+// /aws/vendedlogs/ (CloudWatch Logs then keeps one resource policy for all
+// such groups instead of one statement each against its 5,120-character
+// policy limit), ending in the id of this stack instance (the last part of
+// AWS::StackId). The log groups are retained when the stack is deleted, so
+// a fixed name would make the next create of the same stack fail with
+// "already exists"; a recreated stack gets a new id and new groups, and the
+// retained ones keep their history under the old name.
+func vendedLogGroupName(stateMachine string) *string {
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{
+		jsii.String("/aws/vendedlogs/states/" + stateMachine + "-"),
+		awscdk.Fn_Select(jsii.Number(2), awscdk.Fn_Split(jsii.String("/"), awscdk.Aws_STACK_ID(), nil)),
+	})
+}
+
 // logGroup creates a log group whose retention is the LogRetentionDays
-// prop and whose data is encrypted with the stack's key.
+// prop and whose data is encrypted with the stack's key. It is retained
+// when the stack is deleted: its name must not be fixed (nil lets
+// CloudFormation generate one; see vendedLogGroupName).
 func (b *builder) logGroup(id string, name *string) awslogs.LogGroup {
 	lg := awslogs.NewLogGroup(b.stack, b.s(id), &awslogs.LogGroupProps{
 		LogGroupName:  name,
@@ -283,16 +330,53 @@ func (b *builder) logGroup(id string, name *string) awslogs.LogGroup {
 	return lg
 }
 
-func (b *builder) build(asl string) {
-	stack, p := b.stack, b.p
-	account := awscdk.Aws_ACCOUNT_ID()
-	pipeline := b.cfg.Name
-	smName := StateMachineName(pipeline)
-	b.datastoreArn = arn("healthlake", "datastore/fhir/", p.DatastoreID)
+// fn is one Lambda of the pipeline with its role and log group.
+type fn struct {
+	f    awslambda.Function
+	role awsiam.Role
+	logs awslogs.LogGroup
+}
 
-	// --- the one customer-managed key -------------------------------------
-	b.key = awskms.NewKey(stack, b.s("Key"), &awskms.KeyProps{
-		Description:       b.s("healthlake-cdc: bucket, table, queues, topic and log groups of " + pipeline),
+// build adds the pipeline's resources, one section each, in the order the
+// later ones need the earlier ones.
+func (b *builder) build(asl string) {
+	b.smName = StateMachineName(b.cfg.Name)
+	b.datastoreArn = arn("healthlake", "datastore/fhir/", b.p.DatastoreID)
+
+	b.newKey()
+	b.artifactBucket()
+	b.newTable()
+	b.queues()
+	b.eventsDeadLetterQueue()
+	b.eventBus()
+	// The change events' schema, for consumers.
+	b.evSchema = newEventSchema(b.stack, b.cfg.Name, b.cfg.EventSource, b.cfg.DetailType, b.schemaContent)
+	b.healthLakeExportRole()
+	b.lambdas()
+	// HealthLake job events: an immediate re-check (polling stays the fallback).
+	b.jobEventRule(b.recheckQ)
+	b.stateMachines(asl)
+	b.schedulerRole()
+	b.eventsDeadLetterAccess()
+	b.iamPolicies()
+	b.schedules()
+	b.alarms()
+	b.dashboard()
+
+	*b.out = Pipeline{Construct: b.out.Construct, Props: b.out.Props,
+		Key: b.key, Bucket: b.bucket, Table: b.table, Bus: b.bus, StateMachine: b.sm, AlarmTopic: b.topic, Dashboard: b.dash,
+		SchemaRegistry: b.evSchema.registry, EventSchema: b.evSchema.schema,
+		StartQueue: b.startQ, RecheckQueue: b.recheckQ, StartDeadLetterQueue: b.startDLQ, RecheckDeadLetterQueue: b.recheckDLQ,
+		EventsDeadLetterQueue: b.eventsDLQ, ReconcileStateMachine: b.rec.sm}
+
+	b.outputs()
+}
+
+// newKey creates the one customer-managed key, with the statements that let
+// CloudWatch Logs and CloudWatch alarms use it.
+func (b *builder) newKey() {
+	b.key = awskms.NewKey(b.stack, b.s("Key"), &awskms.KeyProps{
+		Description:       b.s("healthlake-cdc: bucket, table, queues, topic and log groups of " + b.cfg.Name),
 		EnableKeyRotation: jsii.Bool(true),
 		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
 	})
@@ -313,8 +397,12 @@ func (b *builder) build(asl string) {
 		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
 		Resources:  jsii.Strings("*"),
 	}), nil)
+}
 
-	// --- artifact bucket -------------------------------------------------------
+// artifactBucket creates the artifact bucket (with its access-log bucket):
+// versioned, KMS, TLS only, each prefix expiring.
+func (b *builder) artifactBucket() {
+	p := b.p
 	expire := func(id, prefix string, days *float64) *awss3.LifecycleRule {
 		return &awss3.LifecycleRule{
 			Id:                                  b.s(id),
@@ -327,7 +415,7 @@ func (b *builder) build(asl string) {
 		}
 	}
 	accessLogs := b.accessLogBucket()
-	b.bucket = awss3.NewBucket(stack, b.s("ArtifactBucket"), &awss3.BucketProps{
+	b.bucket = awss3.NewBucket(b.stack, b.s("ArtifactBucket"), &awss3.BucketProps{
 		// Server access logs of the PHI bucket (exports, claim-checks,
 		// quarantine); object keys in them carry no resource ids.
 		ServerAccessLogsBucket: accessLogs,
@@ -347,12 +435,18 @@ func (b *builder) build(asl string) {
 			expire("expire-map-results", PrefixMapResults, p.MapResultsExpiryDays),
 			expire("expire-claim-checks", PrefixClaimCheck, p.ClaimChecksExpiryDays),
 			expire("expire-quarantine", PrefixQuarantine, p.QuarantineExpiryDays),
+			// Settings, not parameters: Validate holds them to the
+			// reconciliation's interval (what the next one reads back).
+			expire("expire-delivered", PrefixDelivered, jsii.Number(b.set.DeliveredExpiryDays)),
+			expire("expire-reconcile", PrefixReconcile, jsii.Number(b.set.ReconcileExpiryDays)),
 		},
 	})
 	suppressArtifactBucketFindings(b.bucket)
+}
 
-	// --- table -----------------------------------------------------------------
-	b.table = awsdynamodb.NewTable(stack, b.s("Table"), &awsdynamodb.TableProps{
+// newTable creates the table of the RUN record, history and export ledger.
+func (b *builder) newTable() {
+	b.table = awsdynamodb.NewTable(b.stack, b.s("Table"), &awsdynamodb.TableProps{
 		PartitionKey:        &awsdynamodb.Attribute{Name: b.s("pk"), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:             &awsdynamodb.Attribute{Name: b.s("sk"), Type: awsdynamodb.AttributeType_STRING},
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
@@ -366,44 +460,47 @@ func (b *builder) build(asl string) {
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
 	})
 	suppress(b.table, nagRule{id: "HIPAA.Security-DynamoDBInBackupPlan", reason: "Point-in-time recovery keeps continuous backups of the table for 35 days and deletion protection is on; the table holds only the pipeline's coordination state (run lock, checkpoint, run history, export ledger), no PHI, and an AWS Backup plan would add a second copy of that state without a recovery it does not already have."})
+}
 
-	// --- queues ----------------------------------------------------------------
-	// Visibility timeouts (6 × the consumer's timeout) and maxReceiveCount
-	// come from the settings cdc-local runs with too.
-	set := b.set
+// queues creates the start and re-check queues, each with its dead-letter
+// queue. Visibility timeouts (6 × the consumer's timeout) and
+// maxReceiveCount come from the settings cdc-local runs with too.
+func (b *builder) queues() {
 	queue := func(id string, consumer stackconfig.Function) (awssqs.Queue, awssqs.Queue) {
-		dlq := awssqs.NewQueue(stack, b.s(id+"DeadLetterQueue"), &awssqs.QueueProps{
+		dlq := awssqs.NewQueue(b.stack, b.s(id+"DeadLetterQueue"), &awssqs.QueueProps{
 			Encryption:          awssqs.QueueEncryption_KMS,
 			EncryptionMasterKey: b.key,
 			EnforceSSL:          jsii.Bool(true),
 			RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
 		})
-		q := awssqs.NewQueue(stack, b.s(id+"Queue"), &awssqs.QueueProps{
+		q := awssqs.NewQueue(b.stack, b.s(id+"Queue"), &awssqs.QueueProps{
 			Encryption:          awssqs.QueueEncryption_KMS,
 			EncryptionMasterKey: b.key,
 			EnforceSSL:          jsii.Bool(true),
 			VisibilityTimeout:   seconds(stackconfig.VisibilityTimeout(consumer)),
 			RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
-			DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(set.MaxReceiveCount)},
+			DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(b.set.MaxReceiveCount)},
 		})
 		return q, dlq
 	}
-	startQ, startDLQ := queue("Start", set.StartExport)
-	recheckQ, recheckDLQ := queue("Recheck", set.CheckExport)
+	b.startQ, b.startDLQ = queue("Start", b.set.StartExport)
+	b.recheckQ, b.recheckDLQ = queue("Recheck", b.set.CheckExport)
+}
 
-	// --- event bus and archive -----------------------------------------------------
-	// The bus and its archive hold every resource in full (PHI): both are
-	// encrypted with the stack's key. The key policy names the bus by an ARN
-	// built from the EventBusName prop (the bus itself depends on the key).
-	busArn := arn("events", "event-bus/", p.EventBusName)
-	archiveName := archiveNameOf(pipeline)
+// eventBus creates the change event bus and its archive. They hold every
+// resource in full (PHI): both are encrypted with the stack's key. The key
+// policy names the bus by an ARN built from the EventBusName prop (the bus
+// itself depends on the key).
+func (b *builder) eventBus() {
+	busArn := arn("events", "event-bus/", b.p.EventBusName)
+	archiveName := ArchiveName(b.cfg.Name)
 	archiveArn := awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:archive/"+archiveName), nil)
 	b.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        b.s("EventBridgeDescribeKey"),
 		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(b.s("events.amazonaws.com"), nil)},
 		Actions:    jsii.Strings("kms:DescribeKey"),
 		Resources:  jsii.Strings("*"),
-		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": account}},
+		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()}},
 	}), nil)
 	// EventBridge documents the bus ARN as the encryption context of the
 	// bus and of its archives ("the archive ARN" in the archive page's text,
@@ -417,146 +514,189 @@ func (b *builder) build(asl string) {
 			"kms:EncryptionContext:aws:events:event-bus:arn": []any{busArn, archiveArn},
 		}},
 	}), nil)
-	bus := awsevents.NewEventBus(stack, b.s("EventBus"), &awsevents.EventBusProps{
-		EventBusName: p.EventBusName,
-		Description:  b.s("healthlake-cdc change events of " + pipeline),
+	b.bus = awsevents.NewEventBus(b.stack, b.s("EventBus"), &awsevents.EventBusProps{
+		EventBusName: b.p.EventBusName,
+		Description:  b.s("healthlake-cdc change events of " + b.cfg.Name),
 	})
 	// Set on the resource itself, so the key policy is the one above and not
 	// one CDK would derive.
-	bus.Node().DefaultChild().(awsevents.CfnEventBus).SetKmsKeyIdentifier(b.key.KeyArn())
-	awsevents.NewCfnArchive(stack, b.s("EventArchive"), &awsevents.CfnArchiveProps{
+	cfnBus := b.bus.Node().DefaultChild().(awsevents.CfnEventBus)
+	cfnBus.SetKmsKeyIdentifier(b.key.KeyArn())
+	// Events EventBridge cannot encrypt or decrypt with the key (a
+	// non-retriable error: the key disabled, its policy changed) go to the
+	// dead-letter queue instead of being lost (EventBridge User Guide,
+	// "Using dead-letter queues to capture encrypted event errors").
+	cfnBus.SetDeadLetterConfig(&awsevents.CfnEventBus_DeadLetterConfigProperty{Arn: b.eventsDLQ.QueueArn()})
+	awsevents.NewCfnArchive(b.stack, b.s("EventArchive"), &awsevents.CfnArchiveProps{
 		ArchiveName:      b.s(archiveName),
-		SourceArn:        bus.EventBusArn(),
-		RetentionDays:    p.ArchiveRetentionDays,
+		SourceArn:        b.bus.EventBusArn(),
+		RetentionDays:    b.p.ArchiveRetentionDays,
 		Description:      b.s("Every event of the healthlake-cdc bus, for replay"),
 		KmsKeyIdentifier: b.key.KeyArn(),
 	})
+}
 
-	// --- the change events' schema, for consumers ------------------------------------
-	evSchema := newEventSchema(stack, pipeline, b.cfg.EventSource, b.cfg.DetailType, b.schemaContent)
+// eventsDeadLetterQueue creates the one dead-letter queue of what EventBridge
+// and EventBridge Scheduler deliver for the stack: the event bus (events
+// that fail to encrypt or decrypt with the key), the job-event rule's
+// target and the two schedules (deliveries that failed after their
+// retries). Consumer rules (consumer.go) have their own.
+func (b *builder) eventsDeadLetterQueue() {
+	b.eventsDLQ = awssqs.NewQueue(b.stack, b.s("EventsDeadLetterQueue"), &awssqs.QueueProps{
+		Encryption:          awssqs.QueueEncryption_KMS,
+		EncryptionMasterKey: b.key,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
+	})
+	suppress(b.eventsDLQ, nagRule{id: "AwsSolutions-SQS3", reason: "This queue is a dead-letter queue: of the event bus, of the HealthLake job-event rule's target and of the two EventBridge Scheduler schedules (their DeadLetterConfig, which cdk-nag does not follow), with the EventsDeadLetterAlarm on its depth."})
+}
 
-	// --- role HealthLake assumes to write the export ---------------------------------
-	exportRole := awsiam.NewRole(stack, b.s("HealthLakeExportRole"), &awsiam.RoleProps{
+// eventsDeadLetterAccess lets EventBridge (for the bus and the job-event
+// rule only: aws:SourceArn) and the schedules' role send to the events
+// dead-letter queue. EventBridge Scheduler sends a schedule's dead letters
+// with the schedule's execution role (EventBridge Scheduler User Guide,
+// "Configuring a dead-letter queue"), so the queue and key policies name
+// the role: the identity statements of internal/iampolicy stay those of
+// starting the state machines. EventBridge's use of the key for SQS is
+// jobEventRule's statement.
+func (b *builder) eventsDeadLetterAccess() {
+	ruleArn := awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/"+JobEventRuleName(b.cfg.Name)), nil)
+	b.eventsDLQ.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("EventBusAndJobEventRule"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(b.s("events.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{b.eventsDLQ.QueueArn()},
+		Conditions: &map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": []any{b.bus.EventBusArn(), ruleArn}}},
+	}))
+	b.eventsDLQ.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("SchedulesRole"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(b.schedRole.RoleArn())},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{b.eventsDLQ.QueueArn()},
+	}))
+	b.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("SchedulesRoleToEncryptedDeadLetterQueue"),
+		Principals: &[]awsiam.IPrincipal{awsiam.NewArnPrincipal(b.schedRole.RoleArn())},
+		Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"kms:ViaService": awscdk.Fn_Sub(b.s("sqs.${AWS::Region}.amazonaws.com"), nil),
+		}},
+	}), nil)
+}
+
+// healthLakeExportRole creates the role HealthLake assumes to write the
+// export, trusted only for the stack's data store.
+func (b *builder) healthLakeExportRole() {
+	b.exportRole = awsiam.NewRole(b.stack, b.s("HealthLakeExportRole"), &awsiam.RoleProps{
 		Description: b.s("Assumed by HealthLake to write $export output to exports/ of the artifact bucket"),
 		AssumedBy: awsiam.NewServicePrincipal(b.s("healthlake.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]any{
-				"StringEquals": map[string]any{"aws:SourceAccount": account},
+				"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()},
 				"ArnEquals":    map[string]any{"aws:SourceArn": b.datastoreArn},
 			},
 		}),
 	})
+}
 
-	// --- Lambdas ---------------------------------------------------------------------
-	type fn struct {
-		f    awslambda.Function
-		role awsiam.Role
-		logs awslogs.LogGroup
+// lambdaResources are the values the Lambdas' environment names
+// (stackconfig.Config.LambdaEnv): the stack's resources and the deploy-time
+// props, as CloudFormation tokens.
+func (b *builder) lambdaResources() stackconfig.Resources {
+	p := b.p
+	return stackconfig.Resources{
+		Pipeline:           b.cfg.Name,
+		Bucket:             *b.bucket.BucketName(),
+		Table:              *b.table.TableName(),
+		DatastoreID:        *p.DatastoreID,
+		HealthLakeEndpoint: *awscdk.Fn_Sub(b.s("https://healthlake.${AWS::Region}.${AWS::URLSuffix}"), nil),
+		ExportRoleARN:      *b.exportRole.RoleArn(),
+		KMSKeyID:           *b.key.KeyArn(),
+		RecheckQueueURL:    *b.recheckQ.QueueUrl(),
+		EventBus:           *b.bus.EventBusName(),
+		EventSource:        b.cfg.EventSource,
+		DetailType:         b.cfg.DetailType,
+		ResourceTypes:      *p.ResourceTypes,
+		ExcludeTypes:       *p.ExcludeTypes,
+		MaxEntryBytes:      *numString(p.MaxEntryBytes),
+		Validate:           *p.ValidateLevel,
+		SafetyLag:          *p.SafetyLag,
+		InitialCheckpoint:  *p.InitialCheckpoint,
 	}
-	common := map[string]*string{
-		"CDC_PIPELINE_NAME":       b.s(pipeline),
-		"CDC_BUCKET":              b.bucket.BucketName(),
-		"CDC_HEALTHLAKE_ENDPOINT": awscdk.Fn_Sub(b.s("https://healthlake.${AWS::Region}.${AWS::URLSuffix}"), nil),
-	}
-	// newFn creates a Lambda whose timeout, memory and derived environment
-	// (stackconfig.Config.Env) come from the settings; env adds the rest.
-	newFn := func(id, name, desc string, env map[string]*string) fn {
-		sf, ok := set.Function(name)
-		if !ok {
-			panic("no settings for Lambda " + name) // Lambdas and stackconfig name the same four
-		}
-		role := awsiam.NewRole(stack, b.s(id+"Role"), &awsiam.RoleProps{
-			Description: b.s("Execution role of the " + name + " Lambda"),
-			AssumedBy:   awsiam.NewServicePrincipal(b.s("lambda.amazonaws.com"), nil),
-		})
-		lg := b.logGroup(id+"Logs", nil)
-		vars := map[string]*string{"CDC_PIPELINE_NAME": common["CDC_PIPELINE_NAME"], "CDC_BUCKET": common["CDC_BUCKET"]}
-		// From the settings: prepare-change's PutEvents rate and deadline
-		// margin; check-export's batch and manifest limits, re-check cap
-		// and export wait; run-lock's lease, overlap and window cap.
-		for k, v := range cdkEnv(set.Env(name)) {
-			vars[k] = v
-		}
-		for k, v := range env {
-			vars[k] = v
-		}
-		f := awslambda.NewFunction(stack, b.s(id), &awslambda.FunctionProps{
-			Description:  b.s(desc),
-			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture: awslambda.Architecture_ARM_64(),
-			Handler:      b.s("bootstrap"),
-			Code:         awslambda.Code_FromAsset(b.s(filepath.Join(b.cfg.LambdaDir, name)), nil),
-			Role:         role,
-			LogGroup:     lg,
-			Timeout:      seconds(sf.Timeout),
-			MemorySize:   jsii.Number(sf.MemoryMB),
-			Environment:  &vars,
-			// Function-level concurrency (HIPAA Security LambdaConcurrency):
-			// prepare-change at the Map's concurrency, so the pipeline's
-			// PutEvents share holds; the others at what their callers need.
-			ReservedConcurrentExecutions: jsii.Number(reservedConcurrency(name, set.MapMaxConcurrency)),
-		})
-		suppressLambdaFindings(f)
-		return fn{f: f, role: role, logs: lg}
-	}
+}
 
-	runLock := newFn("RunLock", "run-lock", "healthlake-cdc: lock, window, commit and failure of a run", map[string]*string{
-		"CDC_TABLE":               b.table.TableName(),
-		"CDC_DATASTORE_ID":        p.DatastoreID,
-		"CDC_HEALTHLAKE_ENDPOINT": common["CDC_HEALTHLAKE_ENDPOINT"],
-		"CDC_SAFETY_LAG":          p.SafetyLag,
-		"CDC_INITIAL_CHECKPOINT":  p.InitialCheckpoint,
+// newFn creates a Lambda whose timeout, memory and environment (the one
+// stackconfig.Config.LambdaEnv gives cdc-local too) come from the settings
+// and res.
+func (b *builder) newFn(id, name, desc string, res stackconfig.Resources) fn {
+	sf, ok := b.set.Function(name)
+	if !ok {
+		panic("no settings for Lambda " + name) // Lambdas and stackconfig name the same five
+	}
+	role := awsiam.NewRole(b.stack, b.s(id+"Role"), &awsiam.RoleProps{
+		Description: b.s("Execution role of the " + name + " Lambda"),
+		AssumedBy:   awsiam.NewServicePrincipal(b.s("lambda.amazonaws.com"), nil),
 	})
-	startExport := newFn("StartExport", "start-export", "healthlake-cdc: starts the HealthLake $export of a run", map[string]*string{
-		"CDC_TABLE":               b.table.TableName(),
-		"CDC_DATASTORE_ID":        p.DatastoreID,
-		"CDC_HEALTHLAKE_ENDPOINT": common["CDC_HEALTHLAKE_ENDPOINT"],
-		"CDC_EXPORT_ROLE_ARN":     exportRole.RoleArn(),
-		"CDC_KMS_KEY_ID":          b.key.KeyArn(),
-		"CDC_RECHECK_QUEUE_URL":   recheckQ.QueueUrl(),
-		"CDC_RESOURCE_TYPES":      p.ResourceTypes,
+	lg := b.logGroup(id+"Logs", nil)
+	vars := cdkEnv(b.set.LambdaEnv(name, res))
+	// Function-level concurrency (HIPAA Security LambdaConcurrency) only
+	// with the ReservedConcurrency setting: a new account's quota cannot
+	// hold it (nag.go).
+	var reserved *float64
+	if n := b.set.ReservedConcurrencyOf(name); n > 0 {
+		reserved = jsii.Number(n)
+	}
+	f := awslambda.NewFunction(b.stack, b.s(id), &awslambda.FunctionProps{
+		Description:  b.s(desc),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      b.s("bootstrap"),
+		Code:         awslambda.Code_FromAsset(b.s(filepath.Join(b.cfg.LambdaDir, name)), nil),
+		Role:         role,
+		LogGroup:     lg,
+		Timeout:      seconds(sf.Timeout),
+		MemorySize:   jsii.Number(sf.MemoryMB),
+		Environment:  &vars,
+		// nil (none) unless ReservedConcurrency is on.
+		ReservedConcurrentExecutions: reserved,
 	})
-	checkExport := newFn("CheckExport", "check-export", "healthlake-cdc: polls the export, writes the manifest, answers the task token", map[string]*string{
-		"CDC_TABLE":               b.table.TableName(),
-		"CDC_DATASTORE_ID":        p.DatastoreID,
-		"CDC_HEALTHLAKE_ENDPOINT": common["CDC_HEALTHLAKE_ENDPOINT"],
-		"CDC_RECHECK_QUEUE_URL":   recheckQ.QueueUrl(),
-	})
-	prepareChange := newFn("PrepareChange", "prepare-change", "healthlake-cdc: one batch of export files to change events", map[string]*string{
-		"CDC_EXPORT_ROLE_ARN": exportRole.RoleArn(),
-		"CDC_KMS_KEY_ID":      b.key.KeyArn(),
-		"CDC_RESOURCE_TYPES":  p.ResourceTypes,
-		"CDC_EXCLUDE_TYPES":   p.ExcludeTypes,
-		"CDC_EVENT_BUS":       bus.EventBusName(),
-		"CDC_EVENT_SOURCE":    b.s(b.cfg.EventSource),
-		"CDC_DETAIL_TYPE":     b.s(b.cfg.DetailType),
-		"CDC_MAX_ENTRY_BYTES": numString(p.MaxEntryBytes),
-		"CDC_VALIDATE":        p.ValidateLevel,
-	})
+	suppressLambdaFindings(f, b.set)
+	return fn{f: f, role: role, logs: lg}
+}
+
+// lambdas creates the five Lambdas and the start and re-check queues'
+// event-source mappings.
+func (b *builder) lambdas() {
+	res := b.lambdaResources()
+	b.runLock = b.newFn("RunLock", stackconfig.RunLock, "healthlake-cdc: lock, window, commit and failure of a run", res)
+	b.startExport = b.newFn("StartExport", stackconfig.StartExport, "healthlake-cdc: starts the HealthLake $export of a run", res)
+	b.checkExport = b.newFn("CheckExport", stackconfig.CheckExport, "healthlake-cdc: polls the export, writes the manifest, answers the task token", res)
+	b.prepareChange = b.newFn("PrepareChange", stackconfig.PrepareChange, "healthlake-cdc: one batch of export files to change events", res)
 	// The reconciliation's Lambda (docs/RECONCILE.md): plan, index, compare, finish.
-	reconcileFn := newFn("Reconcile", reconcileLambda, "healthlake-cdc: reconciliation of the delivered index with a full export",
-		b.reconcileEnv(common, bus.EventBusName()))
+	b.reconcileFn = b.newFn("Reconcile", reconcileLambda, "healthlake-cdc: reconciliation of the delivered index with a full export", res)
 
 	// Event-source mappings (start queue → start-export, re-check queue →
 	// check-export). Built without SqsEventSource so that CDK adds no grants
 	// of its own: the roles' statements all come from internal/iampolicy.
-	startExport.f.AddEventSourceMapping(b.s("StartQueueMapping"), &awslambda.EventSourceMappingOptions{
-		EventSourceArn: startQ.QueueArn(), BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true),
+	b.startExport.f.AddEventSourceMapping(b.s("StartQueueMapping"), &awslambda.EventSourceMappingOptions{
+		EventSourceArn: b.startQ.QueueArn(), BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency: jsii.Number(2),
 	})
-	checkExport.f.AddEventSourceMapping(b.s("RecheckQueueMapping"), &awslambda.EventSourceMappingOptions{
-		EventSourceArn: recheckQ.QueueArn(), BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true),
+	b.checkExport.f.AddEventSourceMapping(b.s("RecheckQueueMapping"), &awslambda.EventSourceMappingOptions{
+		EventSourceArn: b.recheckQ.QueueArn(), BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency: jsii.Number(2),
 	})
+}
 
-	// --- HealthLake job events: an immediate re-check (polling stays the fallback) ---
-	b.jobEventRule(recheckQ)
-
-	// --- state machine -----------------------------------------------------------
-	smArn := awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:"+smName), nil)
-	smRole := awsiam.NewRole(stack, b.s("StateMachineRole"), &awsiam.RoleProps{
-		Description: b.s("Role of the healthlake-cdc state machine " + smName),
+// stateMachines creates the pipeline's state machine from asl and the
+// reconciliation's (reconcileMachine).
+func (b *builder) stateMachines(asl string) {
+	set := b.set
+	b.smArn = awscdk.Fn_Sub(b.s("arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:"+b.smName), nil)
+	b.smRole = awsiam.NewRole(b.stack, b.s("StateMachineRole"), &awsiam.RoleProps{
+		Description: b.s("Role of the healthlake-cdc state machine " + b.smName),
 		AssumedBy: awsiam.NewServicePrincipal(b.s("states.amazonaws.com"), &awsiam.ServicePrincipalOpts{
-			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": account}},
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()}},
 		}),
 	})
 
@@ -566,9 +706,9 @@ func (b *builder) build(asl string) {
 	// (below the run-lock lease) are the values Validate checked.
 	num := func(d time.Duration) *string { return jsii.String(strconv.Itoa(stackconfig.Seconds(d))) }
 	subs := map[string]*string{
-		statemachine.RunLockFunctionArn:       runLock.f.FunctionArn(),
-		statemachine.PrepareChangeFunctionArn: prepareChange.f.FunctionArn(),
-		statemachine.StartQueueURL:            startQ.QueueUrl(),
+		statemachine.RunLockFunctionArn:       b.runLock.f.FunctionArn(),
+		statemachine.PrepareChangeFunctionArn: b.prepareChange.f.FunctionArn(),
+		statemachine.StartQueueURL:            b.startQ.QueueUrl(),
 		statemachine.ArtifactBucket:           b.bucket.BucketName(),
 		statemachine.ExportHeartbeatSeconds:   num(set.HeartbeatSeconds()),
 		statemachine.ExportTimeoutSeconds:     num(set.ExportTimeout),
@@ -580,13 +720,13 @@ func (b *builder) build(asl string) {
 	// values (and its Lambda).
 	smSubs := substitutionsOf(asl, subs)
 
-	smLogs := b.logGroup("StateMachineLogs", b.s("/aws/vendedlogs/states/"+smName))
-	sm := awsstepfunctions.NewStateMachine(stack, b.s("StateMachine"), &awsstepfunctions.StateMachineProps{
-		StateMachineName:        b.s(smName),
+	smLogs := b.logGroup("StateMachineLogs", vendedLogGroupName(b.smName))
+	b.sm = awsstepfunctions.NewStateMachine(b.stack, b.s("StateMachine"), &awsstepfunctions.StateMachineProps{
+		StateMachineName:        b.s(b.smName),
 		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
 		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(b.s(asl)),
 		DefinitionSubstitutions: &smSubs,
-		Role:                    smRole,
+		Role:                    b.smRole,
 		Logs: &awsstepfunctions.LogOptions{
 			Destination:          smLogs,
 			Level:                awsstepfunctions.LogLevel_ALL,
@@ -594,71 +734,88 @@ func (b *builder) build(asl string) {
 		},
 		TracingEnabled: jsii.Bool(true),
 	})
-	b.suppressGeneratedStateMachineGrants(smRole)
-	rec := b.reconcileMachine(subs, reconcileFn.f.FunctionArn())
+	b.suppressGeneratedStateMachineGrants(b.smRole)
+	b.rec = b.reconcileMachine(subs, b.reconcileFn.f.FunctionArn())
+}
 
-	// --- schedule ----------------------------------------------------------------------
-	expr := b.scheduleExpression(p.ScheduleMinutes)
-	schedRole := awsiam.NewRole(stack, b.s("SchedulerRole"), &awsiam.RoleProps{
-		Description: b.s("Lets EventBridge Scheduler start " + smName),
+// schedulerRole creates the role EventBridge Scheduler starts both state
+// machines with.
+func (b *builder) schedulerRole() {
+	b.schedRole = awsiam.NewRole(b.stack, b.s("SchedulerRole"), &awsiam.RoleProps{
+		Description: b.s("Lets EventBridge Scheduler start " + b.smName),
 		AssumedBy: awsiam.NewServicePrincipal(b.s("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
-			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": account}},
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()}},
 		}),
 	})
+}
 
-	// --- IAM: every role's statements from the one definition ---------------
+// iamPolicies gives every role its statements from the one definition
+// (internal/iampolicy).
+func (b *builder) iamPolicies() {
 	res := iampolicy.Resources{
 		BucketARN:       *b.bucket.BucketArn(),
 		TableARN:        *b.table.TableArn(),
 		KeyARN:          *b.key.KeyArn(),
 		DatastoreARN:    *b.datastoreArn,
-		StartQueueARN:   *startQ.QueueArn(),
-		RecheckQueueARN: *recheckQ.QueueArn(),
-		EventBusARN:     *bus.EventBusArn(),
+		StartQueueARN:   *b.startQ.QueueArn(),
+		RecheckQueueARN: *b.recheckQ.QueueArn(),
+		EventBusARN:     *b.bus.EventBusArn(),
 		// The state machine's ARN is built from its fixed name: its own
 		// role may name it without a dependency cycle.
-		StateMachineARN:          *smArn,
-		ExecutionsARN:            *executionsArn(smName),
-		MapRunExecutionsARN:      *mapRunExecutionsArn(smName),
-		RunLockFunctionARN:       *runLock.f.FunctionArn(),
-		PrepareChangeFunctionARN: *prepareChange.f.FunctionArn(),
-		ExportRoleARN:            *exportRole.RoleArn(),
+		StateMachineARN:          *b.smArn,
+		ExecutionsARN:            *executionsArn(b.smName),
+		MapRunExecutionsARN:      *mapRunExecutionsArn(b.smName),
+		RunLockFunctionARN:       *b.runLock.f.FunctionArn(),
+		PrepareChangeFunctionARN: *b.prepareChange.f.FunctionArn(),
+		ExportRoleARN:            *b.exportRole.RoleArn(),
 		LogGroupARNs: map[iampolicy.Principal]string{
-			iampolicy.RunLock: *runLock.logs.LogGroupArn(), iampolicy.StartExport: *startExport.logs.LogGroupArn(),
-			iampolicy.CheckExport: *checkExport.logs.LogGroupArn(), iampolicy.PrepareChange: *prepareChange.logs.LogGroupArn(),
-			iampolicy.Reconcile: *reconcileFn.logs.LogGroupArn(),
+			iampolicy.RunLock: *b.runLock.logs.LogGroupArn(), iampolicy.StartExport: *b.startExport.logs.LogGroupArn(),
+			iampolicy.CheckExport: *b.checkExport.logs.LogGroupArn(), iampolicy.PrepareChange: *b.prepareChange.logs.LogGroupArn(),
+			iampolicy.Reconcile: *b.reconcileFn.logs.LogGroupArn(),
 		},
-		ReconcileFunctionARN:         *reconcileFn.f.FunctionArn(),
-		ReconcileStateMachineARN:     *rec.arn,
-		ReconcileExecutionsARN:       *executionsArn(rec.name),
-		ReconcileMapRunExecutionsARN: *mapRunExecutionsArn(rec.name),
+		ReconcileFunctionARN:         *b.reconcileFn.f.FunctionArn(),
+		ReconcileStateMachineARN:     *b.rec.arn,
+		ReconcileExecutionsARN:       *executionsArn(b.rec.name),
+		ReconcileMapRunExecutionsARN: *mapRunExecutionsArn(b.rec.name),
 	}
 	for p, role := range map[iampolicy.Principal]awsiam.Role{
-		iampolicy.RunLock: runLock.role, iampolicy.StartExport: startExport.role, iampolicy.CheckExport: checkExport.role,
-		iampolicy.PrepareChange: prepareChange.role, iampolicy.StateMachine: smRole, iampolicy.HealthLakeExport: exportRole,
-		iampolicy.Scheduler: schedRole, iampolicy.Reconcile: reconcileFn.role, iampolicy.ReconcileStateMachine: rec.role,
+		iampolicy.RunLock: b.runLock.role, iampolicy.StartExport: b.startExport.role, iampolicy.CheckExport: b.checkExport.role,
+		iampolicy.PrepareChange: b.prepareChange.role, iampolicy.StateMachine: b.smRole, iampolicy.HealthLakeExport: b.exportRole,
+		iampolicy.Scheduler: b.schedRole, iampolicy.Reconcile: b.reconcileFn.role, iampolicy.ReconcileStateMachine: b.rec.role,
 	} {
 		applyPolicy(role, p, res)
 	}
-	b.reconcileSchedule(rec, schedRole)
-	awsscheduler.NewCfnSchedule(stack, b.s("Schedule"), &awsscheduler.CfnScheduleProps{
-		Description:        b.s("Starts " + smName + " every ScheduleMinutes minutes"),
+}
+
+// schedules starts the reconciliation on its schedule (reconcileSchedule)
+// and the pipeline every ScheduleMinutes.
+func (b *builder) schedules() {
+	expr := b.scheduleExpression(b.p.ScheduleMinutes)
+	b.reconcileSchedule(b.rec, b.schedRole)
+	awsscheduler.NewCfnSchedule(b.stack, b.s("Schedule"), &awsscheduler.CfnScheduleProps{
+		Description:        b.s("Starts " + b.smName + " every ScheduleMinutes minutes"),
 		ScheduleExpression: expr,
-		State:              p.ScheduleState,
+		State:              b.p.ScheduleState,
 		FlexibleTimeWindow: &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: b.s("OFF")},
 		Target: &awsscheduler.CfnSchedule_TargetProperty{
-			Arn:     sm.StateMachineArn(),
-			RoleArn: schedRole.RoleArn(),
+			Arn:     b.sm.StateMachineArn(),
+			RoleArn: b.schedRole.RoleArn(),
 			Input:   b.s("{}"),
 			RetryPolicy: &awsscheduler.CfnSchedule_RetryPolicyProperty{
 				MaximumEventAgeInSeconds: jsii.Number(60),
 				MaximumRetryAttempts:     jsii.Number(2),
 			},
+			// A start that failed after the retries (eventsDeadLetterAccess).
+			DeadLetterConfig: &awsscheduler.CfnSchedule_DeadLetterConfigProperty{Arn: b.eventsDLQ.QueueArn()},
 		},
 	})
+}
 
-	// --- alarms --------------------------------------------------------------------
-	topic := awssns.NewTopic(stack, b.s("AlarmTopic"), &awssns.TopicProps{
+// alarms creates the alarm topic (with the optional e-mail subscription)
+// and every alarm, each notifying the topic when it fires and when it ends.
+func (b *builder) alarms() {
+	p, stack, pipeline := b.p, b.stack, b.cfg.Name
+	b.topic = awssns.NewTopic(stack, b.s("AlarmTopic"), &awssns.TopicProps{
 		DisplayName: b.s("healthlake-cdc alarms " + pipeline),
 		MasterKey:   b.key,
 		EnforceSSL:  jsii.Bool(true),
@@ -667,7 +824,7 @@ func (b *builder) build(asl string) {
 	// (a parameter) through a condition on it being empty.
 	if unresolved(p.AlarmEmail) || *p.AlarmEmail != "" {
 		sub := awssns.NewCfnSubscription(stack, b.s("AlarmEmailSubscription"), &awssns.CfnSubscriptionProps{
-			TopicArn: topic.TopicArn(),
+			TopicArn: b.topic.TopicArn(),
 			Protocol: b.s("email"),
 			Endpoint: p.AlarmEmail,
 		})
@@ -678,8 +835,7 @@ func (b *builder) build(asl string) {
 			sub.CfnOptions().SetCondition(hasEmail)
 		}
 	}
-	action := awscloudwatchactions.NewSnsAction(topic)
-	var alarms []interfacesawscloudwatch.IAlarmRef
+	action := awscloudwatchactions.NewSnsAction(b.topic)
 	alarm := func(id, desc string, metric awscloudwatch.IMetric, threshold *float64, periods float64, missing awscloudwatch.TreatMissingData) {
 		a := awscloudwatch.NewAlarm(stack, b.s(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   b.s(desc),
@@ -691,18 +847,23 @@ func (b *builder) build(asl string) {
 		})
 		a.AddAlarmAction(action)
 		a.AddOkAction(action)
-		alarms = append(alarms, a)
+		b.alarmRefs = append(b.alarmRefs, a)
 	}
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	alarm("StartDeadLetterAlarm", "A start message reached the start dead-letter queue: a run's export never started.",
-		startDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: b.s("Maximum")}),
+		b.startDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: b.s("Maximum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	alarm("RecheckDeadLetterAlarm", "A re-check message reached the re-check dead-letter queue: an export is no longer followed.",
-		recheckDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: b.s("Maximum")}),
+		b.recheckDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: b.s("Maximum")}),
+		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	alarm("EventsDeadLetterAlarm", "EventBridge or EventBridge Scheduler could not deliver something and put it in the events "+
+		"dead-letter queue: a change event that failed to encrypt or decrypt with the key, a HealthLake job event the rule could "+
+		"not send to the re-check queue, or a scheduled start of a state machine. See docs/OPERATIONS.md, \"EventsDeadLetterAlarm\".",
+		b.eventsDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: b.s("Maximum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	alarm("ExecutionFailedAlarm", "A pipeline execution failed; the checkpoint did not move and the next run retries the window.",
-		sm.MetricFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: b.s("Sum")}),
+		b.sm.MetricFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: b.s("Sum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	alarm("CheckpointLagAlarm", "The checkpoint lags behind now by more than CheckpointLagThresholdSeconds.",
 		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
@@ -747,40 +908,39 @@ func (b *builder) build(asl string) {
 	// until the next one (a day later); it released the lock, the runs go on.
 	alarm("ReconcileFailedAlarm", "A reconciliation execution failed: deletes and repairs wait for the next one (daily). "+
 		"See `cdcctl reconcile status` and docs/OPERATIONS.md, \"ReconcileFailedAlarm\".",
-		rec.sm.MetricFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: b.s("Sum")}),
+		b.rec.sm.MetricFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: b.s("Sum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+}
 
-	// --- dashboard ----------------------------------------------------------------
-	dash := newDashboard(stack, dashboardInputs{
-		pipeline: pipeline, stateMachine: sm, alarms: alarms,
-		deadLetterQueues: map[string]awssqs.IQueue{"start DLQ": startDLQ, "re-check DLQ": recheckDLQ},
-		lagThreshold:     p.CheckpointLagThresholdSeconds,
+// dashboard creates the operators' dashboard (dashboard.go).
+func (b *builder) dashboard() {
+	b.dash = newDashboard(b.stack, dashboardInputs{
+		pipeline: b.cfg.Name, stateMachine: b.sm, alarms: b.alarmRefs,
+		deadLetterQueues: map[string]awssqs.IQueue{"start DLQ": b.startDLQ, "re-check DLQ": b.recheckDLQ, "events DLQ": b.eventsDLQ},
+		lagThreshold:     b.p.CheckpointLagThresholdSeconds,
 	})
+}
 
-	*b.out = Pipeline{Construct: b.out.Construct, Props: b.out.Props,
-		Key: b.key, Bucket: b.bucket, Table: b.table, Bus: bus, StateMachine: sm, AlarmTopic: topic, Dashboard: dash,
-		SchemaRegistry: evSchema.registry, EventSchema: evSchema.schema,
-		StartQueue: startQ, RecheckQueue: recheckQ, StartDeadLetterQueue: startDLQ, RecheckDeadLetterQueue: recheckDLQ,
-		ReconcileStateMachine: rec.sm}
-
-	// --- outputs ------------------------------------------------------------------
+// outputs are the stack outputs cdcctl and operators read.
+func (b *builder) outputs() {
 	out := func(id string, v *string, desc string) {
-		awscdk.NewCfnOutput(stack, b.s(id), &awscdk.CfnOutputProps{Value: v, Description: b.s(desc)})
+		awscdk.NewCfnOutput(b.stack, b.s(id), &awscdk.CfnOutputProps{Value: v, Description: b.s(desc)})
 	}
-	out("StateMachineArn", sm.StateMachineArn(), "The pipeline state machine")
-	out("ReconcileStateMachineArn", rec.sm.StateMachineArn(), "CDC_RECONCILE_STATE_MACHINE_ARN for cdcctl reconcile")
+	out("StateMachineArn", b.sm.StateMachineArn(), "The pipeline state machine")
+	out("ReconcileStateMachineArn", b.rec.sm.StateMachineArn(), "CDC_RECONCILE_STATE_MACHINE_ARN for cdcctl reconcile")
 	out("TableName", b.table.TableName(), "CDC_TABLE for cdcctl")
 	out("BucketName", b.bucket.BucketName(), "CDC_BUCKET for cdcctl")
-	out("EventBusArn", bus.EventBusArn(), "The change event bus")
-	out("SchemaRegistryName", evSchema.registry.AttrRegistryName(), "Schema registry of the change events")
-	out("EventSchemaArn", evSchema.schema.AttrSchemaArn(), "Registered schema of the change events (OpenAPI 3)")
-	out("ExportRoleArn", exportRole.RoleArn(), "Role HealthLake assumes to write exports")
-	out("AlarmTopicArn", topic.TopicArn(), "Alarm notifications")
-	out("DashboardName", dash.DashboardName(), "CloudWatch dashboard of the pipeline")
-	out("StartQueueUrl", startQ.QueueUrl(), "CDC_START_QUEUE_URL for cdcctl dlq")
-	out("StartDeadLetterQueueUrl", startDLQ.QueueUrl(), "CDC_START_DLQ_URL for cdcctl dlq")
-	out("RecheckQueueUrl", recheckQ.QueueUrl(), "CDC_RECHECK_QUEUE_URL for cdcctl dlq")
-	out("RecheckDeadLetterQueueUrl", recheckDLQ.QueueUrl(), "CDC_RECHECK_DLQ_URL for cdcctl dlq")
+	out("EventBusArn", b.bus.EventBusArn(), "The change event bus")
+	out("SchemaRegistryName", b.evSchema.registry.AttrRegistryName(), "Schema registry of the change events")
+	out("EventSchemaArn", b.evSchema.schema.AttrSchemaArn(), "Registered schema of the change events (OpenAPI 3)")
+	out("ExportRoleArn", b.exportRole.RoleArn(), "Role HealthLake assumes to write exports")
+	out("AlarmTopicArn", b.topic.TopicArn(), "Alarm notifications")
+	out("DashboardName", b.dash.DashboardName(), "CloudWatch dashboard of the pipeline")
+	out("StartQueueUrl", b.startQ.QueueUrl(), "CDC_START_QUEUE_URL for cdcctl dlq")
+	out("StartDeadLetterQueueUrl", b.startDLQ.QueueUrl(), "CDC_START_DLQ_URL for cdcctl dlq")
+	out("RecheckQueueUrl", b.recheckQ.QueueUrl(), "CDC_RECHECK_QUEUE_URL for cdcctl dlq")
+	out("RecheckDeadLetterQueueUrl", b.recheckDLQ.QueueUrl(), "CDC_RECHECK_DLQ_URL for cdcctl dlq")
+	out("EventsDeadLetterQueueUrl", b.eventsDLQ.QueueUrl(), "Dead-letter queue of the event bus, the job-event rule and the schedules")
 }
 
 // arn builds the ARN of a resource of this stack's account and Region:

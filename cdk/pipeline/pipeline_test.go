@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -63,7 +62,8 @@ func TestPipelineWithLiteralPropsInAUsersStack(t *testing.T) {
 		t.Errorf("conditions %v: literal props need none", c)
 	}
 	// The runs' schedule (the prop) and the reconciliation's (the
-	// ReconcileEvery setting, daily by default), in the same state.
+	// ReconcileEvery and ReconcileHour settings, daily at 03:00 by
+	// default), in the same state.
 	schedules := map[string]string{}
 	for id, r := range resourcesOf(tpl, "AWS::Scheduler::Schedule") {
 		p := r["Properties"].(map[string]any)
@@ -72,7 +72,7 @@ func TestPipelineWithLiteralPropsInAUsersStack(t *testing.T) {
 		}
 		schedules[id[:len(id)-8]] = fmt.Sprint(p["ScheduleExpression"])
 	}
-	if len(schedules) != 2 || schedules["CdcSchedule"] != "rate(10 minutes)" || schedules["CdcReconcileSchedule"] != "rate(1 day)" {
+	if len(schedules) != 2 || schedules["CdcSchedule"] != "rate(10 minutes)" || schedules["CdcReconcileSchedule"] != "cron(0 3 * * ? *)" {
 		t.Errorf("schedules = %v", schedules)
 	}
 	envs := map[string]map[string]any{}
@@ -106,11 +106,19 @@ func TestPipelineWithLiteralPropsInAUsersStack(t *testing.T) {
 	if !found {
 		t.Errorf("no consumer rule on the pipeline's bus %s", busID)
 	}
-	var findings []string
-	for _, m := range *assertions.Annotations_FromStack(stack).FindError(jsii.String("*"), assertions.Match_AnyValue()) {
-		findings = append(findings, fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data))
+	// The bus (encrypted with the key) and every rule target have a
+	// dead-letter queue: the pipeline's events DLQ, the consumer's own.
+	if bus := resourcesOf(tpl, "AWS::Events::EventBus")[busID]; bus["Properties"].(map[string]any)["DeadLetterConfig"] == nil {
+		t.Errorf("bus %s has no DeadLetterConfig", busID)
 	}
-	sort.Strings(findings)
+	for id, r := range rules {
+		for _, target := range r["Properties"].(map[string]any)["Targets"].([]any) {
+			if target.(map[string]any)["DeadLetterConfig"] == nil {
+				t.Errorf("rule %s target %v has no DeadLetterConfig", id, target.(map[string]any)["Id"])
+			}
+		}
+	}
+	findings := errorAnnotations(stack)
 	for _, f := range findings {
 		t.Error(f)
 	}

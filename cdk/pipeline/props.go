@@ -42,7 +42,8 @@ func DefaultSettings() Settings { return stackconfig.Default() }
 type Props struct {
 	// Name is the pipeline name: the `Pipeline` metric dimension,
 	// CDC_PIPELINE_NAME, and the prefix of the state machine, dashboard,
-	// schema registry and rule names.
+	// schema registry, archive and rule names: 1–MaxNameLength letters,
+	// digits, '-' or '_' (CheckName).
 	Name string
 	// LambdaDir holds <name>/bootstrap (linux/arm64) for every name of Lambdas.
 	LambdaDir string
@@ -120,11 +121,63 @@ func ValidateEventNames(source, detailType string) error {
 	return nil
 }
 
+// MaxNameLength is the longest pipeline name: the event archive's name
+// (ArchiveName, Name + "-events") must fit EventBridge's 48 characters
+// (CreateArchive ArchiveName), the tightest of the names derived from it.
+const MaxNameLength = 41
+
+// nameRE is what every name derived from the pipeline name allows: state
+// machine names no spaces, brackets, wildcards or punctuation; archive,
+// rule and registry names [.-_A-Za-z0-9]; dashboard names [-_A-Za-z0-9].
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// DerivedName is one physical name derived from the pipeline name, with
+// the length limit of the API that creates the resource.
+type DerivedName struct {
+	What, Name, API string
+	Max             int
+}
+
+// DerivedNames lists the physical names the pipeline gives its resources
+// from its name, each with its length limit and where AWS states it. The
+// other resources (queues, functions, roles, the table, alarms, schedules,
+// the Lambdas' log groups) take names CloudFormation generates within
+// their limits; the event bus is named by EventBusName (1–256).
+func DerivedNames(pipeline string) []DerivedName {
+	return []DerivedName{
+		{"event archive", ArchiveName(pipeline), "EventBridge CreateArchive ArchiveName", 48},
+		{"HealthLake job event rule", JobEventRuleName(pipeline), "EventBridge PutRule Name", 64},
+		{"schema registry", SchemaRegistryName(pipeline), "EventBridge Schemas RegistryName (as the Terraform AWS provider checks it)", 64},
+		{"state machine", StateMachineName(pipeline), "Step Functions CreateStateMachine name", 80},
+		{"reconciliation state machine", ReconcileStateMachineName(pipeline), "Step Functions CreateStateMachine name", 80},
+		{"dashboard", DashboardName(pipeline), "CloudWatch PutDashboard DashboardName", 255},
+	}
+}
+
+// CheckName refuses a pipeline name AWS would refuse in one of the names
+// derived from it (DerivedNames) at deploy time: the error names the
+// resource, its name and the limit.
+func CheckName(pipeline string) error {
+	if !nameRE.MatchString(pipeline) {
+		return fmt.Errorf("pipeline name %q: want 1–%d letters, digits, '-' or '_' (it prefixes the state machine, archive, rule, registry and dashboard names)", pipeline, MaxNameLength)
+	}
+	for _, r := range DerivedNames(pipeline) {
+		if len(r.Name) > r.Max {
+			return fmt.Errorf("pipeline name %q is %d characters: the %s name %q would be %d, over the %d of %s (use at most %d characters)",
+				pipeline, len(pipeline), r.What, r.Name, len(r.Name), r.Max, r.API, MaxNameLength)
+		}
+	}
+	return nil
+}
+
 // withDefaults returns p with every unset field at its default, after
 // checking the required fields and the literal values.
 func (p Props) withDefaults() (Props, error) {
 	if p.Name == "" {
 		return p, fmt.Errorf("pipeline: empty Name")
+	}
+	if err := CheckName(p.Name); err != nil {
+		return p, fmt.Errorf("pipeline Name: %w", err)
 	}
 	if p.LambdaDir == "" || p.ASLFile == "" {
 		return p, fmt.Errorf("pipeline %s: LambdaDir and ASLFile are required", p.Name)

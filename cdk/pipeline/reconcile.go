@@ -2,8 +2,7 @@ package pipeline
 
 import (
 	"fmt"
-	"strconv"
-	"time"
+	_ "time/tzdata" // ReconcileTimeZone is checked against the embedded IANA database
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -55,7 +54,7 @@ func (b *builder) reconcileMachine(subs map[string]*string, reconcileFnArn *stri
 			panic(fmt.Sprintf("reconcile definition: placeholder ${%s} has no substitution", k))
 		}
 	}
-	logs := b.logGroup("ReconcileStateMachineLogs", b.s("/aws/vendedlogs/states/"+name))
+	logs := b.logGroup("ReconcileStateMachineLogs", vendedLogGroupName(name))
 	r.sm = awsstepfunctions.NewStateMachine(stack, b.s("ReconcileStateMachine"), &awsstepfunctions.StateMachineProps{
 		StateMachineName:        b.s(name),
 		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
@@ -76,15 +75,19 @@ func (b *builder) reconcileMachine(subs map[string]*string, reconcileFnArn *stri
 	return r
 }
 
-// reconcileSchedule starts the reconciliation every ReconcileEvery (a
-// setting: synth-time), with the scheduler role, in the pipeline schedule's
-// state (pausing the pipeline pauses the reconciliation too).
+// reconcileSchedule starts the reconciliation at ReconcileHour in
+// ReconcileTimeZone, daily or every ReconcileEvery hours (settings:
+// synth-time; stackconfig.Config.ReconcileCron), with the scheduler role,
+// in the pipeline schedule's state (pausing the pipeline pauses the
+// reconciliation too). A rate() would fire at whatever hour the stack was
+// deployed.
 func (b *builder) reconcileSchedule(r reconciliation, schedRole awsiam.Role) {
 	awsscheduler.NewCfnSchedule(b.stack, b.s("ReconcileSchedule"), &awsscheduler.CfnScheduleProps{
-		Description:        b.s("Starts " + r.name + " (the ReconcileEvery setting)"),
-		ScheduleExpression: b.s(rateExpression(b.set.ReconcileEvery)),
-		State:              b.p.ScheduleState,
-		FlexibleTimeWindow: &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: b.s("OFF")},
+		Description:                b.s("Starts " + r.name + " (the ReconcileEvery, ReconcileHour and ReconcileTimeZone settings)"),
+		ScheduleExpression:         b.s(b.set.ReconcileCron()),
+		ScheduleExpressionTimezone: b.s(b.set.ReconcileTimeZone),
+		State:                      b.p.ScheduleState,
+		FlexibleTimeWindow:         &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: b.s("OFF")},
 		Target: &awsscheduler.CfnSchedule_TargetProperty{
 			Arn:     r.sm.StateMachineArn(),
 			RoleArn: schedRole.RoleArn(),
@@ -93,42 +96,9 @@ func (b *builder) reconcileSchedule(r reconciliation, schedRole awsiam.Role) {
 				MaximumEventAgeInSeconds: jsii.Number(3600),
 				MaximumRetryAttempts:     jsii.Number(2),
 			},
+			DeadLetterConfig: &awsscheduler.CfnSchedule_DeadLetterConfigProperty{Arn: b.eventsDLQ.QueueArn()},
 		},
 	})
-}
-
-// rateExpression is an EventBridge Scheduler rate expression for d (whole
-// minutes; stackconfig.Validate checks): in days, hours or minutes,
-// whichever divides it.
-func rateExpression(d time.Duration) string {
-	m := int64(d / time.Minute)
-	unit, n := "minute", m
-	switch {
-	case m%(24*60) == 0:
-		unit, n = "day", m/(24*60)
-	case m%60 == 0:
-		unit, n = "hour", m/60
-	}
-	if n != 1 {
-		unit += "s"
-	}
-	return "rate(" + strconv.FormatInt(n, 10) + " " + unit + ")"
-}
-
-// reconcileEnv is the reconcile Lambda's environment besides the settings'
-// (stackconfig Env: partitions and the publish rate).
-func (b *builder) reconcileEnv(common map[string]*string, busName *string) map[string]*string {
-	return map[string]*string{
-		"CDC_TABLE":               b.table.TableName(),
-		"CDC_DATASTORE_ID":        b.p.DatastoreID,
-		"CDC_HEALTHLAKE_ENDPOINT": common["CDC_HEALTHLAKE_ENDPOINT"],
-		"CDC_KMS_KEY_ID":          b.key.KeyArn(),
-		"CDC_RESOURCE_TYPES":      b.p.ResourceTypes,
-		"CDC_EXCLUDE_TYPES":       b.p.ExcludeTypes,
-		"CDC_EVENT_BUS":           busName,
-		"CDC_EVENT_SOURCE":        b.s(b.cfg.EventSource),
-		"CDC_DETAIL_TYPE":         b.s(b.cfg.DetailType),
-	}
 }
 
 // The reconcile Lambda's name in Lambdas and the settings.

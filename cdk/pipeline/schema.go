@@ -21,6 +21,9 @@ func EventSchemaName(source, detailType string) string {
 	return source + "@" + events.RegistryDetailComponent(detailType)
 }
 
+// maxSchemaDescription is the longest description of a registry schema.
+const maxSchemaDescription = 256
+
 // eventSchema is the registered schema of the change events.
 type eventSchema struct {
 	registry awseventschemas.CfnRegistry
@@ -46,13 +49,19 @@ func newEventSchema(scope constructs.Construct, pipeline, source, detailType, co
 		RegistryName: jsii.String(SchemaRegistryName(pipeline)),
 		Description:  jsii.String("healthlake-cdc: schema of the change events of " + pipeline),
 	})
+	// A schema's description has at most 256 characters: a long source
+	// and detail type (up to 256 and 128) are left out of it.
+	desc := fmt.Sprintf("The event of source %s, detail-type %s: detail schema version %s (docs/EVENTS.md)",
+		source, detailType, events.SchemaVersion)
+	if len(desc) > maxSchemaDescription {
+		desc = fmt.Sprintf("The change event: detail schema version %s (docs/EVENTS.md)", events.SchemaVersion)
+	}
 	sch := awseventschemas.NewCfnSchema(scope, jsii.String("EventSchema"), &awseventschemas.CfnSchemaProps{
 		RegistryName: reg.AttrRegistryName(),
 		SchemaName:   jsii.String(EventSchemaName(source, detailType)),
 		Type:         jsii.String(events.RegistrySchemaType),
 		Content:      jsii.String(content),
-		Description: jsii.String(fmt.Sprintf("The event of source %s, detail-type %s: detail schema version %s (docs/EVENTS.md)",
-			source, detailType, events.SchemaVersion)),
+		Description:  jsii.String(desc),
 	})
 	return eventSchema{registry: reg, schema: sch}
 }

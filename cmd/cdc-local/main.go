@@ -8,7 +8,8 @@
 //	cdc-local [--addr 127.0.0.1:4566] [--seed DIR] [--every 5m] [--once]
 //	          [--sink stdout|file:PATH|http(s)://URL] [--safety-lag 0]
 //	          [--fault-rate P --fault-seed N] [--report FILE] [--state DIR]
-//	cdc-local --simulate DURATION --workload FILE [--report FILE] [--scale S]
+//	          [--latency FILE|off]
+//	cdc-local --simulate DURATION --workload FILE [--report FILE] [--scale S] [--latency FILE|off]
 //	cdc-local fhir METHOD PATH [--endpoint URL] < body
 //
 // The second form sends one SigV4-signed FHIR request to a running
@@ -30,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
@@ -75,6 +77,10 @@ type config struct {
 	simulate time.Duration
 	workload string
 	scale    float64
+	// latency is --latency: "" (the default model), "off" or a file;
+	// latencyModel the model it gives (docs/LOCAL.md, "Latency model").
+	latency      string
+	latencyModel localaws.LatencyConfig
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -102,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.simulate, "simulate", 0, "run `DURATION` of --workload on simulated time and exit with the report (docs/SIMULATION.md)")
 	fs.StringVar(&c.workload, "workload", "", "workload `FILE` of --simulate (testdata/workloads/*.json)")
 	fs.Float64Var(&c.scale, "scale", 0, "--simulate: scale the workload's counts and rates (default: the workload's)")
+	fs.StringVar(&c.latency, "latency", "", "per-call latency model: `FILE` (JSON, merged over the defaults) or off; default: the AWS-derived defaults (docs/LOCAL.md)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -131,6 +138,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.workload != "" && c.simulate == 0 {
 		return c, errors.New("--workload needs --simulate DURATION")
+	}
+	var err error
+	if c.latencyModel, err = localaws.LoadLatency(c.latency); err != nil {
+		return c, fmt.Errorf("--latency: %w", err)
 	}
 	return c, nil
 }
@@ -171,7 +182,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Sink: out, FaultRate: c.faultRate, FaultSeed: c.faultSeed, ReportPath: c.report, StateDir: c.state,
 		ExportDelay: c.exportWait, Logger: logger,
 		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag,
-		IAMOff: c.iam == "off", ReconcileEvery: c.reconcileEvery,
+		IAMOff: c.iam == "off", ReconcileEvery: c.reconcileEvery, Latency: &c.latencyModel,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "cdc-local:", err)
@@ -186,6 +197,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return exitFailed
 		}
 		printWindow(stderr, w)
+		lambdaSeconds(stderr, st, true)
 		if err := st.Persist(context.WithoutCancel(ctx)); err != nil {
 			fmt.Fprintln(stderr, "cdc-local:", err)
 		}
@@ -202,6 +214,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return
 		}
 		printWindow(stderr, w)
+		lambdaSeconds(stderr, st, false)
 	})
 	if perr := st.Persist(context.WithoutCancel(ctx)); perr != nil {
 		fmt.Fprintln(stderr, "cdc-local:", perr)
@@ -212,6 +225,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintln(stderr, "cdc-local: stopped")
 	return exitOK
+}
+
+// lambdaSeconds records the functions' run durations in the report (and
+// rewrites it) and prints a warning for every function whose longest run
+// exceeded 80 % of its timeout; with all, also the slowest functions.
+func lambdaSeconds(w io.Writer, st *stack.Stack, all bool) {
+	d := st.Lambdas.Durations()
+	st.Report.SetLambdaSeconds(d)
+	if err := st.Report.Write(time.Now()); err != nil {
+		fmt.Fprintln(w, "cdc-local:", err)
+	}
+	if all {
+		for _, line := range report.Slowest(d, 5) {
+			fmt.Fprintln(w, "cdc-local: lambda", line)
+		}
+	}
+	for _, line := range report.TimeoutWarnings(d, report.TimeoutShare) {
+		fmt.Fprintln(w, "cdc-local: WARNING lambda", line)
+	}
 }
 
 func printWindow(w io.Writer, win report.Run) {
@@ -253,6 +285,11 @@ func banner(w io.Writer, st *stack.Stack, c config) {
 	}
 	if c.iam == "off" {
 		fmt.Fprint(w, "; IAM off (would-be denials only counted)")
+	}
+	if c.latencyModel.Off {
+		fmt.Fprint(w, "; latency model off (every call answers at once)")
+	} else {
+		fmt.Fprint(w, "; every call waits its modelled AWS latency (--latency off: none)")
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "cdc-local: every Lambda, the state machine, the HealthLake export and the schedule act with their own IAM statements; the credentials below are an admin")

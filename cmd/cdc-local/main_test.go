@@ -24,6 +24,12 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 	if c.addr != "127.0.0.1:4566" || c.every != 5*time.Minute || c.sink != "stdout" || c.safetyLag != 0 || c.once || c.iam != "on" {
 		t.Errorf("defaults = %+v", c)
 	}
+	if c.latencyModel.Off || c.latencyModel.Lookup("s3", "GetObject") != localaws.DefaultLatency().Lookup("s3", "GetObject") {
+		t.Errorf("the latency model is not on by default: %+v", c.latencyModel.Off)
+	}
+	if c, err := parseFlags([]string{"--latency", "off"}, io.Discard); err != nil || !c.latencyModel.Off {
+		t.Errorf("--latency off: %v, %v", c.latencyModel.Off, err)
+	}
 	c, err = parseFlags([]string{"--once", "--seed", "dir", "--every", "2s", "--sink", "file:/tmp/x", "--fault-rate", "0.2", "--fault-seed", "9", "--report", "r.json", "--state", "st", "--safety-lag", "1s", "--reconcile-every", "6h"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +37,7 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 	if !c.once || c.seed != "dir" || c.every != 2*time.Second || c.faultRate != 0.2 || c.faultSeed != 9 || c.report != "r.json" || c.state != "st" || c.safetyLag != time.Second || c.reconcileEvery != 6*time.Hour {
 		t.Errorf("parsed = %+v", c)
 	}
-	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"extra"}, {"--nope"}, {"--iam", "maybe"}} {
+	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"extra"}, {"--nope"}, {"--iam", "maybe"}, {"--latency", filepath.Join(t.TempDir(), "none.json")}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
@@ -133,12 +139,25 @@ func TestOnceSeedsRunsOneWindowAndExitsZero(t *testing.T) {
 		Events               int              `json:"events"`
 		MaxConcurrentExports int              `json:"maxConcurrentExports"`
 		Calls                map[string]int64 `json:"calls"`
+		LambdaSeconds        map[string]struct {
+			Max         float64 `json:"max"`
+			Timeout     float64 `json:"timeout"`
+			Invocations int     `json:"invocations"`
+		} `json:"lambdaSeconds"`
 	}
 	if err := json.Unmarshal(rb, &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.WindowsRun != 1 || rep.Events != 12 || rep.MaxConcurrentExports != 1 || rep.Calls["events:PutEvents"] == 0 {
 		t.Errorf("report %s", rb)
+	}
+	// The latency model is on: prepare-change's run took at least its
+	// calls' modelled latencies, and the report gives it with its timeout.
+	if pc := rep.LambdaSeconds["prepare-change"]; pc.Invocations == 0 || pc.Max < 0.01 || pc.Timeout != 240 {
+		t.Errorf("lambdaSeconds[prepare-change] = %+v", pc)
+	}
+	if !strings.Contains(stderr.String(), "cdc-local: lambda prepare-change: max") {
+		t.Errorf("stderr does not list the slowest functions: %s", stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "committed") {
 		t.Errorf("stderr does not report the window: %s", stderr.String())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sim"
 )
 
@@ -60,6 +63,18 @@ func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
 	if c.scale > 0 {
 		args = append(args, "-scale", strconv.FormatFloat(c.scale, 'g', -1, 64))
 	}
+	switch c.latency {
+	case "":
+	case "off":
+		args = append(args, "-latency", "off")
+	default:
+		abs, err := filepath.Abs(c.latency)
+		if err != nil {
+			fmt.Fprintln(stderr, "cdc-local:", err)
+			return exitUsage
+		}
+		args = append(args, "-latency", abs)
+	}
 	fmt.Fprintf(stderr, "cdc-local: simulating %s of %s (go %s)\n", c.simulate, filepath.Base(workload), strings.Join(args, " "))
 	began := time.Now()
 	cmd := exec.CommandContext(ctx, goBin, args...)
@@ -70,15 +85,38 @@ func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	fmt.Fprintf(stderr, "cdc-local: simulated %s in %s; report %s\n", c.simulate, time.Since(began).Round(time.Second), c.report)
+	b, err := os.ReadFile(reportPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "cdc-local:", err)
+		return exitFailed
+	}
+	printSimulationSummary(stderr, b)
 	if c.report == "" {
-		b, err := os.ReadFile(reportPath)
-		if err != nil {
-			fmt.Fprintln(stderr, "cdc-local:", err)
-			return exitFailed
-		}
 		_, _ = stdout.Write(b)
 	}
 	return exitOK
+}
+
+// printSimulationSummary prints the report's latency model, the slowest
+// functions (closest to their timeout first) and its warnings.
+func printSimulationSummary(w io.Writer, b []byte) {
+	var rep struct {
+		LatencyModel   string                       `json:"latencyModel"`
+		ModelledDelays sim.ModelledDelays           `json:"modelledDelays"`
+		LambdaSeconds  map[string]lambdas.Durations `json:"lambdaSeconds"`
+		Warnings       []string                     `json:"warnings"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		fmt.Fprintln(w, "cdc-local: report:", err)
+		return
+	}
+	fmt.Fprintf(w, "cdc-local: latency model %s: %d modelled delays, %.0f s in all\n", rep.LatencyModel, rep.ModelledDelays.Calls, rep.ModelledDelays.Seconds)
+	for _, line := range report.Slowest(rep.LambdaSeconds, 5) {
+		fmt.Fprintln(w, "cdc-local: lambda", line)
+	}
+	for _, line := range rep.Warnings {
+		fmt.Fprintln(w, "cdc-local: WARNING", line)
+	}
 }
 
 // goTool is the go command: the one on PATH (`go run ./cmd/cdc-local` was

@@ -10,5 +10,5 @@ import (
 )
 
 func main() {
-	lambdart.Start("prepare-change", prepare.NewFromEnv, func(h *prepare.Handler) any { return h.Handle })
+	lambdart.Start("prepare-change", prepare.NewFromEnv, func(h *prepare.Handler) any { return h.Invoke })
 }

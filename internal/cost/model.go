@@ -45,16 +45,17 @@ func (d Design) Daily(changesPerDay, windowsPerDay float64) Usage {
 
 // ThisDesign is the usage model of healthlake-cdc, with per-run figures as
 // counted by cdc-local (docs/COST.md says how they were measured): one
-// STANDARD execution of eight state transitions per run, a Distributed Map
+// STANDARD execution of ten state transitions per run (eight, and the
+// delete scan's Task and Choice), a Distributed Map
 // child (EXPRESS) and one prepare-change invocation per export file,
 // PutEvents batches of ten entries, arm64 Lambdas.
 func ThisDesign() Design {
 	return Design{
 		Name: "healthlake-cdc",
 		PerWindow: Usage{
-			StateTransitions:  8,
-			LambdaRequests:    5,    // run-lock acquire + commit, start-export, two check-export polls
-			LambdaGBSeconds:   0.25, // 5 × 0.2 s × 256 MB
+			StateTransitions:  10,
+			LambdaRequests:    6,    // run-lock acquire + commit, start-export, two check-export polls, the delete scan
+			LambdaGBSeconds:   0.75, // 5 × 0.2 s × 256 MB, and the delete scan: ~1 s × 512 MB (146 history pages, 8 at a time)
 			LambdaArm64:       true,
 			SQSRequests:       7, // start message, two re-check messages, their deletes, heartbeats are free (SFN)
 			DynamoWriteUnits:  6, // lock, ledger claim, ledger job, checkpoint commit, history, replay-safe release

@@ -75,7 +75,7 @@ type Footprint struct {
 func ThisFootprint() Footprint {
 	return Footprint{
 		CustomMetrics: 15,
-		Alarms:        9,
+		Alarms:        10,
 		Dashboards:    1,
 		KMSKeys:       1,
 

@@ -77,8 +77,8 @@ func Example_monthly() {
 	}
 	// Output:
 	// changes/d  $/month    fixed      largest items
-	// 10000      15.00      9.40       cloudWatchMetrics 4.50, cloudWatchDashboards 3.00, stepFunctionsStandard 1.75
-	// 100000     18.98      9.40       cloudWatchMetrics 4.50, eventBridge 3.65, cloudWatchDashboards 3.00
-	// 1000000    58.72      9.40       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 4.50
-	// 10000000   456.40     9.40       eventBridge 365.00, eventArchiveIngestion 69.72, cloudWatchMetrics 4.50
+	// 10000      15.60      9.50       cloudWatchMetrics 4.50, cloudWatchDashboards 3.00, stepFunctionsStandard 2.19
+	// 100000     19.57      9.50       cloudWatchMetrics 4.50, eventBridge 3.65, cloudWatchDashboards 3.00
+	// 1000000    59.32      9.50       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 4.50
+	// 10000000   457.00     9.50       eventBridge 365.00, eventArchiveIngestion 69.72, cloudWatchMetrics 4.50
 }

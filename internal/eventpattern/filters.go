@@ -117,19 +117,12 @@ func (f numericFilter) match(v any) bool {
 }
 
 // anythingButFilter matches a leaf that none of its inner filters matches.
-// String forms (prefix, suffix, wildcard, equals-ignore-case) match only
-// string leaves.
-type anythingButFilter struct {
-	not        filter
-	stringOnly bool
-}
+// The string forms (prefix, suffix, wildcard, equals-ignore-case) never
+// match a value that is not a string, so anything-but of them matches every
+// number, boolean and null, as AWS does.
+type anythingButFilter struct{ not filter }
 
-func (f anythingButFilter) match(v any) bool {
-	if _, isStr := v.(string); f.stringOnly && !isStr {
-		return false
-	}
-	return !f.not.match(v)
-}
+func (f anythingButFilter) match(v any) bool { return !f.not.match(v) }
 
 type anyOf []filter
 
@@ -351,23 +344,28 @@ func parseAnythingBut(v any, path string) (filter, error) {
 		for op, x := range t {
 			switch op {
 			case "prefix", "suffix":
-				s, ok := x.(string)
-				if !ok {
-					return nil, invalid("Value of anything-but %s must be a single string (at %s)", op, path)
+				list, err := stringList(x, "anything-but "+op, path)
+				if err != nil {
+					return nil, err
 				}
-				if s == "" {
-					return nil, invalid("Null %s not allowed in anything-but (at %s)", op, path)
+				not := make(anyOf, len(list))
+				for i, s := range list {
+					if s == "" {
+						return nil, invalid("Null %s not allowed in anything-but (at %s)", op, path)
+					}
+					if op == "prefix" {
+						not[i] = prefixFilter{s: s}
+					} else {
+						not[i] = suffixFilter{s: s}
+					}
 				}
-				if op == "prefix" {
-					return anythingButFilter{not: prefixFilter{s: s}, stringOnly: true}, nil
-				}
-				return anythingButFilter{not: suffixFilter{s: s}, stringOnly: true}, nil
+				return anythingButFilter{not: not}, nil
 			case "equals-ignore-case":
 				list, err := stringList(x, "anything-but equals-ignore-case", path)
 				if err != nil {
 					return nil, err
 				}
-				return anythingButFilter{not: ignoreCaseFilter{values: list}, stringOnly: true}, nil
+				return anythingButFilter{not: ignoreCaseFilter{values: list}}, nil
 			case "wildcard":
 				list, err := stringList(x, "anything-but wildcard", path)
 				if err != nil {
@@ -381,7 +379,7 @@ func parseAnythingBut(v any, path string) (filter, error) {
 					}
 					globs[i] = g
 				}
-				return anythingButFilter{not: wildcardFilter{globs: globs}, stringOnly: true}, nil
+				return anythingButFilter{not: wildcardFilter{globs: globs}}, nil
 			default:
 				return nil, invalid("Unsupported anything-but pattern: %s (at %s)", op, path)
 			}

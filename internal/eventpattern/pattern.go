@@ -75,7 +75,18 @@ type field struct {
 }
 
 // Parse parses and validates src. An invalid pattern gives an *InvalidError.
-func Parse(src string) (*Pattern, error) {
+//
+// A key written with dots stands for the nested fields it names, as EventBridge
+// addresses every field by its dotted path: {"detail.state": [...]} is
+// {"detail": {"state": [...]}}.
+func Parse(src string) (p *Pattern, err error) {
+	defer func() {
+		// A pattern must never crash its caller (a PutRule must not become an
+		// HTTP 500); a panic here is a bug, reported as an invalid pattern.
+		if r := recover(); r != nil {
+			p, err = nil, invalid("pattern could not be parsed: %v", r)
+		}
+	}()
 	v, err := decode([]byte(src))
 	if err != nil {
 		return nil, invalid("%s", err.Error())
@@ -84,11 +95,88 @@ func Parse(src string) (*Pattern, error) {
 	if !ok {
 		return nil, invalid("Filter is not an object")
 	}
-	root, err := parseObject(m, "")
+	root, err := parseObject(nestDottedPattern(m), "")
 	if err != nil {
 		return nil, err
 	}
+	if err := checkComplexity(root); err != nil {
+		return nil, err
+	}
 	return &Pattern{root: root, src: src}, nil
+}
+
+// Validate reports whether src is a pattern EventBridge accepts: nil, or an
+// *InvalidError naming what is wrong.
+func Validate(src string) error {
+	_, err := Parse(src)
+	return err
+}
+
+// Match parses pattern and matches the JSON event against it. An invalid
+// pattern or event is an error (and never a match).
+func Match(pattern, event string) (bool, error) {
+	p, err := Parse(pattern)
+	if err != nil {
+		return false, err
+	}
+	return p.Matches([]byte(event))
+}
+
+// nestDottedPattern rewrites the keys of a pattern object that contain dots
+// into nested objects ("a.b": X becomes "a": {"b": X}), merging them with
+// the objects written nested; $or alternatives are rewritten too. When the
+// same field is written both ways, the dotted key (taken later, in key
+// order, than the plain key it extends) wins.
+func nestDottedPattern(m map[string]any) map[string]any {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]any, len(m))
+	for _, k := range keys {
+		v := m[k]
+		switch t := v.(type) {
+		case map[string]any:
+			v = nestDottedPattern(t)
+		case []any:
+			if k == "$or" {
+				alts := make([]any, len(t))
+				for i, a := range t {
+					if am, ok := a.(map[string]any); ok {
+						alts[i] = nestDottedPattern(am)
+					} else {
+						alts[i] = a
+					}
+				}
+				v = alts
+			}
+		}
+		if k == "$or" || !strings.Contains(k, ".") {
+			out[k] = mergePattern(out[k], v)
+			continue
+		}
+		segs := strings.Split(k, ".")
+		for i := len(segs) - 1; i > 0; i-- {
+			v = map[string]any{segs[i]: v}
+		}
+		out[segs[0]] = mergePattern(out[segs[0]], v)
+	}
+	return out
+}
+
+// mergePattern merges two pattern values for one key: objects key by key,
+// anything else the later one.
+func mergePattern(old, v any) any {
+	om, ok1 := old.(map[string]any)
+	vm, ok2 := v.(map[string]any)
+	if !ok1 || !ok2 {
+		return v
+	}
+	for k, x := range vm {
+		om[k] = mergePattern(om[k], x)
+	}
+	return om
 }
 
 // MustParse is Parse for patterns known to be valid; it panics otherwise.
@@ -217,8 +305,92 @@ func (p *Pattern) Matches(event []byte) (bool, error) {
 // MatchesValue reports whether an event decoded with json.Decoder.UseNumber
 // (objects as map[string]any, numbers as json.Number) matches. Numbers
 // decoded as float64 are accepted too.
+//
+// A key of the event written with dots is the nested field it names, as
+// for patterns: {"detail.state": "x"} matches {"detail": {"state": ["x"]}}.
 func (p *Pattern) MatchesValue(event map[string]any) bool {
+	if hasDottedKey(event) {
+		event = nestDottedEvent(event).(map[string]any)
+	}
 	return p.root.match(event)
+}
+
+// hasDottedKey reports whether an object of v has a key with a dot.
+func hasDottedKey(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if strings.Contains(k, ".") || hasDottedKey(x) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range t {
+			if hasDottedKey(x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nestDottedEvent returns a copy of v whose dotted keys are nested objects.
+// A field present both ways keeps all its values, as a list (any of them
+// may match, as EventBridge sees both).
+func nestDottedEvent(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out := make(map[string]any, len(t))
+		for _, k := range keys {
+			x := nestDottedEvent(t[k])
+			segs := strings.Split(k, ".")
+			for i := len(segs) - 1; i > 0; i-- {
+				x = map[string]any{segs[i]: x}
+			}
+			if old, ok := out[segs[0]]; ok {
+				x = mergeEvent(old, x)
+			}
+			out[segs[0]] = x
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = nestDottedEvent(x)
+		}
+		return out
+	}
+	return v
+}
+
+// mergeEvent merges two event values of one field: objects key by key,
+// anything else into a list of both.
+func mergeEvent(old, v any) any {
+	om, ok1 := old.(map[string]any)
+	vm, ok2 := v.(map[string]any)
+	if ok1 && ok2 {
+		for k, x := range vm {
+			if o, ok := om[k]; ok {
+				x = mergeEvent(o, x)
+			}
+			om[k] = x
+		}
+		return om
+	}
+	var list []any
+	for _, x := range []any{old, v} {
+		if a, ok := x.([]any); ok {
+			list = append(list, a...)
+		} else {
+			list = append(list, x)
+		}
+	}
+	return list
 }
 
 func (o *object) match(node map[string]any) bool {

@@ -6,7 +6,11 @@
 
 package fhir
 
-import models "github.com/samply/golang-fhir-models/fhir-models/fhir"
+import (
+	"sort"
+
+	models "github.com/samply/golang-fhir-models/fhir-models/fhir"
+)
 
 // r4Unmarshal maps every concrete R4 resource type to a function that decodes
 // a line into the library's struct of that type. The abstract Resource and
@@ -158,4 +162,14 @@ var r4Unmarshal = map[string]func([]byte) error{
 	"ValueSet":                          func(b []byte) error { _, err := models.UnmarshalValueSet(b); return err },
 	"VerificationResult":                func(b []byte) error { _, err := models.UnmarshalVerificationResult(b); return err },
 	"VisionPrescription":                func(b []byte) error { _, err := models.UnmarshalVisionPrescription(b); return err },
+}
+
+// R4Types returns every concrete R4 resource type, sorted.
+func R4Types() []string {
+	out := make([]string, 0, len(r4Unmarshal))
+	for t := range r4Unmarshal {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
 }

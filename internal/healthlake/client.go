@@ -451,6 +451,9 @@ func (c *Client) once(ctx context.Context, method, path string, query url.Values
 	if method == http.MethodPost {
 		req.Header.Set("Prefer", "respond-async")
 	}
+	if method == http.MethodGet && (strings.Contains(path, "/_history") || strongRead(ctx)) {
+		req.Header.Set(HistoryConsistencyHeader, "strong")
+	}
 	sum := sha256.Sum256(body)
 	creds, err := c.opts.Credentials.Retrieve(ctx)
 	if err != nil {

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrNoHistory is returned by History when the data store has no history
@@ -28,6 +30,13 @@ type HistoryEntry struct {
 	LastUpdated string
 	// Deleted marks a deletion: request.method DELETE, no resource.
 	Deleted bool
+	// Created marks a version that created the resource (or re-created it
+	// after a deletion): request.method POST, or response.status 201 (an
+	// update-as-create with PUT).
+	Created bool
+	// ResourceType and ID name the resource (type-level history holds many):
+	// from the resource, else from the entry's fullUrl or request.url.
+	ResourceType, ID string
 }
 
 // HistoryPath returns the path of a resource's instance history.
@@ -108,8 +117,10 @@ type historyBundle struct {
 		Resource json.RawMessage `json:"resource"`
 		Request  *struct {
 			Method string `json:"method"`
+			URL    string `json:"url"`
 		} `json:"request"`
 		Response *struct {
+			Status       string `json:"status"`
 			Etag         string `json:"etag"`
 			LastModified string `json:"lastModified"`
 		} `json:"response"`
@@ -134,9 +145,13 @@ func parseHistory(body []byte) ([]HistoryEntry, string, error) {
 		res := bytes.TrimSpace(e.Resource)
 		hasResource := len(res) > 0 && string(res) != "null"
 		h.Deleted = (e.Request != nil && strings.EqualFold(e.Request.Method, http.MethodDelete)) || !hasResource
+		h.Created = !h.Deleted && ((e.Request != nil && strings.EqualFold(e.Request.Method, http.MethodPost)) ||
+			(e.Response != nil && strings.HasPrefix(strings.TrimSpace(e.Response.Status), "201")))
 		if hasResource {
 			var r struct {
-				Meta struct {
+				ResourceType string `json:"resourceType"`
+				ID           string `json:"id"`
+				Meta         struct {
 					VersionID   string `json:"versionId"`
 					LastUpdated string `json:"lastUpdated"`
 				} `json:"meta"`
@@ -145,6 +160,14 @@ func parseHistory(body []byte) ([]HistoryEntry, string, error) {
 				return nil, "", fmt.Errorf("entry %d: resource is not a JSON object", i+1)
 			}
 			h.VersionID, h.LastUpdated = r.Meta.VersionID, r.Meta.LastUpdated
+			h.ResourceType, h.ID = r.ResourceType, r.ID
+		}
+		if h.ResourceType == "" || h.ID == "" {
+			ref := ""
+			if e.Request != nil {
+				ref = e.Request.URL
+			}
+			h.ResourceType, h.ID = entryResource(e.FullURL, ref)
 		}
 		if e.Response != nil {
 			if h.VersionID == "" {
@@ -173,6 +196,82 @@ func parseHistory(body []byte) ([]HistoryEntry, string, error) {
 	return out, next, nil
 }
 
+// entryResource returns the type and id a history entry names: from its
+// fullUrl ("…/{Type}/{id}/_history/{vid}" or "…/{Type}/{id}"), else from its
+// request.url ("{Type}/{id}"). Either is "" when neither says.
+func entryResource(fullURL, requestURL string) (string, string) {
+	for _, s := range []string{fullURL, requestURL} {
+		if before, _, ok := strings.Cut(s, "/_history"); ok {
+			s = before
+		}
+		if i := strings.IndexAny(s, "?#"); i >= 0 {
+			s = s[:i]
+		}
+		parts := strings.Split(strings.Trim(s, "/"), "/")
+		if n := len(parts); n >= 2 && parts[n-2] != "" && parts[n-1] != "" {
+			return parts[n-2], parts[n-1]
+		}
+	}
+	return "", ""
+}
+
+// TypeHistoryPath returns the path of a resource type's history.
+func TypeHistoryPath(datastoreID, resourceType string) string {
+	return "/datastore/" + url.PathEscape(datastoreID) + "/r4/" + url.PathEscape(resourceType) + "/_history"
+}
+
+// TypeHistoryPage reads one page of a resource type's history (`GET
+// …/r4/{type}/_history`, FHIR R4 history-type; HealthLake documents `_since`
+// and `_count` for history): with next == "" the first page of the versions
+// written at or after since (count per page, 0 = the data store's default),
+// else the page the `next` link of the previous page names. It returns the
+// page's entries (newest first, deletions included, each naming its
+// resource) and the next link ("" on the last page). Every history read
+// asks for strong consistency. Errors never carry a resource id.
+func (c *Client) TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]HistoryEntry, string, error) {
+	if datastoreID == "" || resourceType == "" {
+		return nil, "", errors.New("type history: datastore id and resource type are required")
+	}
+	path, query := TypeHistoryPath(datastoreID, resourceType), url.Values{}
+	if next != "" {
+		var err error
+		if path, query, err = c.nextPage(datastoreID, next); err != nil {
+			return nil, "", fmt.Errorf("history of %s: %w", resourceType, err)
+		}
+	} else {
+		if !since.IsZero() {
+			query.Set("_since", since.UTC().Format("2006-01-02T15:04:05.000Z"))
+		}
+		if count > 0 {
+			query.Set("_count", strconv.Itoa(count))
+		}
+	}
+	status, body, errType, _, err := c.do(ctx, "TypeHistory", http.MethodGet, path, query, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("history of %s: %w", resourceType, err)
+	}
+	if status != http.StatusOK {
+		e := newAPIError("TypeHistory", status, body, errType)
+		e.Message = http.StatusText(status)
+		return nil, "", fmt.Errorf("history of %s: %w", resourceType, e)
+	}
+	entries, link, err := parseHistory(body)
+	if err != nil {
+		return nil, "", fmt.Errorf("history of %s: %w", resourceType, err)
+	}
+	for i, h := range entries {
+		if h.ResourceType != resourceType || h.ID == "" {
+			return nil, "", fmt.Errorf("history of %s: entry %d names no resource of that type", resourceType, i+1)
+		}
+	}
+	return entries, link, nil
+}
+
+// HistoryConsistencyHeader asks HealthLake for strongly consistent history
+// reads (HealthLake, "FHIR Search Consistency Levels"): versions whose index
+// update is still pending are included.
+const HistoryConsistencyHeader = "x-amz-fhir-history-consistency-level"
+
 // etagVersion returns the version of a FHIR ETag W/"n" (or "n"), or "".
 func etagVersion(etag string) string {
 	s := strings.TrimPrefix(strings.TrimSpace(etag), "W/")
@@ -184,4 +283,30 @@ func etagVersion(etag string) string {
 		return ""
 	}
 	return v
+}
+
+// Exists reads `GET …/r4/{type}/{id}` and reports whether the resource is
+// live: 200 → true; 404 (never existed, or erased) and 410 (deleted) →
+// false. The reconciliation confirms a missing history with it before it
+// publishes a delete: HealthLake does not document what history answers
+// for a type a customer opted out of history, so a 404 on history alone
+// never makes a delete. Errors never carry the resource id.
+func (c *Client) Exists(ctx context.Context, datastoreID, resourceType, id string) (bool, error) {
+	if datastoreID == "" || resourceType == "" || id == "" {
+		return false, errors.New("read: datastore id, resource type and id are required")
+	}
+	path := "/datastore/" + url.PathEscape(datastoreID) + "/r4/" + url.PathEscape(resourceType) + "/" + url.PathEscape(id)
+	status, body, errType, _, err := c.do(ctx, "ReadResource", http.MethodGet, path, nil, nil)
+	if err != nil {
+		return false, fmt.Errorf("read a %s: %w", resourceType, err)
+	}
+	switch status {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusNotFound, http.StatusGone:
+		return false, nil
+	}
+	e := newAPIError("ReadResource", status, body, errType)
+	e.Message = http.StatusText(status)
+	return false, fmt.Errorf("read a %s: %w", resourceType, e)
 }

@@ -109,17 +109,6 @@ func (r Resources) HasReconcile() bool {
 		r.ReconcileExecutionsARN != "" || r.ReconcileMapRunExecutionsARN != ""
 }
 
-// withReconcile returns base plus the reconciliation's ARNs that are set.
-func withReconcile(base []string, reconcile ...string) []string {
-	out := append([]string(nil), base...)
-	for _, a := range reconcile {
-		if a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // S3 prefixes of the artifact bucket (docs/ARCHITECTURE.md, "S3 layout").
 const (
 	PrefixExports    = "exports/"
@@ -133,6 +122,31 @@ const (
 	PrefixDelivered = "delivered/"
 	PrefixReconcile = "reconcile/"
 )
+
+// Partition-key values of the table's items by owner (docs/ARCHITECTURE.md,
+// "DynamoDB table"), as dynamodb:LeadingKeys patterns.
+const (
+	PKRun          = "RUN"         // runlock: STATE, HISTORY#…, REPLAY#…
+	PKExportLedger = "EXPORT#*"    // exportjob: EXPORT#{runId}/JOB
+	PKExportJob    = "EXPORTJOB#*" // exportjob: EXPORTJOB#{jobId}/RUN
+	PKReconcile    = "RECONCILE"   // reconcile: RECONCILE/STATE
+)
+
+// LeadingKeys is DynamoDB's condition key: the partition-key values of the
+// items a request reads or writes.
+const LeadingKeys = "dynamodb:LeadingKeys"
+
+// OwnItems limits a DynamoDB statement to the items whose partition key
+// matches one of patterns: every leading key of the request must match
+// (ForAllValues:StringLike), and the key must be present (Null false), because
+// ForAllValues holds for a request that carries no leading key at all (IAM
+// User Guide, "Single-valued vs. multivalued context keys").
+func OwnItems(patterns ...string) Conditions {
+	return Conditions{
+		"ForAllValues:StringLike": {LeadingKeys: patterns},
+		"Null":                    {LeadingKeys: {"false"}},
+	}
+}
 
 // Objects returns the ARN pattern of the bucket's objects under prefix.
 func (r Resources) Objects(prefix string) string { return r.BucketARN + "/" + prefix + "*" }
@@ -162,12 +176,15 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 	answerToken := Statement{
 		Sid:       "AnswerTaskToken",
 		Actions:   []string{"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"},
-		Resources: withReconcile([]string{r.StateMachineARN}, r.ReconcileStateMachineARN),
+		Resources: []string{r.StateMachineARN},
 	}
+	// The export ledger and the job pointers (EXPORT#{runId}/JOB,
+	// EXPORTJOB#{jobId}/RUN): only those items, never RUN's or RECONCILE's.
 	ledger := Statement{
-		Sid:       "ExportLedger",
-		Actions:   []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
-		Resources: []string{r.TableARN},
+		Sid:        "ExportLedger",
+		Actions:    []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"},
+		Resources:  []string{r.TableARN},
+		Conditions: OwnItems(PKExportLedger, PKExportJob),
 	}
 	consume := func(queue string) Statement {
 		return Statement{
@@ -183,14 +200,18 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		out = []Statement{
 			logs(),
 			// The RUN record: Acquire/Commit/Fail transactions (Put, Update),
-			// status reads (GetItem, Query).
-			{Sid: "RunRecord", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}, Resources: []string{r.TableARN}},
+			// status reads (GetItem, Query). Cancelling a failed or
+			// abandoned run's export reads and updates that run's ledger
+			// item (exportjob.Canceller: GetItem, UpdateItem on
+			// EXPORT#{runId}); never the job pointers or RECONCILE.
+			{Sid: "RunRecord", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}, Resources: []string{r.TableARN},
+				Conditions: OwnItems(PKRun, PKExportLedger)},
 			// DynamoDB and S3 decrypt the table key and the Map's result
 			// objects with the caller's permission.
 			{Sid: "UseKey", Actions: []string{"kms:Decrypt"}, Resources: []string{r.KeyARN}},
 			{Sid: "ReadMapResults", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixMapResults)}},
 			// Whether the lock holder (a run or a reconciliation) still runs.
-			{Sid: "LockHolderStatus", Actions: []string{"states:DescribeExecution"}, Resources: withReconcile([]string{r.ExecutionsARN}, r.ReconcileExecutionsARN)},
+			{Sid: "LockHolderStatus", Actions: []string{"states:DescribeExecution"}, Resources: []string{r.ExecutionsARN}},
 			// Cancels the export of a failed or abandoned run.
 			healthlakeFollow,
 		}
@@ -243,6 +264,10 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 			{Sid: "AbortQuarantineUpload", Actions: []string{"s3:AbortMultipartUpload"}, Resources: []string{r.Objects(PrefixQuarantine)},
 				NotExercised: "only a failed multipart upload is aborted; local/stack TestIAMAbortQuarantineUpload makes that call as prepare-change"},
 			{Sid: "PublishChanges", Actions: []string{"events:PutEvents"}, Resources: []string{r.EventBusARN}},
+			// The window's deletions from the type-level history
+			// (GET {Type}/_history?_since=…: GetHistoryByResourceId, the one
+			// history action SAR names).
+			{Sid: "ReadTypeHistory", Actions: []string{"healthlake:GetHistoryByResourceId"}, Resources: []string{r.DatastoreARN}},
 		}
 	case StateMachine:
 		out = []Statement{
@@ -278,13 +303,13 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		out = []Statement{
 			logs(),
 			// Indexes, plans and delivered records are written under the
-			// stack's key; exports and manifests are read with it.
+			// stack's key and read with it.
 			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
-			// The full export's files and manifest parts (plan, index, the
-			// ranged read-back of a repair), the delivered index and its own
-			// objects.
-			{Sid: "ReadExportsAndIndexes", Actions: []string{"s3:GetObject"}, Resources: []string{
-				r.Objects(PrefixExports), r.Objects(PrefixManifests), r.Objects(PrefixDelivered), r.Objects(PrefixReconcile)}},
+			// The delivered index and its own objects (plan, folded
+			// indexes, histograms, listed pages, the ranged read-back of a
+			// repair).
+			{Sid: "ReadIndexes", Actions: []string{"s3:GetObject"}, Resources: []string{
+				r.Objects(PrefixDelivered), r.Objects(PrefixReconcile)}},
 			// Store runs, indexes, stats; its delivered records; claim-checks
 			// of repairs over the entry limit.
 			{Sid: "WriteIndexes", Actions: []string{"s3:PutObject"}, Resources: []string{
@@ -294,20 +319,22 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 				Conditions: Conditions{"StringLike": {"s3:prefix": {PrefixDelivered + "*", PrefixReconcile + "*"}}},
 			},
 			// RECONCILE/STATE: the previous reconciliation, and finish's record.
-			{Sid: "ReconcileState", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem"}, Resources: []string{r.TableARN}},
-			// A delete's version and time from the instance history.
-			{Sid: "ReadHistory", Actions: []string{"healthlake:ReadResource"}, Resources: []string{r.DatastoreARN}},
+			{Sid: "ReconcileState", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem"}, Resources: []string{r.TableARN},
+				Conditions: OwnItems(PKReconcile)},
+			// RUN/STATE, read only: the checkpoint and origin it compares
+			// up to (it takes no lock).
+			{Sid: "ReadCheckpoint", Actions: []string{"dynamodb:GetItem"}, Resources: []string{r.TableARN},
+				Conditions: OwnItems(PKRun)},
+			// Counts and pages of a type's search by _lastUpdated
+			// (SearchWithGet), a delete's version and time from the
+			// instance history (GetHistoryByResourceId, per SAR), and the
+			// read of the resource that confirms its 404/410.
+			{Sid: "ReadStore", Actions: []string{"healthlake:SearchWithGet", "healthlake:GetHistoryByResourceId", "healthlake:ReadResource"}, Resources: []string{r.DatastoreARN}},
 			{Sid: "PublishChanges", Actions: []string{"events:PutEvents"}, Resources: []string{r.EventBusARN}},
 		}
 	case ReconcileStateMachine:
 		out = []Statement{
-			{Sid: "InvokeFunctions", Actions: []string{"lambda:InvokeFunction"}, Resources: []string{
-				r.RunLockFunctionARN, r.ReconcileFunctionARN,
-			}},
-			{Sid: "SendStart", Actions: []string{"sqs:SendMessage"}, Resources: []string{r.StartQueueARN}},
-			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
-			// The index Map's ItemReader: plan's batch list.
-			{Sid: "ReadBatchList", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixReconcile)}},
+			{Sid: "InvokeFunctions", Actions: []string{"lambda:InvokeFunction"}, Resources: []string{r.ReconcileFunctionARN}},
 			{Sid: "StartMapRuns", Actions: []string{"states:StartExecution"}, Resources: []string{r.ReconcileStateMachineARN},
 				NotExercised: "the Distributed Map's child executions run inside the local interpreter, not through StartExecution"},
 			{Sid: "ManageMapRuns", Actions: []string{"states:DescribeExecution", "states:StopExecution"}, Resources: []string{r.ReconcileExecutionsARN, r.ReconcileMapRunExecutionsARN},

@@ -14,6 +14,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -148,13 +149,44 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 		return nil, err
 	}
 	cfg.Logger, cfg.Metrics = rt.Logger, rt.Metrics
-	return New(awsclient.NewS3(rt.AWS), eventbridge.NewFromConfig(rt.AWS), cfg)
+	s3c, eb := awsclient.NewS3(rt.AWS), eventbridge.NewFromConfig(rt.AWS)
+	h, err := New(s3c, eb, cfg)
+	if err != nil {
+		return nil, err
+	}
+	hl, err := healthlake.NewFromConfig(rt.AWS, strings.TrimSpace(getenv("CDC_HEALTHLAKE_ENDPOINT")))
+	if err != nil {
+		return nil, fmt.Errorf("prepare-change configuration: %w", err)
+	}
+	if err := h.EnableDeleteScan(hl); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
-// internalDeadline returns ctx bounded by its deadline less DeadlineMargin
-// (ctx itself, cancellable, when it has no deadline).
-func (c Config) internalDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+// ScanTypes returns the resource types the delete scan reads: every R4 type
+// the pipeline's type filter allows.
+func (c Config) ScanTypes() []string {
+	var out []string
+	for _, t := range fhir.R4Types() {
+		if c.Filter.Allows(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// internalDeadline returns ctx bounded by the earlier of its deadline and
+// childEnd (the end of the Map child's EXPRESS execution; zero = none), less
+// DeadlineMargin (ctx itself, cancellable, when there is neither). A Map
+// child retries a failed attempt inside its own 5 minutes: bounding every
+// attempt by the child's end makes each retry fit the child, stopping with
+// BatchDeadlineExceeded instead of being cut off by the child's timeout.
+func (c Config) internalDeadline(ctx context.Context, childEnd time.Time) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
+	if !childEnd.IsZero() && (!ok || childEnd.Before(dl)) {
+		dl, ok = childEnd, true
+	}
 	if !ok {
 		return context.WithCancel(ctx)
 	}

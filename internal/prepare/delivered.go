@@ -4,28 +4,29 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 )
 
 // recorder is one file's delivered-index object (contract D4): one line
 // "type\tid\tversionId\tlastUpdated" per event EventBridge accepted, kept
 // gzip-compressed in memory (about 15 bytes a line) and written to
-// reconcile.DeliveredKey(runId, file key) with SSE-KMS once every event of
+// delivered.DeliveredKey(today, runId, file key) with SSE-KMS once every event of
 // the file has its outcome. The reconciliation reads these objects.
 type recorder struct {
 	buf bytes.Buffer
-	w   *reconcile.Writer
+	w   *delivered.Writer
 }
 
 // add records one accepted event.
-func (r *recorder) add(e reconcile.Entry) error {
+func (r *recorder) add(e delivered.Entry) error {
 	if r.w == nil {
-		r.w = reconcile.NewWriter(&r.buf, false)
+		r.w = delivered.NewWriter(&r.buf, false)
 	}
 	return r.w.Write(e)
 }
@@ -38,7 +39,7 @@ func (r *recorder) write(ctx context.Context, s3c S3WriteAPI, bucket, kmsKeyID, 
 	if err := r.w.Close(); err != nil {
 		return fmt.Errorf("delivered index of %s: %w", fileKey, err)
 	}
-	key := reconcile.DeliveredKey(runID, fileKey)
+	key := delivered.DeliveredKey(time.Now(), runID, fileKey)
 	in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(r.buf.Bytes()),
 		ContentType: aws.String("text/tab-separated-values"), ContentEncoding: aws.String("gzip")}
 	if kmsKeyID != "" {

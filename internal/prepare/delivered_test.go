@@ -7,20 +7,21 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
 )
 
 // readDelivered returns the lines of a file's delivered-index object.
 func readDelivered(t *testing.T, r *rig, runID, fileKey string) []string {
 	t.Helper()
 	var got []string
-	err := reconcile.ReadAll(bytes.NewReader(r.get(t, reconcile.DeliveredKey(runID, fileKey))), nil, func(e reconcile.Entry) error {
+	err := delivered.ReadAll(bytes.NewReader(r.get(t, delivered.DeliveredKey(time.Now(), runID, fileKey))), nil, func(e delivered.Entry) error {
 		got = append(got, strings.Join([]string{e.Type, e.ID, e.VersionID, e.LastUpdated}, "|"))
 		return nil
 	})
@@ -61,7 +62,7 @@ func TestDeliveredIndexRecordsOnlyAcceptedEvents(t *testing.T) {
 		t.Errorf("delivered index of file 2: %v", got)
 	}
 	// A file that published nothing has no object.
-	keys := r.list(t, reconcile.DeliveredPrefix)
+	keys := r.list(t, delivered.DeliveredPrefix)
 	if len(keys) != 2 {
 		t.Errorf("delivered objects %v, want the two files with events", keys)
 	}

@@ -13,6 +13,7 @@ package prepare
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,13 +25,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/deletes"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
 )
 
 // Input is the payload of one invocation, built by the Distributed Map's
@@ -48,6 +50,11 @@ type Input struct {
 	// Map's MaxConcurrency each invocation may publish faster (RateFor).
 	// 0 = unknown.
 	BatchCount int `json:"batchCount,omitempty"`
+	// ChildStartTime is the start of the Map child (EXPRESS) execution this
+	// invocation runs in: the child ends at ChildStartTime + 5 minutes
+	// whatever the attempt, so a retried attempt stops taking lines that much
+	// earlier (Config.internalDeadline). "" = unknown.
+	ChildStartTime string `json:"childStartTime,omitempty"`
 }
 
 // MaxListedQuarantineKeys bounds Output.QuarantineKeys; Output.QuarantineObjects
@@ -93,9 +100,59 @@ type S3API interface {
 // Handler is the prepare-change Lambda handler. Safe for concurrent use:
 // each invocation builds its own reader, publisher and writers.
 type Handler struct {
-	s3  S3API
-	eb  publish.PutEventsAPI
-	cfg Config
+	s3      S3API
+	eb      publish.PutEventsAPI
+	cfg     Config
+	deletes *deletes.Finder // the window's delete scan; nil until EnableDeleteScan
+}
+
+// EnableDeleteScan lets the handler answer the run's delete scan
+// (action "deletes", internal/deletes) through hl: every R4 type the type
+// filter allows, published at the pipeline's whole PutEvents share (the scan
+// runs alone in its run, before the Map), recorded in the delivered index.
+func (h *Handler) EnableDeleteScan(hl deletes.HistoryAPI) error {
+	pcfg := h.cfg.Publish
+	pcfg.Rate = h.cfg.RateFor(1)
+	f, err := deletes.New(hl, h.eb, h.s3, deletes.Config{
+		Types: h.cfg.ScanTypes(), DeadlineMargin: h.cfg.DeadlineMargin, Publish: pcfg,
+		Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID, Logger: h.cfg.Logger, Metrics: h.cfg.Metrics,
+	})
+	if err != nil {
+		return fmt.Errorf("prepare-change: %w", err)
+	}
+	h.deletes = f
+	return nil
+}
+
+// Invoke is the Lambda's entry point: a payload with "action": "deletes" is
+// the run's delete scan (deletes.Input → deletes.Output); any other is one
+// batch of export files (Input → Output, Handle).
+func (h *Handler) Invoke(ctx context.Context, payload json.RawMessage) (any, error) {
+	var peek struct {
+		Action string `json:"action"`
+	}
+	if err := json.Unmarshal(payload, &peek); err != nil {
+		return nil, errors.New("prepare-change: the payload is not a JSON object")
+	}
+	switch peek.Action {
+	case "":
+		var in Input
+		if err := json.Unmarshal(payload, &in); err != nil {
+			return nil, fmt.Errorf("prepare-change: payload: %w", err)
+		}
+		return h.Handle(ctx, in)
+	case deletes.Action:
+		if h.deletes == nil {
+			return nil, errors.New("prepare-change: the delete scan is not configured")
+		}
+		var in deletes.Input
+		if err := json.Unmarshal(payload, &in); err != nil {
+			return nil, fmt.Errorf("prepare-change: delete scan payload: %w", err)
+		}
+		return h.deletes.Find(ctx, in)
+	default:
+		return nil, fmt.Errorf("prepare-change: unknown action %.40q", peek.Action)
+	}
 }
 
 // New returns a handler that reads and writes through s3c and publishes
@@ -150,6 +207,22 @@ const (
 // the cause is the exported line, and no retry can fix it: the line is
 // quarantined.
 const CodeMalformedDetail = "MalformedDetail"
+
+// ExpressLimit is the longest an EXPRESS execution (a Map child) runs.
+const ExpressLimit = 5 * time.Minute
+
+// childEnd is when the invocation's Map child execution ends: its start +
+// ExpressLimit (zero when the start is unknown).
+func (in Input) childEnd() time.Time {
+	if in.ChildStartTime == "" {
+		return time.Time{}
+	}
+	t, err := events.ParseTime(in.ChildStartTime)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.Add(ExpressLimit)
+}
 
 // check returns the invocation's input checked.
 func (in Input) check() error {
@@ -233,7 +306,7 @@ func (h *Handler) Handle(ctx context.Context, in Input) (Output, error) {
 // run reads, classifies and publishes every file of the batch.
 func (b *batch) run(parent context.Context) error {
 	h := b.h
-	ctx, cancel := h.cfg.internalDeadline(parent)
+	ctx, cancel := h.cfg.internalDeadline(parent, b.in.childEnd())
 	defer cancel()
 	pcfg := h.cfg.Publish
 	pcfg.Rate = h.cfg.RateFor(b.in.BatchCount)
@@ -381,7 +454,7 @@ func (b *batch) settle(ctx context.Context) error {
 		fs := lr.file
 		fs.pending--
 		if o.Code == "" {
-			if err := fs.rec.add(reconcile.Entry{Type: lr.typ, ID: lr.id, VersionID: lr.versionID, LastUpdated: lr.lastUpdated}); err != nil {
+			if err := fs.rec.add(delivered.Entry{Type: lr.typ, ID: lr.id, VersionID: lr.versionID, LastUpdated: lr.lastUpdated}); err != nil {
 				return &PublishFailed{Err: fmt.Errorf("prepare-change: delivered index of %s line %d: %w", fs.ref.Key, lr.number, err)}
 			}
 			b.free = append(b.free, lr) // accepted: the token is free again

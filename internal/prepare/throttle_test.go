@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -159,4 +160,35 @@ func lambdaErrorType(t *testing.T, err error) string {
 		typ = typ.Elem()
 	}
 	return typ.Name()
+}
+
+// TestRetryInsideTheMapChildStopsBeforeTheChildEnds: a Map child is an
+// EXPRESS execution that ends 5 minutes after it started, whatever its
+// Lambda's timeout; an attempt that starts late in the child (a retry) gets
+// an internal deadline at the child's end less the margin, and stops with
+// BatchDeadlineExceeded there, not at its own much later deadline.
+func TestRetryInsideTheMapChildStopsBeforeTheChildEnds(t *testing.T) {
+	r := quotaRig(t, 0, 0)
+	putPatients(t, r, exportKey, 2000) // 200 requests at 50/s: 4 s
+	h := r.handler(t, func(c *prepare.Config) { realTime(c); c.Publish.Rate = 50; c.DeadlineMargin = 500 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the Lambda's own deadline: far away
+	defer cancel()
+	in := input(exportKey)
+	// The child started 4 min 58.5 s ago: it ends in 1.5 s.
+	in.ChildStartTime = events.FormatTime(time.Now().Add(-prepare.ExpressLimit + 1500*time.Millisecond))
+	start := time.Now()
+	out, err := h.Handle(ctx, in)
+	var dl *prepare.BatchDeadlineExceeded
+	if !errors.As(err, &dl) {
+		t.Fatalf("err = %v, want BatchDeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 10*time.Second || out.Lines >= 2000 {
+		t.Fatalf("stopped after %v with %+v: the child's end did not bound the attempt", took, out)
+	}
+	// Without a child start the same attempt runs to the end.
+	r.sink.Reset()
+	out, err = h.Handle(ctx, input(exportKey))
+	if err != nil || out.Events != 2000 {
+		t.Fatalf("without childStartTime: %+v %v", out, err)
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 )
 
 // benchLines is n export lines of small Patients (the index reads only the
@@ -31,20 +33,20 @@ func BenchmarkIndexBuild(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
-		parts := make([][]Entry, 16)
+		parts := make([][]delivered.Entry, 16)
 		rd := fhir.NewReader(bytes.NewReader(data), fhir.Options{Validation: fhir.ValidateNone})
 		for {
 			l, err := rd.Next()
 			if err == io.EOF {
 				break
 			}
-			e := Entry{Type: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Offset: l.Offset, Length: int64(len(l.Raw))}
-			p := Partition(e.Type, e.ID, 16)
+			e := delivered.Entry{Type: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Offset: l.Offset, Length: int64(len(l.Raw))}
+			p := delivered.Partition(e.Type, e.ID, 16)
 			parts[p] = append(parts[p], e)
 		}
 		for _, es := range parts {
-			SortEntries(es)
-			w := NewWriter(io.Discard, true)
+			delivered.SortEntries(es)
+			w := delivered.NewWriter(io.Discard, true)
 			for _, e := range es {
 				_ = w.Write(e)
 			}
@@ -55,16 +57,16 @@ func BenchmarkIndexBuild(b *testing.B) {
 }
 
 // benchIndex is a sorted, reduced partition of n entries and its gzip form.
-func benchIndex(n int) ([]Entry, []byte) {
-	es := make([]Entry, n)
+func benchIndex(n int) ([]delivered.Entry, []byte) {
+	es := make([]delivered.Entry, n)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range es {
-		es[i] = Entry{Type: "Patient", ID: fmt.Sprintf("%08x-5a1e-4c1b-9d7e-%012d", i, i), VersionID: fmt.Sprint(i%7 + 1),
+		es[i] = delivered.Entry{Type: "Patient", ID: fmt.Sprintf("%08x-5a1e-4c1b-9d7e-%012d", i, i), VersionID: fmt.Sprint(i%7 + 1),
 			LastUpdated: base.Add(time.Duration(i) * time.Second).Format("2006-01-02T15:04:05.000Z")}
 	}
-	SortEntries(es)
+	delivered.SortEntries(es)
 	var buf bytes.Buffer
-	w := NewWriter(&buf, false)
+	w := delivered.NewWriter(&buf, false)
 	for _, e := range es {
 		_ = w.Write(e)
 	}
@@ -84,7 +86,7 @@ func BenchmarkDiff(b *testing.B) {
 		known[i].LastUpdated = "2025-01-01T00:00:00.000Z"
 	}
 	var kb bytes.Buffer
-	kw := NewWriter(&kb, false)
+	kw := delivered.NewWriter(&kb, false)
 	for _, e := range known {
 		_ = kw.Write(e)
 	}
@@ -94,7 +96,7 @@ func BenchmarkDiff(b *testing.B) {
 	for it := 0; it < b.N; it++ {
 		store := readBench(storeGz)
 		k := readBench(kb.Bytes())
-		next := make([]Entry, 0, len(k))
+		next := make([]delivered.Entry, 0, len(k))
 		st, _ := Diff(store, k, checkpoint, func(d Decision) error {
 			if d.Store != nil {
 				next = append(next, *d.Store)
@@ -104,7 +106,7 @@ func BenchmarkDiff(b *testing.B) {
 		if st.Repairs != n/100 {
 			b.Fatalf("repairs %d", st.Repairs)
 		}
-		w := NewWriter(io.Discard, false)
+		w := delivered.NewWriter(io.Discard, false)
 		for _, e := range next {
 			_ = w.Write(e)
 		}
@@ -113,11 +115,11 @@ func BenchmarkDiff(b *testing.B) {
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "resources/s")
 }
 
-func readBench(gz []byte) []Entry {
-	var es []Entry
-	_ = ReadAll(bytes.NewReader(gz), nil, func(e Entry) error { es = append(es, e); return nil })
-	SortEntries(es)
-	return Reduce(es)
+func readBench(gz []byte) []delivered.Entry {
+	var es []delivered.Entry
+	_ = delivered.ReadAll(bytes.NewReader(gz), nil, func(e delivered.Entry) error { es = append(es, e); return nil })
+	delivered.SortEntries(es)
+	return delivered.Reduce(es)
 }
 
 // BenchmarkPartitionMemory: the heap a compare child holds for a partition

@@ -11,6 +11,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -19,7 +20,8 @@ import (
 // ConfigFromEnv reads the configuration from the Lambda's environment:
 // CDC_BUCKET, CDC_KMS_KEY_ID, CDC_TABLE, CDC_DATASTORE_ID, CDC_EVENT_BUS,
 // CDC_EVENT_SOURCE, CDC_DETAIL_TYPE, CDC_RESOURCE_TYPES, CDC_EXCLUDE_TYPES,
-// CDC_PUTEVENTS_RATE and CDC_RECONCILE_PARTITIONS (default 16).
+// CDC_PUTEVENTS_RATE, CDC_RECONCILE_PARTITIONS (default 16) and
+// CDC_INITIAL_CHECKPOINT (a time: the origin when RUN/STATE lacks one).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	cfg := Config{
@@ -38,6 +40,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_RECONCILE_PARTITIONS=%q is not a count in [1, %d]", s, MaxPartitions)
 		}
 		cfg.Partitions = n
+	}
+	// A time as the initial checkpoint is the origin a RUN record written
+	// before it kept its own implies ("snapshot" and "now": RUN/STATE has it).
+	if s := get("CDC_INITIAL_CHECKPOINT"); s != "" && s != "snapshot" && s != "now" {
+		t, err := events.ParseTime(s)
+		if err != nil {
+			return Config{}, fmt.Errorf("reconcile configuration: CDC_INITIAL_CHECKPOINT=%q is not snapshot, now or a time", s)
+		}
+		cfg.Origin = t
 	}
 	if s := get("CDC_PUTEVENTS_RATE"); s != "" {
 		r, err := strconv.ParseFloat(s, 64)

@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 )
 
 // Kind is what the comparison decided for one resource.
@@ -35,7 +37,7 @@ func (k Kind) String() string {
 // export does not hold it) and its delivered entry (nil when never delivered).
 type Decision struct {
 	Kind         Kind
-	Store, Known *Entry
+	Store, Known *delivered.Entry
 }
 
 // Stats count the decisions of one comparison.
@@ -80,17 +82,17 @@ func (s *Stats) count(k Kind) {
 // checkpoint the reconciliation holds: a version at or before it should have
 // been delivered, a later one is the next runs' work. It stops at fn's
 // first error. Memory: none beyond the two slices.
-func Diff(store, known []Entry, checkpoint time.Time, fn func(Decision) error) (Stats, error) {
+func Diff(store, known []delivered.Entry, checkpoint time.Time, fn func(Decision) error) (Stats, error) {
 	var st Stats
 	st.Store, st.Known = int64(len(store)), int64(len(known))
 	i, j := 0, 0
 	for i < len(store) || j < len(known) {
 		var d Decision
 		switch {
-		case j >= len(known) || i < len(store) && CompareKey(&store[i], &known[j]) < 0:
+		case j >= len(known) || i < len(store) && delivered.CompareKey(&store[i], &known[j]) < 0:
 			d = Decision{Store: &store[i], Kind: due(store[i], checkpoint)}
 			i++
-		case i >= len(store) || CompareKey(&store[i], &known[j]) > 0:
+		case i >= len(store) || delivered.CompareKey(&store[i], &known[j]) > 0:
 			d = Decision{Known: &known[j], Kind: KindDelete}
 			if known[j].Deleted {
 				d.Kind = KindGone
@@ -102,7 +104,7 @@ func Diff(store, known []Entry, checkpoint time.Time, fn func(Decision) error) (
 			switch {
 			case !k.Deleted && s.VersionID == k.VersionID:
 				d.Kind = KindUnchanged
-			case Newer(*s, *k):
+			case delivered.Newer(*s, *k):
 				d.Kind = due(*s, checkpoint) // a later version, or a re-creation after a delete
 			default:
 				d.Kind = KindAhead
@@ -121,8 +123,8 @@ func Diff(store, known []Entry, checkpoint time.Time, fn func(Decision) error) (
 // due is KindRepair for a version at or before the checkpoint (or one whose
 // time cannot be read: it is in the store and was never delivered), else
 // KindPending.
-func due(e Entry, checkpoint time.Time) Kind {
-	t, err := e.lastUpdatedAt()
+func due(e delivered.Entry, checkpoint time.Time) Kind {
+	t, err := e.LastUpdatedAt()
 	if err == nil && t.After(checkpoint) {
 		return KindPending
 	}

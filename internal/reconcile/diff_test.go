@@ -3,10 +3,12 @@ package reconcile
 import (
 	"testing"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 )
 
-func ent(id, v, t string) Entry {
-	return Entry{Type: "Patient", ID: id, VersionID: v, LastUpdated: t}
+func ent(id, v, t string) delivered.Entry {
+	return delivered.Entry{Type: "Patient", ID: id, VersionID: v, LastUpdated: t}
 }
 
 func TestDiffDecisions(t *testing.T) {
@@ -16,7 +18,7 @@ func TestDiffDecisions(t *testing.T) {
 	tomb.Deleted = true
 	tombR := ent("r", "2", t1)
 	tombR.Deleted = true
-	store := []Entry{
+	store := []delivered.Entry{
 		ent("a", "1", t1), // delivered: unchanged
 		ent("b", "2", t2), // v1 delivered, v2 due: repair
 		ent("c", "1", t1), // never delivered, due: repair
@@ -24,7 +26,7 @@ func TestDiffDecisions(t *testing.T) {
 		ent("f", "1", t1), // delivered v2 is later: ahead
 		ent("r", "3", t2), // re-created after a delete: repair
 	}
-	known := []Entry{
+	known := []delivered.Entry{
 		ent("a", "1", t1),
 		ent("b", "1", t1),
 		ent("d", "4", t2), // gone from the store: delete
@@ -61,11 +63,11 @@ func TestDiffDecisions(t *testing.T) {
 
 func TestDiffEmptySides(t *testing.T) {
 	cp := time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC)
-	st, _ := Diff(nil, []Entry{ent("a", "1", "2026-01-01T00:00:00.000Z")}, cp, func(Decision) error { return nil })
+	st, _ := Diff(nil, []delivered.Entry{ent("a", "1", "2026-01-01T00:00:00.000Z")}, cp, func(Decision) error { return nil })
 	if st.Deletes != 1 {
 		t.Errorf("an empty store deletes what was delivered: %+v", st)
 	}
-	st, _ = Diff([]Entry{ent("a", "1", "2026-01-01T00:00:00.000Z")}, nil, cp, func(Decision) error { return nil })
+	st, _ = Diff([]delivered.Entry{ent("a", "1", "2026-01-01T00:00:00.000Z")}, nil, cp, func(Decision) error { return nil })
 	if st.Repairs != 1 {
 		t.Errorf("nothing delivered repairs what is due: %+v", st)
 	}

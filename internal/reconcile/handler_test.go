@@ -13,12 +13,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
@@ -94,7 +95,7 @@ func (r *rig) write(id string) {
 func (r *rig) deliver(runID string, ids ...string) {
 	r.t.Helper()
 	var buf bytes.Buffer
-	w := reconcile.NewWriter(&buf, false)
+	w := delivered.NewWriter(&buf, false)
 	for _, id := range ids {
 		body, ok := r.ds.Read("Patient", id)
 		if !ok {
@@ -104,12 +105,12 @@ func (r *rig) deliver(runID string, ids ...string) {
 			Meta struct{ VersionID, LastUpdated string } `json:"meta"`
 		}
 		_ = json.Unmarshal(body, &res)
-		if err := w.Write(reconcile.Entry{Type: "Patient", ID: id, VersionID: res.Meta.VersionID, LastUpdated: res.Meta.LastUpdated}); err != nil {
+		if err := w.Write(delivered.Entry{Type: "Patient", ID: id, VersionID: res.Meta.VersionID, LastUpdated: res.Meta.LastUpdated}); err != nil {
 			r.t.Fatal(err)
 		}
 	}
 	_ = w.Close()
-	r.put(reconcile.DeliveredKey(runID, "exports/"+runID+"/Patient-1.ndjson"), buf.Bytes())
+	r.put(delivered.DeliveredKey(time.Now(), runID, "exports/"+runID+"/Patient-1.ndjson"), buf.Bytes())
 }
 
 func (r *rig) put(key string, body []byte) {
@@ -117,31 +118,6 @@ func (r *rig) put(key string, body []byte) {
 	if _, err := r.s3.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
 		r.t.Fatal(err)
 	}
-}
-
-// export writes the store's current resources as a full export in two
-// files and one manifest part, and returns the export wait's output.
-func (r *rig) export(runID string) manifest.Export {
-	r.t.Helper()
-	var files [2]strings.Builder
-	n := 0
-	for _, id := range r.ids {
-		if body, ok := r.ds.Read("Patient", id); ok {
-			files[n%2].Write(body)
-			files[n%2].WriteByte('\n')
-			n++
-		}
-	}
-	var batch manifest.Batch
-	for i, f := range files {
-		key := fmt.Sprintf("exports/%s-FHIR_EXPORT-%s/Patient/Patient-%d.ndjson", dsID, runID, i)
-		r.put(key, []byte(f.String()))
-		batch.Files = append(batch.Files, manifest.File{Bucket: bucket, Key: key, ResourceType: "Patient", Bytes: int64(f.Len())})
-	}
-	part, _ := json.Marshal([]manifest.Batch{batch})
-	r.put(manifest.PartKey(runID, 0), part)
-	return manifest.Export{Bucket: bucket, ManifestKey: manifest.PartKey(runID, 0), ManifestRunID: runID, Parts: 1,
-		PartFiles: []int{2}, FileCount: 2, BatchCount: 1, JobID: "job-" + runID, DatastoreID: dsID}
 }
 
 func invoke[T any](t *testing.T, h *reconcile.Handler, in reconcile.Input) (T, error) {
@@ -158,28 +134,49 @@ func invoke[T any](t *testing.T, h *reconcile.Handler, in reconcile.Input) (T, e
 	return out, nil
 }
 
-// reconcile runs the state machine's steps after the export wait; with
-// crashAfter ≥ 0 it stops after that many partitions (no finish).
+// setCheckpoint writes RUN/STATE as the runs leave it: the checkpoint and
+// the origin (the first checkpoint; SnapshotSince after a snapshot start).
+func (r *rig) setCheckpoint(checkpoint, origin time.Time) {
+	r.t.Helper()
+	_, err := r.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{
+		"pk": &ddbtypes.AttributeValueMemberS{Value: "RUN"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "STATE"},
+		"lastRunTime": &ddbtypes.AttributeValueMemberS{Value: events.FormatTime(checkpoint)},
+		"origin":      &ddbtypes.AttributeValueMemberS{Value: events.FormatTime(origin)},
+	}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// reconcile runs the state machine's steps: plan, fold every partition,
+// count and list until done, compare every partition, finish; with
+// crashAfter ≥ 0 it stops after that many compared partitions (no finish).
 func (r *rig) reconcile(runID string, checkpoint time.Time, crashAfter int) reconcile.Result {
 	r.t.Helper()
 	r.seq++
-	exp := r.export(runID)
-	w := events.Window{Since: events.SnapshotSince, Until: checkpoint}
-	plan, err := invoke[reconcile.Plan](r.t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: runID, Window: &w, Export: &exp,
+	r.setCheckpoint(checkpoint, events.SnapshotSince)
+	plan, err := invoke[reconcile.Plan](r.t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: runID,
 		StartTime: events.FormatTime(time.Now().Add(time.Duration(r.seq) * time.Second))})
 	if err != nil {
 		r.t.Fatalf("plan: %v", err)
 	}
-	var batches []manifest.Batch
-	obj, err := r.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(plan.BatchesKey)})
-	if err != nil {
-		r.t.Fatal(err)
+	for _, p := range plan.PartitionList {
+		if _, err := invoke[reconcile.Result](r.t, r.h, reconcile.Input{Action: reconcile.ActionFold, RunID: runID, Partition: p, Plan: &plan}); err != nil {
+			r.t.Fatalf("fold partition %d: %v", p, err)
+		}
 	}
-	_ = json.NewDecoder(obj.Body).Decode(&batches)
-	obj.Body.Close()
-	for i, b := range batches {
-		if _, err := invoke[reconcile.Result](r.t, r.h, reconcile.Input{Action: reconcile.ActionIndex, RunID: runID, Files: b.Files, Batch: i, Plan: &plan}); err != nil {
-			r.t.Fatalf("index batch %d: %v", i, err)
+	for _, action := range []string{reconcile.ActionCount, reconcile.ActionList} {
+		for i := 0; ; i++ {
+			d, err := invoke[reconcile.Done](r.t, r.h, reconcile.Input{Action: action, RunID: runID, Plan: &plan})
+			if err != nil {
+				r.t.Fatalf("%s: %v", action, err)
+			}
+			if d.Done {
+				break
+			}
+			if i > 100 {
+				r.t.Fatalf("%s is not done after 100 calls", action)
+			}
 		}
 	}
 	for _, p := range plan.PartitionList {
@@ -220,8 +217,8 @@ func TestReconcileDeletesRepairsAndHardDeletes(t *testing.T) {
 	r.deliver("run-1", "keep", "soft", "hard", "late") // "dropped" was never delivered
 	r.ds.Delete("Patient", "soft")
 	r.ds.HardDelete("Patient", "hard")
-	checkpoint := time.Now().Add(time.Hour)
-	sum := r.reconcile("rec-1", checkpoint, -1)
+	time.Sleep(2 * time.Millisecond)
+	sum := r.reconcile("rec-1", time.Now(), -1)
 
 	got := r.published()
 	want := []string{"delete Patient/hard/_history/1-deleted", "delete Patient/soft/_history/2", "upsert Patient/dropped/_history/1"}
@@ -237,10 +234,14 @@ func TestReconcileDeletesRepairsAndHardDeletes(t *testing.T) {
 	}
 
 	// The next reconciliation repeats no delete and no repair; a new
-	// version before the checkpoint that no run delivered is repaired.
+	// version before the checkpoint that no run delivered is repaired,
+	// although the type's count did not change (it moved the resource to a
+	// recent hour: the recent range's counts differ).
+	time.Sleep(2 * time.Millisecond)
 	r.write("late") // version 2
-	sum = r.reconcile("rec-2", checkpoint, -1)
-	if sum.Deletes != 0 || sum.Gone != 2 || sum.Repairs != 1 || sum.Unchanged != 2 {
+	time.Sleep(2 * time.Millisecond)
+	sum = r.reconcile("rec-2", time.Now(), -1)
+	if sum.Deletes != 0 || sum.Repairs != 1 {
 		t.Fatalf("second reconciliation counts %+v", sum.Stats)
 	}
 	if got := r.published(); len(got) != 4 || got[3] != "upsert Patient/late/_history/2" {
@@ -260,7 +261,8 @@ func TestReconcileCrashAndRerunPublishesNoNewDelete(t *testing.T) {
 	for _, id := range ids[:20] {
 		r.ds.Delete("Patient", id)
 	}
-	checkpoint := time.Now().Add(time.Hour)
+	time.Sleep(2 * time.Millisecond)
+	checkpoint := time.Now()
 	r.reconcile("rec-1", checkpoint, 3) // crashes after 3 of 8 partitions, before finish
 	first := r.published()
 	if len(first) == 0 || len(first) >= 20 {
@@ -285,14 +287,43 @@ func TestReconcileCrashAndRerunPublishesNoNewDelete(t *testing.T) {
 	}
 }
 
-func TestReconcileRefusesAnExportWithErrors(t *testing.T) {
+func TestReconcileRefusesBeforeTheFirstCheckpoint(t *testing.T) {
 	r := newRig(t, 2)
 	r.write("a")
-	exp := r.export("rec-x")
-	exp.CompletedWithErrors = true
-	w := events.Window{Since: events.SnapshotSince, Until: time.Now()}
-	_, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: "rec-x", Window: &w, Export: &exp, StartTime: events.FormatTime(time.Now())})
+	_, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: "rec-x", StartTime: events.FormatTime(time.Now())})
 	if err == nil || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("plan of an export with errors: %v", err)
+		t.Fatalf("plan without a checkpoint: %v", err)
+	}
+}
+
+// TestReconcileCountsOnlyWhereTheyDiffer: with everything delivered the
+// reconciliation asks HealthLake two counts per type (the old and the
+// recent range) and lists nothing; one delivered resource erased without
+// history makes its range differ, and only that range is listed.
+func TestReconcileCountsOnlyWhereTheyDiffer(t *testing.T) {
+	r := newRig(t, 4)
+	var ids []string
+	for i := 0; i < 30; i++ {
+		id := fmt.Sprintf("c%02d", i)
+		r.write(id)
+		ids = append(ids, id)
+	}
+	r.deliver("run-1", ids...)
+	time.Sleep(2 * time.Millisecond)
+	sum := r.reconcile("rec-1", time.Now(), -1)
+	if sum.Leaves != 0 || sum.Listed != 0 || sum.Deletes+sum.Repairs != 0 {
+		t.Fatalf("a store equal to what was delivered: %+v", sum)
+	}
+	if types := int64(len(r.h.Types())); sum.Queries > 2*types || sum.Queries < types {
+		t.Fatalf("%d count queries for %d types, want one or two each", sum.Queries, types)
+	}
+	r.ds.HardDelete("Patient", "c07")
+	time.Sleep(2 * time.Millisecond)
+	sum = r.reconcile("rec-2", time.Now(), -1)
+	if sum.Leaves != 1 || sum.Deletes != 1 || sum.HardDeletes != 1 || sum.Listed != 29 {
+		t.Fatalf("after an erase: %+v", sum)
+	}
+	if got := r.published(); len(got) != 1 || got[0] != "delete Patient/c07/_history/1-deleted" {
+		t.Fatalf("published %v", got)
 	}
 }

@@ -216,6 +216,7 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 	if !st.exists {
 		it := stateKey()
 		it[attrCheckpoint] = tm(h.Window.Since)
+		it[attrOrigin] = tm(h.Window.Since)
 		it[attrVersion] = n(1)
 		it[attrCreatedAt] = tm(now)
 		it[attrOwner] = str(req.Owner)

@@ -26,6 +26,10 @@ const (
 	attrCheckpoint = "lastRunTime"
 	attrVersion    = "version"
 	attrCreatedAt  = "createdAt"
+	// attrOrigin is the first checkpoint the record was created with: what
+	// the pipeline is responsible for starts after it (the reconciliation
+	// repairs nothing older).
+	attrOrigin = "origin"
 	// STATE: the lock, present only while a run holds it.
 	attrOwner       = "owner"
 	attrRunID       = "runId"

@@ -83,6 +83,7 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 		if !st.exists {
 			it := stateKey()
 			it[attrCheckpoint] = tm(since)
+			it[attrOrigin] = tm(since)
 			it[attrVersion] = n(1)
 			it[attrCreatedAt] = tm(now)
 			it[attrLastReplayAt] = tm(now)

@@ -50,10 +50,12 @@ func (c Config) Env(name string) map[string]string {
 			EnvRecheckMaxDelay: dur(c.RecheckCap),
 		}
 	case Reconcile:
-		// Repairs and deletes are published at prepare-change's rate: the
-		// run lock keeps the two from publishing at the same time.
+		// The reconciliation publishes while windows run (it holds no
+		// lock): its compare children together get one prepare-change
+		// invocation's share, a tenth of the pipeline's by default. It
+		// publishes only differences.
 		return map[string]string{
-			EnvPutEventsRate:       strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
+			EnvPutEventsRate:       strconv.FormatFloat(c.PutEventsRate()/float64(max(c.MapMaxConcurrency, 1)), 'f', -1, 64),
 			EnvReconcilePartitions: strconv.Itoa(c.ReconcilePartitions),
 		}
 	case RunLock:
@@ -65,3 +67,38 @@ func (c Config) Env(name string) map[string]string {
 	}
 	return map[string]string{}
 }
+
+// Environment variables of the Lambdas that name the stack's resources and
+// its deploy-time settings (LambdaEnv sets them), and those a deployment may
+// add by hand (their defaults are the handlers'). docs/ARCHITECTURE.md,
+// "Configuration: environment variables", lists every one.
+const (
+	EnvPipelineName       = "CDC_PIPELINE_NAME"
+	EnvBucket             = "CDC_BUCKET"
+	EnvTable              = "CDC_TABLE"
+	EnvDatastoreID        = "CDC_DATASTORE_ID"
+	EnvHealthLakeEndpoint = "CDC_HEALTHLAKE_ENDPOINT"
+	EnvExportRoleARN      = "CDC_EXPORT_ROLE_ARN"
+	EnvKMSKeyID           = "CDC_KMS_KEY_ID"
+	EnvRecheckQueueURL    = "CDC_RECHECK_QUEUE_URL"
+	EnvEventBus           = "CDC_EVENT_BUS"
+	EnvEventSource        = "CDC_EVENT_SOURCE"
+	EnvDetailType         = "CDC_DETAIL_TYPE"
+	EnvResourceTypes      = "CDC_RESOURCE_TYPES"
+	EnvExcludeTypes       = "CDC_EXCLUDE_TYPES"
+	EnvMaxEntryBytes      = "CDC_MAX_ENTRY_BYTES"
+	EnvValidate           = "CDC_VALIDATE"
+	EnvSafetyLag          = "CDC_SAFETY_LAG"
+	EnvInitialCheckpoint  = "CDC_INITIAL_CHECKPOINT"
+
+	// Not set by the stack: the handlers' defaults hold (cdc-local sets
+	// EnvRecheckDelay to its own timing).
+	EnvRecheckDelay       = "CDC_RECHECK_DELAY"
+	EnvExportClaimLease   = "CDC_EXPORT_CLAIM_LEASE"
+	EnvExportLedgerTTL    = "CDC_EXPORT_LEDGER_TTL"
+	EnvExportErrorsPolicy = "CDC_EXPORT_ERRORS_POLICY"
+	EnvExportPrefix       = "CDC_EXPORT_PREFIX"
+	EnvRunTimeout         = "CDC_RUN_TIMEOUT"
+	EnvHistoryTTL         = "CDC_HISTORY_TTL"
+	EnvLogLevel           = "CDC_LOG_LEVEL"
+)

@@ -19,7 +19,7 @@ type Setting struct {
 
 type field struct {
 	name, doc string
-	ptr       any // *time.Duration, *int, *int64 or *float64
+	ptr       any // *time.Duration, *int, *int64, *float64, *bool or *string
 }
 
 func (c *Config) fields() []field {
@@ -55,6 +55,11 @@ func (c *Config) fields() []field {
 		field{"ReconcileMemoryMB", "memory of the reconcile Lambda, in MB (one partition of both indexes)", &c.Reconcile.MemoryMB},
 		field{"ReconcileEvery", "how often the reconciliation runs (its schedule; at least 1 h)", &c.ReconcileEvery},
 		field{"ReconcilePartitions", "index partitions of the reconciliation (CDC_RECONCILE_PARTITIONS); keep each below about 1 M resources", &c.ReconcilePartitions},
+		field{"ReconcileHour", "hour of the day (0-23, in ReconcileTimeZone) the reconciliation's schedule starts from", &c.ReconcileHour},
+		field{"ReconcileTimeZone", "IANA time zone of ReconcileHour (the schedule's ScheduleExpressionTimezone)", &c.ReconcileTimeZone},
+		field{"DeliveredExpiryDays", "lifecycle expiry of delivered/ (what the reconciliation reads back), in days", &c.DeliveredExpiryDays},
+		field{"ReconcileExpiryDays", "lifecycle expiry of reconcile/ (the reconciliation's own objects and index), in days", &c.ReconcileExpiryDays},
+		field{"ReservedConcurrency", "true reserves concurrency for every Lambda (ReservedConcurrencyTotal: 31 with the defaults); the account's concurrency quota must exceed that by 100", &c.ReservedConcurrency},
 	)
 }
 
@@ -79,12 +84,17 @@ func format(ptr any) string {
 		return strconv.FormatInt(*p, 10)
 	case *float64:
 		return strconv.FormatFloat(*p, 'f', -1, 64)
+	case *bool:
+		return strconv.FormatBool(*p)
+	case *string:
+		return *p
 	}
 	return ""
 }
 
 // Set overrides one setting by name: durations as Go durations ("240s",
-// "25h") or whole seconds, the rest as numbers. It does not validate the
+// "25h") or whole seconds, switches as true or false, time zones as text,
+// the rest as numbers. It does not validate the
 // whole configuration; call Validate after the last Set.
 func (c *Config) Set(name, value string) error {
 	value = strings.TrimSpace(value)
@@ -102,6 +112,10 @@ func (c *Config) Set(name, value string) error {
 			*p, err = strconv.ParseInt(value, 10, 64)
 		case *float64:
 			*p, err = strconv.ParseFloat(value, 64)
+		case *bool:
+			*p, err = strconv.ParseBool(value)
+		case *string:
+			*p = value
 		}
 		if err != nil {
 			return fmt.Errorf("setting %s=%q: %w", name, value, err)

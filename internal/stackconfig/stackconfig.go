@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -51,6 +52,13 @@ const (
 	// MaxReconcilePartitions bounds the reconciliation's partitions: their
 	// list rides in the execution's state (reconcile.MaxPartitions).
 	MaxReconcilePartitions = 10000
+	// MaxExpiryDays is the longest lifecycle expiry the stack accepts (the
+	// bound of its …ExpiryDays parameters).
+	MaxExpiryDays = 36500
+	// MinUnreservedConcurrency is what Lambda keeps unreserved in an
+	// account and Region: reserving more fails the deploy
+	// ("ReservedConcurrentExecutions … below its minimum value").
+	MinUnreservedConcurrency = 100
 )
 
 // Fixed ratios of the design.
@@ -136,6 +144,28 @@ type Config struct {
 	// ReconcilePartitions its index partitions (CDC_RECONCILE_PARTITIONS).
 	ReconcileEvery      time.Duration
 	ReconcilePartitions int
+	// ReconcileHour (0–23) in ReconcileTimeZone (an IANA zone) anchors the
+	// reconciliation's schedule: daily at that hour, or every ReconcileEvery
+	// hours through it (ReconcileCron).
+	ReconcileHour     int
+	ReconcileTimeZone string
+
+	// DeliveredExpiryDays and ReconcileExpiryDays expire delivered/ and
+	// reconcile/ of the artifact bucket. The reconciliation reads the
+	// delivered objects written since the previous one started and that
+	// one's index under reconcile/, so both must outlive
+	// MinReconcileRetentionDays; reconcile/ expires first
+	// (ReconcileRetentionSlackDays), so that a reconciliation after a longer
+	// gap fails for want of the previous index instead of running without
+	// delivered objects it needs.
+	DeliveredExpiryDays int
+	ReconcileExpiryDays int
+
+	// ReservedConcurrency reserves each Lambda's concurrency
+	// (ReservedConcurrencyOf). Off by default: Lambda keeps
+	// MinUnreservedConcurrency unreserved, and a new account's concurrency
+	// quota is below it, so any reservation fails the first deploy.
+	ReservedConcurrency bool
 }
 
 // DefaultPutEventsQuota is the lowest default PutEvents quota that
@@ -177,7 +207,89 @@ func Default() Config {
 		Reconcile:           Function{Timeout: 240 * time.Second, MemoryMB: 1024},
 		ReconcileEvery:      24 * time.Hour,
 		ReconcilePartitions: 16,
+		ReconcileHour:       3,
+		ReconcileTimeZone:   "UTC",
+
+		DeliveredExpiryDays: 35,
+		ReconcileExpiryDays: 30,
 	}
+}
+
+// ReservedConcurrencyOf is the named Lambda's reserved concurrency, 0 (none)
+// unless ReservedConcurrency is set: prepare-change and reconcile at
+// MapMaxConcurrency (the Map runs that many; the run lock keeps the two
+// apart); start-export and check-export one above their queue mappings'
+// maximum concurrency (2), so a mapping is never throttled into its
+// dead-letter queue; run-lock a few overlapping executions (a throttled
+// call is retried by the state machine).
+func (c Config) ReservedConcurrencyOf(name string) int {
+	if !c.ReservedConcurrency {
+		return 0
+	}
+	switch name {
+	case PrepareChange, Reconcile:
+		return c.MapMaxConcurrency
+	case RunLock:
+		return 5
+	case StartExport, CheckExport:
+		return 3
+	}
+	return 0
+}
+
+// ReservedConcurrencyTotal is what the five Lambdas reserve together with
+// ReservedConcurrency on (31 with the defaults), whether or not it is on;
+// the account's concurrency quota must be at least this plus
+// MinUnreservedConcurrency.
+func (c Config) ReservedConcurrencyTotal() int {
+	on := c
+	on.ReservedConcurrency = true
+	n := 0
+	for _, name := range append(Lambdas(), Reconcile) {
+		n += on.ReservedConcurrencyOf(name)
+	}
+	return n
+}
+
+// ReconcileCron is the reconciliation's EventBridge Scheduler expression,
+// evaluated in ReconcileTimeZone: at minute 0 of ReconcileHour every day,
+// or, for a ReconcileEvery of fewer hours (a divisor of 24), of every hour
+// that is ReconcileHour plus a multiple of it. Validate checks the values.
+func (c Config) ReconcileCron() string {
+	every := int(c.ReconcileEvery / time.Hour)
+	hours := strconv.Itoa(c.ReconcileHour)
+	switch {
+	case every == 1:
+		hours = "*"
+	case every > 1 && every < 24:
+		hours = strconv.Itoa(c.ReconcileHour%every) + "/" + strconv.Itoa(every)
+	}
+	return "cron(0 " + hours + " * * ? *)"
+}
+
+// ReconcileRetentionMargin is added to two ReconcileEvery intervals in
+// MinReconcileRetentionDays: a reconciliation runs for up to RunTimeout
+// (its export, like a run's), and reads delivered objects from
+// DeliveredMargin (1 h, internal/reconcile) before the previous one started.
+func (c Config) ReconcileRetentionMargin() time.Duration { return c.RunTimeout + time.Hour }
+
+// MinReconcileRetentionDays is the shortest expiry of delivered/ and
+// reconcile/ that keeps what a reconciliation reads when the one before it
+// failed or was skipped: two intervals plus ReconcileRetentionMargin,
+// rounded up to whole days (4 with the defaults).
+func (c Config) MinReconcileRetentionDays() int {
+	return days(2*c.ReconcileEvery + c.ReconcileRetentionMargin())
+}
+
+// ReconcileRetentionSlackDays is how many days before the delivered
+// objects it is combined with a reconciliation's index expires at the
+// least: its objects are written up to ReconcileRetentionMargin after the
+// oldest delivered object the next reconciliation reads.
+func (c Config) ReconcileRetentionSlackDays() int { return days(c.ReconcileRetentionMargin()) }
+
+// days is d in whole days, rounded up.
+func days(d time.Duration) int {
+	return int(math.Ceil(d.Hours() / 24))
 }
 
 // Function returns the named Lambda's timeout and memory.
@@ -364,8 +476,25 @@ func (c Config) Validate() error {
 	case r.MemoryMB < 128 || r.MemoryMB > 10240:
 		bad("reconcile memory %d MB: want 128 to 10240", r.MemoryMB)
 	}
-	if c.ReconcileEvery < time.Hour || c.ReconcileEvery%time.Minute != 0 {
-		bad("reconciliation schedule %s: want at least 1 h, in whole minutes (a scheduler rate expression)", c.ReconcileEvery)
+	if c.ReconcileEvery < time.Hour || c.ReconcileEvery > 24*time.Hour || c.ReconcileEvery%time.Hour != 0 || (24*time.Hour)%c.ReconcileEvery != 0 {
+		bad("ReconcileEvery %s: want whole hours that divide a day (1h, 2h, 3h, 4h, 6h, 8h, 12h or 24h): the schedule is a cron at ReconcileHour", c.ReconcileEvery)
+	}
+	if c.ReconcileHour < 0 || c.ReconcileHour > 23 {
+		bad("ReconcileHour %d: want 0 to 23", c.ReconcileHour)
+	}
+	if err := checkTimeZone(c.ReconcileTimeZone); err != nil {
+		bad("ReconcileTimeZone %q: %v", c.ReconcileTimeZone, err)
+	}
+	if min := c.MinReconcileRetentionDays(); c.DeliveredExpiryDays < min || c.DeliveredExpiryDays > MaxExpiryDays {
+		bad("DeliveredExpiryDays %d: want %d to %d: the reconciliation reads the delivered objects written since the previous one started, and after a failed one since the one before (2 × ReconcileEvery %s + RunTimeout %s + 1 h)",
+			c.DeliveredExpiryDays, min, MaxExpiryDays, c.ReconcileEvery, c.RunTimeout)
+	}
+	if min := c.MinReconcileRetentionDays(); c.ReconcileExpiryDays < min || c.ReconcileExpiryDays > MaxExpiryDays {
+		bad("ReconcileExpiryDays %d: want %d to %d: the reconciliation reads the previous one's index under reconcile/, and after a failed one the index of the one before (2 × ReconcileEvery %s + RunTimeout %s + 1 h)",
+			c.ReconcileExpiryDays, min, MaxExpiryDays, c.ReconcileEvery, c.RunTimeout)
+	} else if slack := c.ReconcileRetentionSlackDays(); c.ReconcileExpiryDays+slack > c.DeliveredExpiryDays {
+		bad("ReconcileExpiryDays %d: want at most DeliveredExpiryDays %d − %d, so that a reconciliation's index expires before the delivered objects it is combined with (a reconciliation after a longer gap then fails instead of missing deletes)",
+			c.ReconcileExpiryDays, c.DeliveredExpiryDays, slack)
 	}
 	if c.ReconcilePartitions < 1 || c.ReconcilePartitions > MaxReconcilePartitions {
 		bad("reconcile partitions %d: want 1 to %d", c.ReconcilePartitions, MaxReconcilePartitions)
@@ -375,6 +504,20 @@ func (c Config) Validate() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("stack configuration: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkTimeZone refuses a zone EventBridge Scheduler would not take as
+// ScheduleExpressionTimezone: empty, "Local" (the synthesizing machine's
+// zone), or a name the IANA database lacks. The CDK app embeds the database
+// (time/tzdata), so the answer does not depend on the machine.
+func checkTimeZone(name string) error {
+	if name == "" || name == "Local" {
+		return errors.New("want an IANA time zone name such as UTC or Europe/Berlin")
+	}
+	if _, err := time.LoadLocation(name); err != nil {
+		return fmt.Errorf("not an IANA time zone name (%v)", err)
 	}
 	return nil
 }

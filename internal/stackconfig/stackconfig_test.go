@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // zone names resolve without the machine's database
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -187,8 +188,11 @@ func TestReconcileSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := c.Env(Reconcile)
-	if env[EnvReconcilePartitions] != "128" || env[EnvPutEventsRate] != c.Env(PrepareChange)[EnvPutEventsRate] {
-		t.Errorf("reconcile env = %v", env)
+	// Its children together publish at one prepare-change invocation's
+	// share: it runs beside the windows.
+	want := strconv.FormatFloat(c.PutEventsRate()/float64(c.MapMaxConcurrency), 'f', -1, 64)
+	if env[EnvReconcilePartitions] != "128" || env[EnvPutEventsRate] != want {
+		t.Errorf("reconcile env = %v, want rate %s", env, want)
 	}
 	if f, ok := c.Function(Reconcile); !ok || f != c.Reconcile {
 		t.Errorf("Function(reconcile) = %v, %v", f, ok)
@@ -226,5 +230,123 @@ func TestBatchesFitWhatOneInvocationCanPublish(t *testing.T) {
 	c.BatchMaxBytes, c.PutEventsQuota = 0, 10000
 	if c.BatchBudgetBytes() <= budget {
 		t.Errorf("budget at 10,000 requests/s %d, not above %d", c.BatchBudgetBytes(), budget)
+	}
+}
+
+// The reconciliation runs at a fixed hour of a time zone (03:00 UTC by
+// default), every ReconcileEvery hours through it; Validate refuses an hour
+// outside 0–23, a zone the IANA database lacks and an interval a cron
+// cannot keep, each naming the setting.
+func TestReconcileCronAtAnHour(t *testing.T) {
+	c := Default()
+	if c.ReconcileHour != 3 || c.ReconcileTimeZone != "UTC" || c.ReconcileCron() != "cron(0 3 * * ? *)" {
+		t.Errorf("default schedule %s in %s (hour %d)", c.ReconcileCron(), c.ReconcileTimeZone, c.ReconcileHour)
+	}
+	for _, tc := range []struct {
+		every time.Duration
+		hour  int
+		want  string
+	}{
+		{24 * time.Hour, 0, "cron(0 0 * * ? *)"},
+		{24 * time.Hour, 23, "cron(0 23 * * ? *)"},
+		{6 * time.Hour, 15, "cron(0 3/6 * * ? *)"}, // 3, 9, 15, 21: every 6 h, through 15:00
+		{12 * time.Hour, 3, "cron(0 3/12 * * ? *)"},
+		{time.Hour, 3, "cron(0 * * * ? *)"},
+	} {
+		c := mutate(func(c *Config) { c.ReconcileEvery, c.ReconcileHour = tc.every, tc.hour })
+		if err := c.Validate(); err != nil {
+			t.Errorf("every %s at %d: %v", tc.every, tc.hour, err)
+		}
+		if got := c.ReconcileCron(); got != tc.want {
+			t.Errorf("every %s at %d: %s, want %s", tc.every, tc.hour, got, tc.want)
+		}
+	}
+	c = Default()
+	if err := c.Apply(map[string]string{"ReconcileHour": "7", "ReconcileTimeZone": "Europe/Berlin"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.ReconcileCron() != "cron(0 7 * * ? *)" || c.ReconcileTimeZone != "Europe/Berlin" {
+		t.Errorf("Apply: %s in %s", c.ReconcileCron(), c.ReconcileTimeZone)
+	}
+	for name, v := range map[string][2]string{
+		"hour 24":      {"ReconcileHour", "24"},
+		"hour -1":      {"ReconcileHour", "-1"},
+		"no zone":      {"ReconcileTimeZone", ""},
+		"local zone":   {"ReconcileTimeZone", "Local"},
+		"unknown zone": {"ReconcileTimeZone", "Mars/Olympus_Mons"},
+		"offset zone":  {"ReconcileTimeZone", "+02:00"},
+		"every 5h":     {"ReconcileEvery", "5h"},
+		"every 48h":    {"ReconcileEvery", "48h"},
+		"every 90m":    {"ReconcileEvery", "90m"},
+		"every 30m":    {"ReconcileEvery", "30m"},
+	} {
+		c := Default()
+		err := c.Apply(map[string]string{v[0]: v[1]})
+		if err == nil || !strings.Contains(err.Error(), v[0]) {
+			t.Errorf("%s: %s=%q: %v, want an error naming %s", name, v[0], v[1], err, v[0])
+		}
+	}
+}
+
+// delivered/ and reconcile/ expire, but not before a reconciliation that
+// follows a failed one has read them; reconcile/ expires first, so a
+// reconciliation after a longer gap fails instead of missing deletes.
+func TestReconcileRetention(t *testing.T) {
+	c := Default()
+	if c.DeliveredExpiryDays != 35 || c.ReconcileExpiryDays != 30 {
+		t.Errorf("defaults: delivered/ %d d, reconcile/ %d d", c.DeliveredExpiryDays, c.ReconcileExpiryDays)
+	}
+	// 2 × 24 h + 25 h + 1 h = 74 h.
+	if got := c.MinReconcileRetentionDays(); got != 4 {
+		t.Errorf("MinReconcileRetentionDays = %d, want 4", got)
+	}
+	if got := c.ReconcileRetentionSlackDays(); got != 2 {
+		t.Errorf("ReconcileRetentionSlackDays = %d, want 2", got)
+	}
+	if err := c.Apply(map[string]string{"DeliveredExpiryDays": "6", "ReconcileExpiryDays": "4"}); err != nil {
+		t.Errorf("the shortest retention refused: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		values map[string]string
+		want   string
+	}{
+		"delivered/ below two intervals":  {map[string]string{"DeliveredExpiryDays": "3", "ReconcileExpiryDays": "1"}, "DeliveredExpiryDays 3"},
+		"reconcile/ below two intervals":  {map[string]string{"ReconcileExpiryDays": "3"}, "ReconcileExpiryDays 3"},
+		"reconcile/ outliving delivered/": {map[string]string{"ReconcileExpiryDays": "35"}, "ReconcileExpiryDays 35"},
+		"a longer run timeout":            {map[string]string{"RunTimeout": "200h", "DeliveredExpiryDays": "10", "ReconcileExpiryDays": "5"}, "DeliveredExpiryDays 10"},
+		"delivered/ beyond the maximum":   {map[string]string{"DeliveredExpiryDays": "36501"}, "DeliveredExpiryDays"},
+	} {
+		c := Default()
+		err := c.Apply(tc.values)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error about %q", name, err, tc.want)
+		}
+	}
+}
+
+// No Lambda reserves concurrency unless ReservedConcurrency is set: a new
+// account's quota is below the 100 units Lambda keeps unreserved.
+func TestReservedConcurrencyIsOptIn(t *testing.T) {
+	c := Default()
+	all := append(Lambdas(), Reconcile)
+	for _, name := range all {
+		if n := c.ReservedConcurrencyOf(name); n != 0 {
+			t.Errorf("%s reserves %d by default", name, n)
+		}
+	}
+	if got := c.ReservedConcurrencyTotal(); got != 31 {
+		t.Errorf("ReservedConcurrencyTotal = %d, want 31 (3 + 3 + 10 + 5 + 10)", got)
+	}
+	if err := c.Apply(map[string]string{"ReservedConcurrency": "true", "MapMaxConcurrency": "20"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{StartExport: 3, CheckExport: 3, PrepareChange: 20, RunLock: 5, Reconcile: 20}
+	for _, name := range all {
+		if got := c.ReservedConcurrencyOf(name); got != want[name] {
+			t.Errorf("%s reserves %d, want %d", name, got, want[name])
+		}
+	}
+	if err := c.Set("ReservedConcurrency", "sometimes"); err == nil {
+		t.Errorf("ReservedConcurrency=sometimes accepted")
 	}
 }

@@ -453,8 +453,10 @@ func (e *Emulator) removeTargets(body []byte) (any, *apiError) {
 	return targetsResult{FailedEntries: []failedEntry{}}, nil
 }
 
-// eventFields are the fields TestEventPattern requires of its Event.
-var eventFields = []string{"id", "account", "source", "time", "region", "resources", "detail-type"}
+// eventFields are the fields TestEventPattern requires of its Event. The
+// API reference lists resources too, but AWS accepts an event without it
+// (as PutEvents does an entry without Resources), so it is not required.
+var eventFields = []string{"id", "account", "source", "time", "region", "detail-type"}
 
 func (e *Emulator) testEventPattern(body []byte) (any, *apiError) {
 	var in struct {

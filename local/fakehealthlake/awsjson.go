@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -122,7 +124,140 @@ func (e *Emulator) serveJSON(w http.ResponseWriter, r *http.Request, target stri
 		}
 		e.record(r, body, http.StatusOK)
 		writeJSON(w, http.StatusOK, "application/x-amz-json-1.0", map[string]any{"ExportJobProperties": j.sdk()})
+	case "HealthLake.DescribeFHIRDatastore":
+		var in struct{ DatastoreId string }
+		if err := json.Unmarshal(body, &in); err != nil {
+			fail(http.StatusBadRequest, "ValidationException", "request body is not valid JSON")
+			return
+		}
+		ds, ok := e.datastores[in.DatastoreId]
+		if !ok {
+			fail(http.StatusBadRequest, "ResourceNotFoundException", "data store "+in.DatastoreId+" not found")
+			return
+		}
+		e.record(r, body, http.StatusOK)
+		writeJSON(w, http.StatusOK, "application/x-amz-json-1.0", map[string]any{"DatastoreProperties": e.datastoreProperties(ds)})
+	case "HealthLake.ListFHIRDatastores":
+		e.listDatastores(w, r, body, fail)
 	default:
 		fail(http.StatusBadRequest, "UnknownOperationException", "operation "+target+" is not emulated")
 	}
+}
+
+// sdkDatastoreProperties is DatastoreProperties in the AWS JSON 1.0
+// protocol (HealthLake API reference, DescribeFHIRDatastore).
+type sdkDatastoreProperties struct {
+	DatastoreId                   string
+	DatastoreArn                  string
+	DatastoreName                 string
+	DatastoreStatus               string
+	CreatedAt                     float64
+	DatastoreTypeVersion          string
+	DatastoreEndpoint             string
+	SseConfiguration              sdkSseConfiguration
+	IdentityProviderConfiguration struct {
+		AuthorizationStrategy           string
+		FineGrainedAuthorizationEnabled bool
+	}
+}
+
+type sdkSseConfiguration struct {
+	KmsEncryptionConfig struct {
+		CmkType  string
+		KmsKeyId string `json:",omitempty"`
+	}
+}
+
+// datastoreARN is a data store's ARN.
+func (e *Emulator) datastoreARN(id string) string {
+	return "arn:aws:healthlake:" + e.opts.Region + ":" + e.opts.AccountID + ":datastore/fhir/" + id
+}
+
+// datastoreProperties describes a data store: ACTIVE, FHIR R4, SigV4
+// (AWS_AUTH), its name from Options.DatastoreNames (default the id), its
+// key from Options.DatastoreKMSKeyID (default AWS owned), its endpoint
+// under Options.Endpoint. The caller holds e.mu.
+func (e *Emulator) datastoreProperties(ds *Datastore) sdkDatastoreProperties {
+	p := sdkDatastoreProperties{
+		DatastoreId: ds.id, DatastoreArn: e.datastoreARN(ds.id), DatastoreName: ds.id,
+		DatastoreStatus: "ACTIVE", CreatedAt: epoch(ds.created), DatastoreTypeVersion: "R4",
+		DatastoreEndpoint: strings.TrimSuffix(e.opts.Endpoint, "/") + "/datastore/" + ds.id + "/r4/",
+	}
+	if name, ok := e.opts.DatastoreNames[ds.id]; ok && name != "" {
+		p.DatastoreName = name
+	}
+	p.SseConfiguration.KmsEncryptionConfig.CmkType = "AWS_OWNED_KMS_KEY"
+	if k := e.opts.DatastoreKMSKeyID; k != "" {
+		p.SseConfiguration.KmsEncryptionConfig.CmkType = "CUSTOMER_MANAGED_KMS_KEY"
+		p.SseConfiguration.KmsEncryptionConfig.KmsKeyId = k
+	}
+	p.IdentityProviderConfiguration.AuthorizationStrategy = "AWS_AUTH"
+	return p
+}
+
+// listDatastores serves ListFHIRDatastores: the data stores oldest first,
+// filtered by Filter's name, status and creation bounds, MaxResults (at
+// most 500) a page. The caller holds e.mu.
+func (e *Emulator) listDatastores(w http.ResponseWriter, r *http.Request, body []byte, fail func(int, string, string)) {
+	var in struct {
+		Filter struct {
+			DatastoreName   string
+			DatastoreStatus string
+			CreatedAfter    *float64
+			CreatedBefore   *float64
+		}
+		MaxResults int
+		NextToken  string
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		fail(http.StatusBadRequest, "ValidationException", "request body is not valid JSON")
+		return
+	}
+	if in.MaxResults <= 0 || in.MaxResults > 500 {
+		in.MaxResults = 500
+	}
+	start := 0
+	if in.NextToken != "" {
+		n, err := strconv.Atoi(in.NextToken)
+		if err != nil || n < 0 {
+			fail(http.StatusBadRequest, "ValidationException", "invalid NextToken")
+			return
+		}
+		start = n
+	}
+	all := make([]*Datastore, 0, len(e.datastores))
+	for _, ds := range e.datastores {
+		all = append(all, ds)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].created.Equal(all[j].created) {
+			return all[i].created.Before(all[j].created)
+		}
+		return all[i].id < all[j].id
+	})
+	f := in.Filter
+	var matched []sdkDatastoreProperties
+	for _, ds := range all {
+		p := e.datastoreProperties(ds)
+		if (f.DatastoreName != "" && p.DatastoreName != f.DatastoreName) ||
+			(f.DatastoreStatus != "" && p.DatastoreStatus != f.DatastoreStatus) ||
+			(f.CreatedAfter != nil && p.CreatedAt < *f.CreatedAfter) ||
+			(f.CreatedBefore != nil && p.CreatedAt > *f.CreatedBefore) {
+			continue
+		}
+		matched = append(matched, p)
+	}
+	out := struct {
+		DatastorePropertiesList []sdkDatastoreProperties
+		NextToken               string `json:",omitempty"`
+	}{DatastorePropertiesList: []sdkDatastoreProperties{}}
+	if start < len(matched) {
+		end := min(start+in.MaxResults, len(matched))
+		out.DatastorePropertiesList = matched[start:end]
+		if end < len(matched) {
+			out.NextToken = strconv.Itoa(end)
+		}
+	}
+	e.record(r, body, http.StatusOK)
+	writeJSON(w, http.StatusOK, "application/x-amz-json-1.0", out)
 }

@@ -2,8 +2,10 @@ package fakehealthlake_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,5 +127,137 @@ func BenchmarkLoad(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// benchGet serves GET path (relative to the data store base) and returns
+// the answer's body.
+func benchGet(b testing.TB, e *fakehealthlake.Emulator, path string, hdr map[string]string) []byte {
+	b.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/datastore/ds1/r4/"+path, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		b.Fatalf("GET %s = %d %s", path, rec.Code, rec.Body)
+	}
+	return rec.Body.Bytes()
+}
+
+// benchNext is the next link of a searchset Bundle.
+func benchNext(b testing.TB, body []byte) string {
+	b.Helper()
+	var bundle struct {
+		Link []struct{ Relation, URL string }
+	}
+	if err := json.Unmarshal(body, &bundle); err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range bundle.Link {
+		if l.Relation == "next" {
+			return l.URL
+		}
+	}
+	b.Fatal("no next link")
+	return ""
+}
+
+// BenchmarkSearch is search over 1,000,000 Patients (ten a millisecond,
+// every tenth updated once, every hundredth deleted): counts of the whole
+// type and of a range, pages at the start and in the middle of a range,
+// an eventual count with a 250 ms lag (2,500 versions in the lag).
+// FAKEHEALTHLAKE_SEARCH_BENCH_N changes the number of resources.
+func BenchmarkSearch(b *testing.B) {
+	n := 1_000_000
+	if s := os.Getenv("FAKEHEALTHLAKE_SEARCH_BENCH_N"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1000 {
+			b.Fatalf("FAKEHEALTHLAKE_SEARCH_BENCH_N=%q: want a number of at least 1000", s)
+		}
+	}
+	e, ds, clk := benchEmulator(b, nil)
+	t0 := clk.Now()
+	began := time.Now()
+	for i := 0; i < n; i++ {
+		if i%10 == 0 {
+			clk.Set(clk.Now().Add(time.Millisecond))
+		}
+		id := "p" + strconv.Itoa(i)
+		if _, err := ds.Load("Patient", id, []byte(`{"resourceType":"Patient","id":"`+id+`","active":true}`)); err != nil {
+			b.Fatal(err)
+		}
+		switch {
+		case i%100 == 50:
+			ds.Delete("Patient", "p"+strconv.Itoa(i/2))
+		case i%10 == 5:
+			old := "p" + strconv.Itoa(i/2)
+			if _, err := ds.Load("Patient", old, []byte(`{"resourceType":"Patient","id":"`+old+`"}`)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Logf("loaded %d resources (+ updates and deletions) in %v", n, time.Since(began))
+	at := func(ms int) string {
+		return t0.Add(time.Duration(ms) * time.Millisecond).Format(fakehealthlake.InstantLayout)
+	}
+	rng := "_lastUpdated=ge" + at(n/40) + "&_lastUpdated=lt" + at(n/40*3)
+	strong := map[string]string{fakehealthlake.HistoryConsistencyHeader: "strong"}
+	mid := benchNext(b, benchGet(b, e, "Patient?_count=100&"+rng, nil))
+	for _, c := range []struct {
+		name, path string
+		hdr        map[string]string
+	}{
+		{"count-all", "Patient?_summary=count", nil},
+		{"count-range", "Patient?_summary=count&" + rng, nil},
+		{"page100-first", "Patient?_count=100&" + rng, nil},
+		{"page100-next", mid, nil},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				benchGet(b, e, c.path, c.hdr)
+			}
+		})
+	}
+	e.SetHistoryLag(250 * time.Millisecond)
+	b.Run("count-all-eventual-250ms-lag", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			benchGet(b, e, "Patient?_summary=count", nil)
+		}
+	})
+	b.Run("count-all-strong", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			benchGet(b, e, "Patient?_summary=count", strong)
+		}
+	})
+}
+
+// BenchmarkSearchOneMillisecond is the worst case of the id order: 1,000,000
+// Patients written in one millisecond (a frozen clock). Each op writes one
+// more into that millisecond and reads a page from its middle, which merges
+// the new resource into the millisecond's cached id order.
+func BenchmarkSearchOneMillisecond(b *testing.B) {
+	const n = 1_000_000
+	e, ds, _ := benchEmulator(b, nil)
+	load := func(id string) {
+		if _, err := ds.Load("Patient", id, []byte(`{"resourceType":"Patient","id":"`+id+`"}`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		load("p" + strconv.Itoa(i))
+	}
+	began := time.Now()
+	mid := benchNext(b, benchGet(b, e, "Patient?_count=100", nil))
+	b.Logf("first page (sorts the millisecond): %v", time.Since(began))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		load("q" + strconv.Itoa(i))
+		benchGet(b, e, mid, nil)
 	}
 }

@@ -2,20 +2,29 @@
 // over HTTP, for tests and cdc-local:
 //
 //   - FHIR R4 REST under /datastore/{datastoreId}/r4/: create, update
-//     (creates if absent), read, delete, search by type, version history;
-//     server-assigned meta.versionId and millisecond meta.lastUpdated (never
-//     going back; strictly increasing across a resource's versions); bodies
-//     validated with golang-fhir-models.
+//     (creates if absent), read, delete, search of a type by
+//     `_lastUpdated` (`_summary=count`, `_count`, paging, GET and POST
+//     `_search`, the consistency header; search.go), instance and
+//     type-level history (`_count`, `_since`, paging, the history
+//     consistency header, a modelled history lag and per-type history
+//     opt-out); server-assigned meta.versionId and millisecond
+//     meta.lastUpdated (never going back; strictly increasing across a
+//     resource's versions); bodies validated with golang-fhir-models.
+//   - `$erase` of a resource and `$bulk-delete` of a type (soft or hard) as
+//     asynchronous jobs with a modelled delay.
 //   - $export (POST and GET) as an asynchronous job writing NDJSON into S3 in
 //     HealthLake's layout through a real S3 client; status GET and cancel
 //     DELETE on /r4/export/{jobId}; one job in progress at a time, others
 //     QUEUED.
-//   - the AWS JSON 1.0 operations ListFHIRExportJobs and DescribeFHIRExportJob
-//     of the SDK's service/healthlake client.
+//   - the AWS JSON 1.0 operations ListFHIRExportJobs, DescribeFHIRExportJob,
+//     ListFHIRDatastores and DescribeFHIRDatastore of the SDK's
+//     service/healthlake client.
 //   - SigV4 verification of every request against the configured credentials.
 //
 // Jobs advance lazily: every request (and Advance) moves each unfinished job
 // on when its ProcessingDelay has passed, so there is no background goroutine.
+// $erase and $bulk-delete jobs move on at every FHIR request and Tick as
+// their EraseDelay or BulkDeleteDelay passes, also when Manual holds exports.
 package fakehealthlake
 
 import (
@@ -110,6 +119,43 @@ type Options struct {
 	OnExportFinish func(datastoreID string, snapshot func(io.Writer) error)
 	// Now is the clock for meta.lastUpdated and job times; default time.Now.
 	Now func() time.Time
+
+	// HistoryMaxCount is the data store's largest history page: a history
+	// read answers `_count` entries or this many, whichever is lower, and
+	// this many without `_count` (HealthLake "Reading FHIR resource
+	// history"; the figure is modelled). Default 100.
+	HistoryMaxCount int
+	// SearchMaxCount is the data store's largest search page: a search
+	// answers `_count` entries or this many, whichever is lower, and this
+	// many without `_count` (the figure is modelled). Default 100.
+	SearchMaxCount int
+	// HistoryLag is how long a new version stays out of history reads and
+	// searches sent with `x-amz-fhir-history-consistency-level: eventual`
+	// (the default when the header is absent; a search sees the version
+	// before it, if any); `strong` reads see every version (modelled;
+	// HealthLake documents no figure). 0: no lag. Changeable with
+	// SetHistoryLag.
+	HistoryLag time.Duration
+	// HistoryOptOut lists resource types opted out of history (HealthLake
+	// lets a customer do so through AWS Support; the behaviour is
+	// modelled): their history reads see only the current, not deleted,
+	// version of each resource. Changeable with SetHistoryOptOut.
+	HistoryOptOut []string
+	// EraseDelay is how long a `$erase` job stays SUBMITTED, and then
+	// IN_PROGRESS, before the resource is erased and the job COMPLETED
+	// (modelled). 0: it runs at the next request or Tick.
+	EraseDelay time.Duration
+	// BulkDeleteDelay is the same for `$bulk-delete` jobs (modelled).
+	BulkDeleteDelay time.Duration
+	// DatastoreNames gives data stores their DatastoreName in
+	// ListFHIRDatastores and DescribeFHIRDatastore; default the id.
+	DatastoreNames map[string]string
+	// DatastoreKMSKeyID, when set, is the customer managed key the data
+	// stores report in SseConfiguration; empty reports AWS_OWNED_KMS_KEY.
+	DatastoreKMSKeyID string
+	// Endpoint is the base URL of DatastoreEndpoint (…/datastore/{id}/r4/);
+	// default https://healthlake.{Region}.amazonaws.com.
+	Endpoint string
 }
 
 // Emulator is an http.Handler serving the HealthLake APIs the pipeline uses.
@@ -137,6 +183,14 @@ type Emulator struct {
 	failNextCancel  int
 	startFaults     []startFault
 	pendingEvents   []JobEvent
+
+	// noHistory holds the types of Options.HistoryOptOut.
+	noHistory map[string]bool
+	// deleteJobs holds the $erase and $bulk-delete jobs by id; pendingDeletes
+	// those not COMPLETED, in submission order.
+	deleteJobs     map[string]*deleteJob
+	deleteOrder    []*deleteJob
+	pendingDeletes []*deleteJob
 }
 
 type jobFault struct {
@@ -159,7 +213,8 @@ type startFault struct {
 // not recorded): what tests assert on.
 type Request struct {
 	// Operation is StartExport, DescribeExport, CancelExport,
-	// ListFHIRExportJobs or DescribeFHIRExportJob.
+	// ListFHIRExportJobs, DescribeFHIRExportJob, ListFHIRDatastores or
+	// DescribeFHIRDatastore.
 	Operation string
 	Method    string
 	Path      string
@@ -195,6 +250,15 @@ func New(opts Options) *Emulator {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.HistoryMaxCount <= 0 {
+		opts.HistoryMaxCount = 100
+	}
+	if opts.SearchMaxCount <= 0 {
+		opts.SearchMaxCount = 100
+	}
+	if opts.Endpoint == "" {
+		opts.Endpoint = "https://healthlake." + opts.Region + ".amazonaws.com"
+	}
 	seed := opts.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -204,7 +268,9 @@ func New(opts Options) *Emulator {
 		datastores: map[string]*Datastore{},
 		jobByID:    map[string]*job{},
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		deleteJobs: map[string]*deleteJob{},
 	}
+	e.noHistory = typeSet(opts.HistoryOptOut)
 	for _, id := range opts.Datastores {
 		e.CreateDatastore(id)
 	}

@@ -162,7 +162,8 @@ func (e *Emulator) prune() {
 // SUBMITTED → IN_PROGRESS (or QUEUED while another job runs), QUEUED →
 // IN_PROGRESS when the slot is free, IN_PROGRESS → COMPLETED (files
 // written) or the injected outcome, CANCEL_SUBMITTED → CANCEL_IN_PROGRESS →
-// CANCEL_COMPLETED (or CANCEL_FAILED).
+// CANCEL_COMPLETED (or CANCEL_FAILED); and each $erase or $bulk-delete job
+// SUBMITTED → IN_PROGRESS → COMPLETED (deleting as it completes).
 func (e *Emulator) Advance(ctx context.Context) error {
 	defer e.flushEvents()
 	e.mu.Lock()
@@ -180,7 +181,8 @@ func (e *Emulator) Tick(ctx context.Context) {
 	e.tick(ctx)
 }
 
-// RunJobs advances jobs until none is unfinished (at most 100 steps).
+// RunJobs advances jobs (export, $erase, $bulk-delete) until none is
+// unfinished (at most 100 steps).
 func (e *Emulator) RunJobs(ctx context.Context) error {
 	defer e.flushEvents()
 	e.mu.Lock()
@@ -189,7 +191,7 @@ func (e *Emulator) RunJobs(ctx context.Context) error {
 		if err := e.step(ctx, true); err != nil {
 			return err
 		}
-		if len(e.active) == 0 {
+		if len(e.active) == 0 && len(e.pendingDeletes) == 0 {
 			return nil
 		}
 	}
@@ -209,6 +211,8 @@ func terminal(status string) bool {
 // unfinished jobs only and allocates nothing when none is due. The caller
 // holds e.mu.
 func (e *Emulator) tick(ctx context.Context) {
+	// Delete jobs follow the clock even when Manual holds export jobs.
+	e.advanceDeletes(false)
 	if e.opts.Manual {
 		return
 	}
@@ -227,6 +231,9 @@ func (e *Emulator) tick(ctx context.Context) {
 // blocks those behind it. The caller holds e.mu.
 func (e *Emulator) step(ctx context.Context, force bool) error {
 	defer e.prune()
+	if force {
+		e.advanceDeletes(true)
+	}
 	now := e.opts.Now()
 	due := func(j *job) bool { return force || now.Sub(j.changedAt) >= e.opts.ProcessingDelay }
 	running := 0

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,14 +21,18 @@ const InstantLayout = "2006-01-02T15:04:05.000Z"
 // (stamps never go back, so writes append in order; Restore sorts): the
 // log a `_since` export binary-searches. A resource is an entry of res
 // (found by "Type/id" through index) naming its newest version; each
-// version names the one before it. Bodies live in a bodyStore.
+// version names the one before it. Bodies live in a bodyStore. byType
+// lists each type's versions in log order: what type-level history and
+// $bulk-delete binary-search.
 type Datastore struct {
-	e      *Emulator
-	id     string
-	index  keyIndex // "Type/id" → res index, for resources not hard deleted
-	res    []resEntry
-	vers   []version
-	bodies bodyStore
+	e       *Emulator
+	id      string
+	created time.Time
+	index   keyIndex // "Type/id" → res index, for resources not hard deleted
+	res     []resEntry
+	vers    []version
+	byType  map[string]*typeLog
+	bodies  bodyStore
 
 	// compact and out are put's scratch buffers (the body store copies).
 	compact bytes.Buffer
@@ -71,11 +73,15 @@ func idOf(key string) string {
 }
 
 func newDatastore(e *Emulator, id string) *Datastore {
-	return &Datastore{e: e, id: id, index: newKeyIndex(), bodies: e.newBodyStore()}
+	return &Datastore{e: e, id: id, created: e.opts.Now(), index: newKeyIndex(), byType: map[string]*typeLog{}, bodies: e.newBodyStore()}
 }
 
 // ID returns the data store id.
 func (d *Datastore) ID() string { return d.id }
+
+// CreatedAt returns when the data store was created (its CreatedAt in
+// DescribeFHIRDatastore).
+func (d *Datastore) CreatedAt() time.Time { return d.created }
 
 // badRequest is a client error answered with a 400 OperationOutcome.
 type badRequest struct{ msg string }
@@ -157,8 +163,19 @@ func (d *Datastore) deleteLocked(typ, id string) *version {
 // appendVersion adds v to the log as ri's newest version; the caller holds e.mu.
 func (d *Datastore) appendVersion(ri int32, v version) *version {
 	d.vers = append(d.vers, v)
-	d.res[ri].last = int32(len(d.vers) - 1)
-	return &d.vers[len(d.vers)-1]
+	vi := int32(len(d.vers) - 1)
+	d.res[ri].last = vi
+	tl := d.typeLogOf(typeOf(d.res[ri].key))
+	if v.prev >= 0 && !d.vers[v.prev].deleted() {
+		tl.unlive(v.prev) // no longer the current version
+	}
+	tl.vers = append(tl.vers, vi)
+	live := int32(1)
+	if v.deleted() {
+		live = 0
+	}
+	tl.live.push(live)
+	return &d.vers[vi]
 }
 
 // Count returns the number of resources whose current version is not deleted.
@@ -249,10 +266,14 @@ func (e *Emulator) newID() string {
 	return string(b)
 }
 
-// serveFHIR handles /datastore/{id}/r4/{Type}[/{id}[/_history[/{vid}]]].
+// serveFHIR handles /datastore/{id}/r4/{Type}[/{id}[/_history[/{vid}]]],
+// {Type}/_history, {Type}/$bulk-delete and {Type}/{id}/$erase.
 func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datastore, parts []string, body []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// Erase and bulk-delete jobs that are due run before the request is
+	// served, so it sees them done.
+	e.advanceDeletes(false)
 	typ := parts[0]
 	if _, ok := validators[typ]; !ok {
 		writeOutcome(w, http.StatusBadRequest, "not-supported", "unsupported resource type "+typ)
@@ -268,7 +289,32 @@ func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datasto
 		}
 		ds.writeResource(w, http.StatusCreated, typ, id, v)
 	case len(parts) == 1 && r.Method == http.MethodGet:
-		ds.search(w, typ)
+		ds.search(w, r, typ, body)
+	case len(parts) == 2 && parts[1] == "_search" && r.Method == http.MethodPost:
+		ds.search(w, r, typ, body)
+	case len(parts) == 1:
+		// FHIR R4 has no interaction at [base]/[type] but search (GET) and
+		// create (POST): an update needs the id in the URL.
+		w.Header().Set("Allow", "GET, POST")
+		writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", r.Method+" "+typ+": an update needs the resource id in the URL ([type]/[id]); a create is POST [type]")
+	case len(parts) == 2 && parts[1] == "_history":
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", "GET")
+			writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "history is read with GET")
+			return
+		}
+		p, ok := e.historyParams(w, r)
+		if !ok {
+			return
+		}
+		ds.typeHistory(w, r, typ, p)
+	case len(parts) == 2 && parts[1] == "$bulk-delete":
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "$bulk-delete is started with POST")
+			return
+		}
+		e.startBulkDelete(w, r, ds, typ)
 	case len(parts) == 2 && r.Method == http.MethodPut:
 		v, created, err := ds.put(typ, parts[1], body, true)
 		if err != nil {
@@ -293,13 +339,30 @@ func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datasto
 	case len(parts) == 2 && r.Method == http.MethodDelete:
 		ds.deleteLocked(typ, parts[1])
 		w.WriteHeader(http.StatusNoContent)
+	case len(parts) == 2 && r.Method == http.MethodPost:
+		// A create names no id (the server assigns it): POST [type]/[id] is
+		// no FHIR R4 interaction.
+		w.Header().Set("Allow", "GET, PUT, DELETE")
+		msg := "POST " + typ + "/[id]: a create is POST " + typ + " (server-assigned id); to choose the id, update with PUT " + typ + "/[id]"
+		writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", msg)
+	case len(parts) == 3 && parts[2] == "$erase":
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "$erase is started with POST")
+			return
+		}
+		e.startErase(w, r, ds, typ, parts[1])
 	case len(parts) == 3 && parts[2] == "_history" && r.Method == http.MethodGet:
 		ri, ok := ds.lookup(typ, parts[1])
 		if !ok {
 			writeOutcome(w, http.StatusNotFound, "not-found", "resource "+typ+"/"+parts[1]+" not found")
 			return
 		}
-		ds.history(w, r, ri)
+		p, ok := e.historyParams(w, r)
+		if !ok {
+			return
+		}
+		ds.history(w, r, ri, p)
 	case len(parts) == 4 && parts[2] == "_history" && r.Method == http.MethodGet:
 		ri, ok := ds.lookup(typ, parts[1])
 		n, err := strconv.Atoi(parts[3])
@@ -316,6 +379,8 @@ func (e *Emulator) serveFHIR(w http.ResponseWriter, r *http.Request, ds *Datasto
 			return
 		}
 		ds.writeResource(w, http.StatusOK, typ, parts[1], v)
+	case len(parts) == 5 && parts[2] == "_history" && parts[4] == "$erase":
+		writeOutcome(w, http.StatusBadRequest, "not-supported", "version-level $erase is not emulated; erase the whole resource with [type]/[id]/$erase")
 	default:
 		writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "unsupported FHIR interaction")
 	}
@@ -357,6 +422,7 @@ type bundleEntry struct {
 	Resource json.RawMessage `json:"resource,omitempty"`
 	Request  *entryRequest   `json:"request,omitempty"`
 	Response *entryResponse  `json:"response,omitempty"`
+	Search   *entrySearch    `json:"search,omitempty"`
 }
 
 // entryRequest is Bundle.entry.request: the interaction that made a version.
@@ -380,116 +446,16 @@ type bundleLink struct {
 type bundle struct {
 	ResourceType string        `json:"resourceType"`
 	Type         string        `json:"type"`
-	Total        int           `json:"total"`
+	Total        *int          `json:"total,omitempty"`
 	Link         []bundleLink  `json:"link,omitempty"`
 	Entry        []bundleEntry `json:"entry"`
-}
-
-// search answers GET /{Type} with every current resource of the type.
-func (d *Datastore) search(w http.ResponseWriter, typ string) {
-	var rs []int32
-	for i := range d.res {
-		r := &d.res[i]
-		if !r.gone && typeOf(r.key) == typ && !d.vers[r.last].deleted() {
-			rs = append(rs, int32(i))
-		}
-	}
-	sort.Slice(rs, func(i, j int) bool { return d.res[rs[i]].key < d.res[rs[j]].key })
-	b := bundle{ResourceType: "Bundle", Type: "searchset", Total: len(rs), Entry: []bundleEntry{}}
-	for _, ri := range rs {
-		body, err := d.body(d.current(ri))
-		if err != nil {
-			writeStoreError(w)
-			return
-		}
-		b.Entry = append(b.Entry, bundleEntry{FullURL: d.res[ri].key, Resource: body})
-	}
-	writeJSON(w, http.StatusOK, "application/fhir+json", b)
-}
-
-// history answers GET /{Type}/{id}/_history with a Bundle of type history,
-// newest version first, deletions included (FHIR R4 RESTful API, history):
-// each entry has request.method (PUT for a stored version, DELETE for a
-// deletion, which carries no resource) and response.status, etag W/"{vid}"
-// and lastModified. `_count` pages it: a page of that many entries, with a
-// `next` link (`_page`, 1-based) while more remain.
-func (d *Datastore) history(w http.ResponseWriter, req *http.Request, ri int32) {
-	q := req.URL.Query()
-	key := d.res[ri].key
-	total := int(d.current(ri).vid)
-	count, page := total, 1
-	if c := q.Get("_count"); c != "" {
-		n, err := strconv.Atoi(c)
-		if err != nil || n < 1 {
-			writeOutcome(w, http.StatusBadRequest, "invalid", "_count must be a positive integer")
-			return
-		}
-		count = n
-	}
-	if p := q.Get("_page"); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 {
-			writeOutcome(w, http.StatusBadRequest, "invalid", "_page must be a positive integer")
-			return
-		}
-		page = n
-	}
-	self := key + "/_history"
-	b := bundle{ResourceType: "Bundle", Type: "history", Total: total, Entry: []bundleEntry{},
-		Link: []bundleLink{{Relation: "self", URL: self + pageQuery(q, count, page)}}}
-	first := (page - 1) * count
-	// Newest first: walk back from the current version.
-	k, v := 0, d.current(ri)
-	for ; k < first && v.prev >= 0; k++ {
-		v = &d.vers[v.prev]
-	}
-	for ; k >= first && k < total && k < first+count; k++ {
-		vid := strconv.Itoa(int(v.vid))
-		en := bundleEntry{
-			FullURL:  self + "/" + vid,
-			Request:  &entryRequest{Method: http.MethodPut, URL: key},
-			Response: &entryResponse{Status: "200 OK", Etag: `W/"` + vid + `"`, LastModified: v.lastUpdated().Format(InstantLayout)},
-		}
-		body, err := d.body(v)
-		if err != nil {
-			writeStoreError(w)
-			return
-		}
-		switch {
-		case v.deleted():
-			en.Request.Method = http.MethodDelete
-			en.Response.Status = "204 No Content"
-		case v.prev < 0 || d.vers[v.prev].deleted():
-			en.Response.Status = "201 Created"
-			en.Resource = body
-		default:
-			en.Resource = body
-		}
-		b.Entry = append(b.Entry, en)
-		if v.prev >= 0 {
-			v = &d.vers[v.prev]
-		}
-	}
-	if first+count < total {
-		b.Link = append(b.Link, bundleLink{Relation: "next", URL: self + pageQuery(q, count, page+1)})
-	}
-	writeJSON(w, http.StatusOK, "application/fhir+json", b)
-}
-
-// pageQuery is the query of a history page link.
-func pageQuery(q url.Values, count, page int) string {
-	if q.Get("_count") == "" {
-		return ""
-	}
-	return "?_count=" + strconv.Itoa(count) + "&_page=" + strconv.Itoa(page)
 }
 
 // HardDelete removes a resource and its whole history, as if it had never
 // been stored: reads and history answer 404 afterwards, exports leave it
 // out, and a later write of the same id starts again at version 1. It
-// reports whether the resource existed. HealthLake documents no REST
-// interaction that removes history, so this is a Go-only knob (modelled; see
-// docs/LOCAL.md).
+// reports whether the resource existed. It is what a COMPLETED `$erase`
+// does, at once and without a job (Go only).
 func (d *Datastore) HardDelete(resourceType, id string) bool {
 	d.e.mu.Lock()
 	defer d.e.mu.Unlock()
@@ -497,9 +463,28 @@ func (d *Datastore) HardDelete(resourceType, id string) bool {
 	if !ok {
 		return false
 	}
+	d.eraseLocked(ri)
+	return true
+}
+
+// eraseLocked removes a resource and its whole history (HardDelete,
+// $erase, a hard $bulk-delete): its versions stay in the log, marked by
+// the entry's gone, until its type's log is compacted. The caller holds e.mu.
+func (d *Datastore) eraseLocked(ri int32) {
 	d.res[ri].gone = true
 	d.index.forget()
-	return true
+	n := 0
+	for k := d.res[ri].last; k >= 0; k = d.vers[k].prev {
+		n++
+	}
+	tl := d.typeLogOf(typeOf(d.res[ri].key))
+	if !d.current(ri).deleted() {
+		tl.unlive(d.res[ri].last)
+	}
+	tl.gone += n
+	if tl.gone*2 > len(tl.vers) {
+		tl.compact(d)
+	}
 }
 
 // serveREST routes FHIR REST paths.
@@ -537,7 +522,14 @@ func (e *Emulator) serveREST(w http.ResponseWriter, r *http.Request, body []byte
 		default:
 			writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "unsupported method")
 		}
-	case len(parts) >= 1 && len(parts) <= 4 && parts[0] != "":
+	case len(parts) == 2 && (parts[0] == "$erase" || parts[0] == "$bulk-delete"):
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", "GET")
+			writeOutcome(w, http.StatusMethodNotAllowed, "not-supported", "unsupported method")
+			return
+		}
+		e.describeDeleteJob(w, ds, parts[0], parts[1])
+	case len(parts) >= 1 && len(parts) <= 5 && parts[0] != "":
 		e.serveFHIR(w, r, ds, parts, body)
 	default:
 		writeOutcome(w, http.StatusNotFound, "not-found", "unknown path")

@@ -73,7 +73,7 @@ func (e *Emulator) queueEvent(j *job, at time.Time) {
 	}
 	e.pendingEvents = append(e.pendingEvents, JobEvent{
 		Source: JobEventSource, DetailType: dt, Time: at.UTC(),
-		Resources: []string{"arn:aws:healthlake:" + e.opts.Region + ":" + e.opts.AccountID + ":datastore/fhir/" + j.datastoreID},
+		Resources: []string{e.datastoreARN(j.datastoreID)},
 		Detail:    b,
 	})
 }

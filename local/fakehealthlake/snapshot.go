@@ -149,6 +149,7 @@ func (d *Datastore) Restore(r io.Reader) error {
 		}
 	}
 	nd.sortLog()
+	nd.rebuildTypeLogs()
 	d.e.mu.Lock()
 	defer d.e.mu.Unlock()
 	if d.index.live > 0 {
@@ -156,7 +157,7 @@ func (d *Datastore) Restore(r io.Reader) error {
 		return fmt.Errorf("restore %s: the data store is not empty (%d resources)", d.id, d.index.live)
 	}
 	old := d.bodies
-	d.index, d.res, d.vers, d.bodies = nd.index, nd.res, nd.vers, nd.bodies
+	d.index, d.res, d.vers, d.byType, d.bodies = nd.index, nd.res, nd.vers, nd.byType, nd.bodies
 	d.e.commitStamp(newest)
 	if err := old.close(); err != nil {
 		return fmt.Errorf("restore %s: close the empty body store: %w", d.id, err)

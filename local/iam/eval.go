@@ -18,9 +18,10 @@ type Request struct {
 	Action   string
 	Resource string
 	// Context holds the request's condition keys (s3:prefix,
-	// iam:PassedToService, aws:SourceArn…); a key that is absent is not in
-	// the request context.
-	Context map[string]string
+	// iam:PassedToService, dynamodb:LeadingKeys…), each with its values: one
+	// for a single-valued key, the set for a multivalued one. A key that is
+	// absent (or has no value) is not in the request context.
+	Context map[string][]string
 }
 
 // Decision is the evaluator's answer.
@@ -77,22 +78,61 @@ func matches(s *iampolicy.Statement, req Request) bool {
 }
 
 // conditionsHold evaluates a Condition block: every operator and every key
-// must hold; any one of a key's values may match. An operator this evaluator
-// does not know never holds (fail closed).
-func conditionsHold(c iampolicy.Conditions, ctx map[string]string) bool {
+// must hold; any one of a key's policy values may match. An operator this
+// evaluator does not know never holds (fail closed).
+//
+// Multivalued keys (dynamodb:LeadingKeys) take the set qualifiers as IAM
+// documents them: ForAllValues:Op holds when every value in the request
+// matches — also when the request has no value at all, which is why the
+// stack's statements pair it with Null false (iampolicy.OwnItems) —
+// ForAnyValue:Op when at least one does. Without a qualifier a key must have
+// exactly one value; a multivalued one fails closed. Null: "true" holds when
+// the key is absent, "false" when it is present.
+func conditionsHold(c iampolicy.Conditions, ctx map[string][]string) bool {
 	for op, keys := range c {
-		base, ifExists := strings.CutSuffix(op, "IfExists")
+		set, base := "", op
+		if q, rest, ok := strings.Cut(op, ":"); ok {
+			set, base = q, rest
+		}
+		base, ifExists := strings.CutSuffix(base, "IfExists")
 		for key, values := range keys {
-			v, present := ctx[key]
-			if !present {
-				// A missing key matches only negated operators and …IfExists.
-				if ifExists || strings.Contains(base, "Not") {
-					continue
+			vs := ctx[key]
+			present := len(vs) > 0
+			switch {
+			case base == "Null":
+				if set != "" || ifExists || len(values) != 1 || (values[0] != "true" && values[0] != "false") {
+					return false
 				}
+				if (values[0] == "true") == present {
+					return false
+				}
+			case set == "ForAllValues":
+				for _, v := range vs {
+					if !operator(base, v, values) {
+						return false
+					}
+				}
+			case set == "ForAnyValue":
+				ok := false
+				for _, v := range vs {
+					ok = ok || operator(base, v, values)
+				}
+				if !ok {
+					return false
+				}
+			case set != "":
 				return false
-			}
-			if !operator(base, v, values) {
+			case !present:
+				// A missing key matches only negated operators and …IfExists.
+				if !ifExists && !strings.Contains(base, "Not") {
+					return false
+				}
+			case len(vs) != 1:
 				return false
+			default:
+				if !operator(base, vs[0], values) {
+					return false
+				}
 			}
 		}
 	}

@@ -32,13 +32,21 @@ type Mapper struct {
 	// TaskTokenResource is the state machine SendTask* calls are evaluated
 	// against (the one that issued the tokens; cdc-local has one).
 	TaskTokenResource string
+	// PartitionKeys maps a table name to its partition-key attribute, the
+	// source of dynamodb:LeadingKeys; DefaultPartitionKey otherwise.
+	PartitionKeys map[string]string
 }
 
 func (m *Mapper) arn(service, resource string) string {
 	return "arn:aws:" + service + ":" + m.Region + ":" + m.Account + ":" + resource
 }
 
-func check(action, resource string, ctx map[string]string) Check {
+// DefaultPartitionKey is the partition-key attribute of a table the Mapper
+// has no entry for in PartitionKeys: the stack's one table is keyed pk/sk
+// (docs/ARCHITECTURE.md, "DynamoDB table").
+const DefaultPartitionKey = "pk"
+
+func check(action, resource string, ctx map[string][]string) Check {
 	return Check{Request: Request{Action: action, Resource: resource, Context: ctx}}
 }
 
@@ -59,7 +67,7 @@ func (m *Mapper) Checks(service string, r *http.Request, body []byte) []Check {
 	case "healthlake":
 		return m.healthlake(r, body)
 	}
-	return []Check{check(service+":"+targetOp(r), "*", nil)}
+	return []Check{check(unmapped(service, targetOp(r)), "*", nil)}
 }
 
 func targetOp(r *http.Request) string {
@@ -86,31 +94,44 @@ func (m *Mapper) withKey(checks []Check, resourceARN string, actions ...string) 
 // --- S3 (REST, path-style) ---------------------------------------------------
 
 func (m *Mapper) s3(r *http.Request, body []byte) []Check {
-	path := strings.TrimPrefix(r.URL.Path, "/")
-	if path == "" {
-		return []Check{check("s3:ListAllMyBuckets", "*", nil)}
+	rt, ok := restRoute("s3", r)
+	segs := splitPath(r.URL.Path)
+	if !ok {
+		return []Check{check(unmapped("s3", r.Method+" "+r.URL.Path), "*", nil)}
 	}
-	bucket, key, hasKey := strings.Cut(path, "/")
+	if len(segs) == 0 {
+		return []Check{check(rt.Action, "*", nil)}
+	}
+	bucketARN := "arn:aws:s3:::" + segs[0]
+	if len(segs) == 1 {
+		switch {
+		case rt.Query == "delete": // DeleteObjects: one s3:DeleteObject per key
+			var req struct {
+				Objects []struct{ Key string } `xml:"Object"`
+			}
+			if err := xml.Unmarshal(body, &req); err != nil || len(req.Objects) == 0 {
+				return []Check{check(rt.Action, bucketARN+"/*", nil)}
+			}
+			var out []Check
+			for _, o := range req.Objects {
+				out = append(out, check(rt.Action, bucketARN+"/"+o.Key, nil))
+			}
+			return out
+		case r.Method == http.MethodGet && (rt.Query == "" || rt.Query == "versions"):
+			return []Check{check(rt.Action, bucketARN, listContext(r.URL.Query()))}
+		}
+		return []Check{check(rt.Action, bucketARN, nil)}
+	}
+	_, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if u, err := url.PathUnescape(key); err == nil {
 		key = u
 	}
-	q := r.URL.Query()
-	bucketARN := "arn:aws:s3:::" + bucket
-	if !hasKey || key == "" {
-		return m.s3Bucket(r, q, bucketARN, body)
-	}
 	obj := bucketARN + "/" + key
-	_, upload := q["uploadId"]
-	switch r.Method {
-	case http.MethodGet:
-		if upload {
-			return []Check{check("s3:ListMultipartUploadParts", obj, nil)}
-		}
-		return m.withKey([]Check{check("s3:GetObject", obj, nil)}, bucketARN, "kms:Decrypt")
-	case http.MethodHead:
-		return []Check{check("s3:GetObject", obj, nil)}
-	case http.MethodPut:
-		out := []Check{check("s3:PutObject", obj, nil)}
+	out := []Check{check(rt.Action, obj, nil)}
+	switch {
+	case r.Method == http.MethodGet && rt.Query == "":
+		return m.withKey(out, bucketARN, "kms:Decrypt")
+	case r.Method == http.MethodPut:
 		if src := r.Header.Get("X-Amz-Copy-Source"); src != "" {
 			if u, err := url.PathUnescape(src); err == nil {
 				src = u
@@ -118,72 +139,21 @@ func (m *Mapper) s3(r *http.Request, body []byte) []Check {
 			out = append(out, check("s3:GetObject", "arn:aws:s3:::"+strings.TrimPrefix(src, "/"), nil))
 		}
 		return m.withKey(out, bucketARN, "kms:GenerateDataKey")
-	case http.MethodPost:
-		if upload { // CompleteMultipartUpload: S3 decrypts the parts.
-			return m.withKey([]Check{check("s3:PutObject", obj, nil)}, bucketARN, "kms:Decrypt")
-		}
-		// CreateMultipartUpload (?uploads).
-		return m.withKey([]Check{check("s3:PutObject", obj, nil)}, bucketARN, "kms:GenerateDataKey")
-	case http.MethodDelete:
-		if upload {
-			return []Check{check("s3:AbortMultipartUpload", obj, nil)}
-		}
-		return []Check{check("s3:DeleteObject", obj, nil)}
+	case r.Method == http.MethodPost && rt.Query == "uploadId": // CompleteMultipartUpload: S3 decrypts the parts.
+		return m.withKey(out, bucketARN, "kms:Decrypt")
+	case r.Method == http.MethodPost: // CreateMultipartUpload (?uploads)
+		return m.withKey(out, bucketARN, "kms:GenerateDataKey")
 	}
-	return []Check{check("s3:"+r.Method+"Object", obj, nil)}
-}
-
-func (m *Mapper) s3Bucket(r *http.Request, q url.Values, bucketARN string, body []byte) []Check {
-	sub := func(name string) bool { _, ok := q[name]; return ok }
-	switch r.Method {
-	case http.MethodGet:
-		switch {
-		case sub("uploads"):
-			return []Check{check("s3:ListBucketMultipartUploads", bucketARN, nil)}
-		case sub("location"):
-			return []Check{check("s3:GetBucketLocation", bucketARN, nil)}
-		case sub("publicAccessBlock"):
-			return []Check{check("s3:GetBucketPublicAccessBlock", bucketARN, nil)}
-		case sub("encryption"):
-			return []Check{check("s3:GetEncryptionConfiguration", bucketARN, nil)}
-		case sub("versioning"):
-			return []Check{check("s3:GetBucketVersioning", bucketARN, nil)}
-		case sub("versions"):
-			return []Check{check("s3:ListBucketVersions", bucketARN, listContext(q))}
-		}
-		// ListObjects and ListObjectsV2.
-		return []Check{check("s3:ListBucket", bucketARN, listContext(q))}
-	case http.MethodHead:
-		return []Check{check("s3:ListBucket", bucketARN, nil)}
-	case http.MethodPut:
-		return []Check{check("s3:CreateBucket", bucketARN, nil)}
-	case http.MethodDelete:
-		return []Check{check("s3:DeleteBucket", bucketARN, nil)}
-	case http.MethodPost:
-		if sub("delete") { // DeleteObjects: one s3:DeleteObject per key
-			var req struct {
-				Objects []struct{ Key string } `xml:"Object"`
-			}
-			if err := xml.Unmarshal(body, &req); err != nil || len(req.Objects) == 0 {
-				return []Check{check("s3:DeleteObject", bucketARN+"/*", nil)}
-			}
-			var out []Check
-			for _, o := range req.Objects {
-				out = append(out, check("s3:DeleteObject", bucketARN+"/"+o.Key, nil))
-			}
-			return out
-		}
-	}
-	return []Check{check("s3:"+r.Method+"Bucket", bucketARN, nil)}
+	return out
 }
 
 // listContext returns the condition keys of a list request: s3:prefix,
 // s3:delimiter and s3:max-keys, each present only when the request has it.
-func listContext(q url.Values) map[string]string {
-	ctx := map[string]string{}
+func listContext(q url.Values) map[string][]string {
+	ctx := map[string][]string{}
 	for param, key := range map[string]string{"prefix": "s3:prefix", "delimiter": "s3:delimiter", "max-keys": "s3:max-keys"} {
 		if v, ok := q[param]; ok && len(v) > 0 {
-			ctx[key] = v[0]
+			ctx[key] = []string{v[0]}
 		}
 	}
 	return ctx
@@ -210,21 +180,14 @@ func (m *Mapper) sqs(r *http.Request, body []byte) []Check {
 	if name != "" {
 		queue = m.arn("sqs", name)
 	}
-	action := map[string]string{
-		"SendMessageBatch":             "SendMessage",
-		"DeleteMessageBatch":           "DeleteMessage",
-		"ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
-	}[op]
-	if action == "" {
-		action = op
-	}
-	out := []Check{check("sqs:"+action, queue, nil)}
+	action := opAction("sqs", op)
+	out := []Check{check(action, queue, nil)}
 	switch action {
-	case "ListQueues":
+	case "sqs:ListQueues":
 		out[0].Resource = "*"
-	case "SendMessage": // the producer needs both (SQS developer guide, key management)
+	case "sqs:SendMessage": // the producer needs both (SQS developer guide, key management)
 		out = m.withKey(out, queue, "kms:GenerateDataKey", "kms:Decrypt")
-	case "ReceiveMessage":
+	case "sqs:ReceiveMessage":
 		out = m.withKey(out, queue, "kms:Decrypt")
 	}
 	return out
@@ -240,24 +203,45 @@ var dataPlane = map[string]bool{
 	"BatchGetItem": true, "BatchWriteItem": true, "TransactGetItems": true, "TransactWriteItems": true,
 }
 
+// item is a DynamoDB item or key in the wire format: attribute → {type: value}.
+type item map[string]map[string]json.RawMessage
+
 func (m *Mapper) dynamodb(r *http.Request, body []byte) []Check {
 	op := targetOp(r)
 	table := func(name string) string { return m.arn("dynamodb", "table/"+name) }
+	type keyed struct {
+		TableName string
+		Key, Item item
+	}
 	var in struct {
-		TableName     string
-		RequestItems  map[string]json.RawMessage
-		TransactItems []map[string]struct{ TableName string }
+		TableName                 string
+		Key, Item                 item
+		KeyConditionExpression    string
+		ExpressionAttributeNames  map[string]string
+		ExpressionAttributeValues item
+		RequestItems              map[string]json.RawMessage
+		TransactItems             []map[string]keyed
 	}
 	_ = json.Unmarshal(body, &in)
 	var out []Check
 	tables := map[string]bool{}
-	add := func(action, name string) {
-		out = append(out, check("dynamodb:"+action, table(name), nil))
+	add := func(action, name string, leading []string) {
+		var ctx map[string][]string
+		if leading != nil {
+			ctx = map[string][]string{iampolicy.LeadingKeys: leading}
+		}
+		out = append(out, check(action, table(name), ctx))
 		tables[table(name)] = true
+	}
+	pk := func(name string) string {
+		if k := m.PartitionKeys[name]; k != "" {
+			return k
+		}
+		return DefaultPartitionKey
 	}
 	switch op {
 	case "ListTables":
-		return []Check{check("dynamodb:ListTables", "*", nil)}
+		return []Check{check(opAction("dynamodb", op), "*", nil)}
 	case "BatchGetItem", "BatchWriteItem":
 		names := make([]string, 0, len(in.RequestItems))
 		for n := range in.RequestItems {
@@ -265,20 +249,57 @@ func (m *Mapper) dynamodb(r *http.Request, body []byte) []Check {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			add(op, n)
+			var items []item
+			if op == "BatchGetItem" {
+				var req struct{ Keys []item }
+				_ = json.Unmarshal(in.RequestItems[n], &req)
+				items = req.Keys
+			} else {
+				var reqs []struct {
+					PutRequest    *struct{ Item item }
+					DeleteRequest *struct{ Key item }
+				}
+				_ = json.Unmarshal(in.RequestItems[n], &reqs)
+				for _, w := range reqs {
+					switch {
+					case w.PutRequest != nil:
+						items = append(items, w.PutRequest.Item)
+					case w.DeleteRequest != nil:
+						items = append(items, w.DeleteRequest.Key)
+					}
+				}
+			}
+			add(opAction("dynamodb", op), n, leadingKeys(pk(n), items...))
 		}
 	case "TransactWriteItems", "TransactGetItems":
 		// Authorized per item by the item's own action.
-		actions := map[string]string{"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
-		for _, item := range in.TransactItems {
-			for kind, v := range item {
-				if a := actions[kind]; a != "" {
-					add(a, v.TableName)
+		for _, ti := range in.TransactItems {
+			kinds := make([]string, 0, len(ti))
+			for k := range ti {
+				kinds = append(kinds, k)
+			}
+			sort.Strings(kinds)
+			for _, kind := range kinds {
+				v := ti[kind]
+				it := v.Key
+				if kind == "Put" {
+					it = v.Item
 				}
+				add(opAction("dynamodb", op+"/"+kind), v.TableName, leadingKeys(pk(v.TableName), it))
 			}
 		}
+	case "GetItem", "UpdateItem", "DeleteItem":
+		add(opAction("dynamodb", op), in.TableName, leadingKeys(pk(in.TableName), in.Key))
+	case "PutItem":
+		add(opAction("dynamodb", op), in.TableName, leadingKeys(pk(in.TableName), in.Item))
+	case "Query":
+		var leading []string
+		if v := queryPartitionValue(in.KeyConditionExpression, pk(in.TableName), in.ExpressionAttributeNames, in.ExpressionAttributeValues); v != "" {
+			leading = []string{v}
+		}
+		add(opAction("dynamodb", op), in.TableName, leading)
 	default:
-		add(op, in.TableName)
+		add(opAction("dynamodb", op), in.TableName, nil)
 	}
 	if dataPlane[op] {
 		names := make([]string, 0, len(tables))
@@ -291,6 +312,76 @@ func (m *Mapper) dynamodb(r *http.Request, body []byte) []Check {
 		}
 	}
 	return out
+}
+
+// leadingKeys returns the distinct partition-key values of items (the
+// dynamodb:LeadingKeys of the request), or nil when none carries the key.
+func leadingKeys(pk string, items ...item) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, it := range items {
+		v := attrString(it[pk])
+		if v != "" && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// attrString is a key attribute's value as IAM compares it: the string of
+// S, N or (base64) B.
+func attrString(v map[string]json.RawMessage) string {
+	for _, t := range []string{"S", "N", "B"} {
+		var s string
+		if raw, ok := v[t]; ok && json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	return ""
+}
+
+// queryPartitionValue finds the partition-key equality of a Query's
+// KeyConditionExpression ("pk = :pk AND begins_with(sk, :p)", names through
+// #placeholders) and returns the value it binds, or "".
+func queryPartitionValue(expr, pk string, names map[string]string, values item) string {
+	for _, clause := range splitAnd(expr) {
+		left, right, ok := strings.Cut(clause, "=")
+		if !ok || strings.ContainsAny(left, "<>") || strings.ContainsAny(right, "<>") {
+			continue
+		}
+		left, right = strings.Trim(strings.TrimSpace(left), "()"), strings.Trim(strings.TrimSpace(right), "()")
+		if strings.HasPrefix(left, ":") {
+			left, right = right, left
+		}
+		if n, ok := names[left]; ok {
+			left = n
+		}
+		if left == pk && strings.HasPrefix(right, ":") {
+			return attrString(values[right])
+		}
+	}
+	return ""
+}
+
+// splitAnd splits a condition expression at its top-level AND keywords.
+func splitAnd(expr string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(expr); i++ {
+		switch expr[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		}
+		if depth == 0 && i+5 <= len(expr) && strings.EqualFold(expr[i:i+5], " AND ") {
+			out = append(out, expr[start:i])
+			start = i + 5
+			i += 4
+		}
+	}
+	return append(out, expr[start:])
 }
 
 // --- EventBridge ------------------------------------------------------------------
@@ -311,17 +402,18 @@ func (m *Mapper) events(r *http.Request, body []byte) []Check {
 		Entries            []struct{ EventBusName string }
 	}
 	_ = json.Unmarshal(body, &in)
+	action := opAction("events", op)
 	if op == "PutEvents" {
 		seen := map[string]bool{}
 		var out []Check
 		for _, e := range in.Entries {
 			if b := bus(e.EventBusName); !seen[b] {
 				seen[b] = true
-				out = append(out, check("events:PutEvents", b, nil))
+				out = append(out, check(action, b, nil))
 			}
 		}
 		if len(out) == 0 {
-			out = append(out, check("events:PutEvents", bus(""), nil))
+			out = append(out, check(action, bus(""), nil))
 		}
 		return out
 	}
@@ -330,9 +422,9 @@ func (m *Mapper) events(r *http.Request, body []byte) []Check {
 		name = in.Name
 	}
 	if name == "" {
-		return []Check{check("events:"+op, "*", nil)}
+		return []Check{check(action, "*", nil)}
 	}
-	return []Check{check("events:"+op, bus(name), nil)}
+	return []Check{check(action, bus(name), nil)}
 }
 
 // --- Step Functions -----------------------------------------------------------------
@@ -352,62 +444,42 @@ func (m *Mapper) states(r *http.Request, body []byte) []Check {
 	case in.MapRunArn != "":
 		resource = in.MapRunArn
 	}
-	return []Check{check("states:"+op, resource, nil)}
+	return []Check{check(opAction("states", op), resource, nil)}
 }
 
 // --- HealthLake ---------------------------------------------------------------------
 
 func (m *Mapper) healthlake(r *http.Request, body []byte) []Check {
 	if op := targetOp(r); op != "" {
-		var in struct{ DatastoreId string }
+		var in struct{ DatastoreId, ResourceARN string }
 		_ = json.Unmarshal(body, &in)
 		res := "*"
-		if in.DatastoreId != "" {
+		switch {
+		case in.DatastoreId != "":
 			res = m.arn("healthlake", "datastore/fhir/"+in.DatastoreId)
+		case in.ResourceARN != "":
+			res = in.ResourceARN
 		}
-		return []Check{check("healthlake:"+op, res, nil)}
+		return []Check{check(opAction("healthlake", op), res, nil)}
 	}
 	// FHIR REST: /datastore/{id}/r4/…
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if len(parts) < 3 || parts[0] != "datastore" {
-		return []Check{check("healthlake:"+r.Method, "*", nil)}
+	rt, ok := restRoute("healthlake", r)
+	if !ok {
+		return []Check{check(unmapped("healthlake", r.Method+" "+r.URL.Path), "*", nil)}
 	}
-	id := parts[1]
-	if u, err := url.PathUnescape(id); err == nil {
-		id = u
+	ds := m.arn("healthlake", "datastore/fhir/"+splitPath(r.URL.Path)[1])
+	switch rt.Action {
+	case "healthlake:StartFHIRExportJobWithPost", "healthlake:StartFHIRExportJobWithGet":
+		return m.startExport(rt.Action, body, ds)
 	}
-	ds := m.arn("healthlake", "datastore/fhir/"+id)
-	rest := parts[3:]
-	switch {
-	case len(rest) == 1 && rest[0] == "$export":
-		return m.startExport(r, body, ds)
-	case len(rest) == 2 && rest[0] == "export":
-		if r.Method == http.MethodDelete {
-			return []Check{check("healthlake:CancelFHIRExportJobWithDelete", ds, nil)}
-		}
-		return []Check{check("healthlake:DescribeFHIRExportJobWithGet", ds, nil)}
-	}
-	action := map[string]string{
-		http.MethodGet: "ReadResource", http.MethodPost: "CreateResource", http.MethodPut: "UpdateResource", http.MethodDelete: "DeleteResource",
-	}[r.Method]
-	if r.Method == http.MethodGet && len(rest) < 2 {
-		action = "SearchWithGet"
-	}
-	if action == "" {
-		action = r.Method
-	}
-	return []Check{check("healthlake:"+action, ds, nil)}
+	return []Check{check(rt.Action, ds, nil)}
 }
 
 // startExport: the caller starts the job and passes the data access role;
 // HealthLake, acting as that role, checks the bucket and the key before it
 // accepts the job (HealthLake developer guide, "Setting up permissions for
 // export jobs").
-func (m *Mapper) startExport(r *http.Request, body []byte, ds string) []Check {
-	action := "healthlake:StartFHIRExportJobWithPost"
-	if r.Method == http.MethodGet {
-		action = "healthlake:StartFHIRExportJobWithGet"
-	}
+func (m *Mapper) startExport(action string, body []byte, ds string) []Check {
 	out := []Check{check(action, ds, nil)}
 	var in struct {
 		DataAccessRoleArn string
@@ -418,7 +490,7 @@ func (m *Mapper) startExport(r *http.Request, body []byte, ds string) []Check {
 	if json.Unmarshal(body, &in) != nil || in.DataAccessRoleArn == "" {
 		return out
 	}
-	out = append(out, check("iam:PassRole", in.DataAccessRoleArn, map[string]string{"iam:PassedToService": iampolicy.HealthLakeService}))
+	out = append(out, check("iam:PassRole", in.DataAccessRoleArn, map[string][]string{"iam:PassedToService": {iampolicy.HealthLakeService}}))
 	key := in.OutputDataConfig.S3Configuration.KmsKeyId
 	if key != "" {
 		out = append(out, check("kms:DescribeKey", key, nil))

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -70,6 +71,29 @@ type function struct {
 	handler lambda.Handler
 	timeout time.Duration
 	stats   struct{ invocations, errors, before, after, nanos atomic.Int64 }
+	// durations holds each run's duration in seconds (handler runs only).
+	durMu     sync.Mutex
+	durations []float64
+}
+
+// Durations summarizes one function's run durations: the seconds from the
+// handler's start to its return (what Lambda bills and holds against the
+// timeout), over the invocations whose handler ran, and the function's
+// timeout in seconds.
+type Durations struct {
+	P50         float64 `json:"p50"`
+	P99         float64 `json:"p99"`
+	Max         float64 `json:"max"`
+	Timeout     float64 `json:"timeout"`
+	Invocations int64   `json:"invocations"`
+}
+
+// ShareOfTimeout is Max ÷ Timeout (0 without a timeout).
+func (d Durations) ShareOfTimeout() float64 {
+	if d.Timeout <= 0 {
+		return 0
+	}
+	return d.Max / d.Timeout
 }
 
 // Registry holds the local functions.
@@ -80,6 +104,8 @@ type Registry struct {
 	fns    map[string]*function
 	faults Faults
 	seq    atomic.Int64
+	// overhead is the invocation overhead (SetInvokeLatency), or nil.
+	overhead func(function string) time.Duration
 }
 
 // New returns an empty registry whose ARNs use region and account.
@@ -152,6 +178,43 @@ func (r *Registry) SetFaults(f Faults) {
 	r.faults = f
 }
 
+// SetInvokeLatency installs (or, with nil, removes) the invocation
+// overhead: each Invoke first waits overhead(function) — Lambda's own part
+// of an invocation, before the handler runs, not part of its duration.
+func (r *Registry) SetInvokeLatency(overhead func(function string) time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.overhead = overhead
+}
+
+// Durations returns every function's run-duration summary by name (a
+// function never run has Invocations 0), with its timeout.
+func (r *Registry) Durations() map[string]Durations {
+	r.mu.RLock()
+	fns := make([]*function, 0, len(r.fns))
+	for _, f := range r.fns {
+		fns = append(fns, f)
+	}
+	r.mu.RUnlock()
+	out := make(map[string]Durations, len(fns))
+	for _, f := range fns {
+		f.durMu.Lock()
+		xs := append([]float64(nil), f.durations...)
+		f.durMu.Unlock()
+		d := Durations{Timeout: f.timeout.Seconds(), Invocations: int64(len(xs))}
+		if len(xs) > 0 {
+			sort.Float64s(xs)
+			rank := func(q float64) float64 {
+				i := int(math.Ceil(q*float64(len(xs)))) - 1
+				return xs[max(0, min(i, len(xs)-1))]
+			}
+			d.P50, d.P99, d.Max = rank(0.50), rank(0.99), xs[len(xs)-1]
+		}
+		out[f.name] = d
+	}
+	return out
+}
+
 // Names lists the registered function names, sorted.
 func (r *Registry) Names() []string {
 	r.mu.RLock()
@@ -218,9 +281,22 @@ func (r *Registry) Invoke(ctx context.Context, function string, payload []byte) 
 	}
 	r.mu.RLock()
 	faults := r.faults
+	overhead := r.overhead
 	r.mu.RUnlock()
 	f.stats.invocations.Add(1)
 	requestID := fmt.Sprintf("local-%s-%d", f.name, r.seq.Add(1))
+
+	if overhead != nil {
+		if d := overhead(f.name); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, false, fmt.Errorf("invoke %s: %w", f.name, ctx.Err())
+			}
+		}
+	}
 
 	if faults != nil && faults.CrashBefore(f.name) {
 		f.stats.before.Add(1)
@@ -233,7 +309,11 @@ func (r *Registry) Invoke(ctx context.Context, function string, payload []byte) 
 	hctx = lambdacontext.NewContext(hctx, &lambdacontext.LambdaContext{AwsRequestID: requestID, InvokedFunctionArn: f.arn})
 	began := time.Now()
 	res, herr := callHandler(hctx, f.handler, payload)
-	f.stats.nanos.Add(int64(time.Since(began)))
+	took := time.Since(began)
+	f.stats.nanos.Add(int64(took))
+	f.durMu.Lock()
+	f.durations = append(f.durations, took.Seconds())
+	f.durMu.Unlock()
 	// Lambda stops a runtime at the timeout: whatever the handler returned
 	// after its deadline is lost. (In process the handler cannot be stopped;
 	// it is expected to honour its context, as the pipeline's do.)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -215,4 +216,49 @@ func TestHandlerPastItsTimeoutIsATimeout(t *testing.T) {
 	if s := r.Stats()["slow"]; s.FunctionErrors != 1 {
 		t.Errorf("stats %+v, want one function error", s)
 	}
+}
+
+// Each run's duration is the handler's (the invocation overhead before it
+// is not), measured on the clock the handler sees; Durations summarizes
+// them with the function's timeout.
+func TestDurationsMeasureEachRunAndLeaveOutTheOverhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := New("us-east-1", "000000000000")
+		if err := r.Register("sleepy", func(ctx context.Context, in struct{ Ms int }) (string, error) {
+			time.Sleep(time.Duration(in.Ms) * time.Millisecond)
+			return "ok", nil
+		}, WithTimeout(10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Register(stackconfig.PrepareChange, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		r.SetInvokeLatency(func(fn string) time.Duration { return 7 * time.Second })
+		start := time.Now()
+		for _, ms := range []int{100, 300, 200, 9000} {
+			if _, fnErr, err := r.Invoke(context.Background(), "sleepy", []byte(fmt.Sprintf(`{"Ms":%d}`, ms))); err != nil || fnErr {
+				t.Fatalf("invoke: %v %v", fnErr, err)
+			}
+		}
+		if took := time.Since(start); took != 4*7*time.Second+9600*time.Millisecond {
+			t.Errorf("four invocations took %v, want 4 × 7 s overhead + 9.6 s of runs", took)
+		}
+		d := r.Durations()
+		want := Durations{P50: 0.2, P99: 9, Max: 9, Timeout: 10, Invocations: 4}
+		if got := d["sleepy"]; got != want {
+			t.Errorf("sleepy = %+v, want %+v", got, want)
+		}
+		if got := d["sleepy"].ShareOfTimeout(); got != 0.9 {
+			t.Errorf("share of timeout = %v", got)
+		}
+		if got := d[stackconfig.PrepareChange]; got.Invocations != 0 || got.Timeout != stackconfig.Default().PrepareChange.Timeout.Seconds() {
+			t.Errorf("prepare-change never run = %+v, want its deployed timeout", got)
+		}
+		// A cancelled caller does not wait out the overhead.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, _, err := r.Invoke(ctx, "sleepy", []byte(`{"Ms":1}`)); !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled invoke: %v", err)
+		}
+	})
 }

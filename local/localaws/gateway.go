@@ -32,6 +32,7 @@ type Gateway struct {
 	calls    map[string]int64
 	faults   FaultInjector
 	auth     Authorizer
+	latency  *LatencyModel
 }
 
 // Authorizer decides, before any fault or service sees it, whether a
@@ -82,6 +83,21 @@ func (g *Gateway) SetAuthorizer(a Authorizer) {
 	g.auth = a
 }
 
+// SetLatency installs (or, with nil, removes) the per-call latency model:
+// every request then waits its sampled latency before it is answered.
+func (g *Gateway) SetLatency(m *LatencyModel) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.latency = m
+}
+
+// Latency returns the installed latency model, or nil.
+func (g *Gateway) Latency() *LatencyModel {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.latency
+}
+
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, LocalPrefix) && r.Header.Get("Authorization") == "" {
@@ -103,10 +119,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.calls[service+":"+op]++
 	faults := g.faults
 	auth := g.auth
+	latency := g.latency
 	g.mu.Unlock()
 	if h == nil {
 		http.Error(w, "localaws: no emulator for service "+service, http.StatusNotImplemented)
 		return
+	}
+	// Every call, refused or served, takes the time AWS would take (the
+	// model's exempt callers aside).
+	if latency != nil {
+		if key, _ := Credential(r); latency.Delays(key) && !Sleep(r.Context().Done(), latency.Sample(service, LatencyOperation(service, r))) {
+			return
+		}
 	}
 	if auth != nil && auth(service, w, r) {
 		return

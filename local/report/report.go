@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
 )
 
 // Run outcomes.
@@ -95,6 +96,11 @@ type Report struct {
 	Faults map[string]int64 `json:"faults,omitempty"`
 	// Lambdas counts invocations and errors per function.
 	Lambdas any `json:"lambdas,omitempty"`
+	// LambdaSeconds summarizes each function's run durations (p50, p99,
+	// max, over the invocations whose handler ran) beside its timeout;
+	// LambdaWarnings names those whose max exceeded TimeoutShare of it.
+	LambdaSeconds  map[string]lambdas.Durations `json:"lambdaSeconds,omitempty"`
+	LambdaWarnings []string                     `json:"lambdaWarnings,omitempty"`
 	// Queues counts the event-source mappings' work per queue.
 	Queues any `json:"queues,omitempty"`
 	// Metrics holds the totals of every metric the Lambdas emitted (EMF).
@@ -190,6 +196,13 @@ func (rc *Recorder) Snapshot() Report {
 		d.all = nil
 		out.ExportNotice = &d
 	}
+	if rc.r.LambdaSeconds != nil {
+		out.LambdaSeconds = make(map[string]lambdas.Durations, len(rc.r.LambdaSeconds))
+		for k, v := range rc.r.LambdaSeconds {
+			out.LambdaSeconds[k] = v
+		}
+		out.LambdaWarnings = append([]string(nil), rc.r.LambdaWarnings...)
+	}
 	if rc.r.Faults != nil {
 		out.Faults = make(map[string]int64, len(rc.r.Faults))
 		for k, v := range rc.r.Faults {
@@ -265,4 +278,60 @@ func SortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// TimeoutShare is the share of its timeout a function's longest run may
+// take before the reports flag it: a function that close to its timeout in
+// a simulation will time out in AWS on a slower day.
+const TimeoutShare = 0.8
+
+// SetLambdaSeconds records the functions' run durations and the warnings
+// TimeoutWarnings gives for them.
+func (rc *Recorder) SetLambdaSeconds(d map[string]lambdas.Durations) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.r.LambdaSeconds = d
+	rc.r.LambdaWarnings = TimeoutWarnings(d, TimeoutShare)
+}
+
+// TimeoutWarnings names, in order, every function whose longest run took
+// more than share of its timeout, with the figures.
+func TimeoutWarnings(d map[string]lambdas.Durations, share float64) []string {
+	var out []string
+	for _, name := range SortedKeys(d) {
+		f := d[name]
+		if f.Timeout > 0 && f.Max > share*f.Timeout {
+			out = append(out, fmt.Sprintf("%s: longest run %.1fs is %.0f%% of its %.0fs timeout (over %.0f%%; p99 %.1fs, %d invocations)",
+				name, f.Max, 100*f.ShareOfTimeout(), f.Timeout, 100*share, f.P99, f.Invocations))
+		}
+	}
+	return out
+}
+
+// Slowest lists up to n functions that ran, the closest to their timeout
+// first, one line each: "name: max 1.2s (2% of 60s), p99 0.9s, p50 0.3s, 40 runs".
+func Slowest(d map[string]lambdas.Durations, n int) []string {
+	names := make([]string, 0, len(d))
+	for name, f := range d {
+		if f.Invocations > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := d[names[i]], d[names[j]]
+		if a.ShareOfTimeout() != b.ShareOfTimeout() {
+			return a.ShareOfTimeout() > b.ShareOfTimeout()
+		}
+		return names[i] < names[j]
+	})
+	if len(names) > n {
+		names = names[:n]
+	}
+	out := make([]string, 0, len(names))
+	for _, name := range names {
+		f := d[name]
+		out = append(out, fmt.Sprintf("%s: max %.2fs (%.1f%% of %.0fs), p99 %.2fs, p50 %.2fs, %d runs",
+			name, f.Max, 100*f.ShareOfTimeout(), f.Timeout, f.P99, f.P50, f.Invocations))
+	}
+	return out
 }

@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
 )
 
 func TestReportIsRewrittenAfterEveryWindow(t *testing.T) {
@@ -91,5 +94,31 @@ func TestExportNoticeIsTheMedianAndMaximumOverWindows(t *testing.T) {
 	d := rc.Snapshot().ExportNotice
 	if d == nil || d.P50 != 2 || d.Max != 30 || d.Count != 4 {
 		t.Errorf("delays = %+v, want p50 2, max 30 over 4 windows", d)
+	}
+}
+
+func TestTimeoutWarningsAndSlowest(t *testing.T) {
+	d := map[string]lambdas.Durations{
+		"prepare-change": {P50: 100, P99: 190, Max: 200, Timeout: 240, Invocations: 30},
+		"run-lock":       {P50: 0.1, P99: 0.2, Max: 0.3, Timeout: 60, Invocations: 50},
+		"check-export":   {P50: 1, P99: 90, Max: 96, Timeout: 120, Invocations: 5},
+		"reconcile":      {Timeout: 240},
+	}
+	w := TimeoutWarnings(d, TimeoutShare)
+	if len(w) != 1 || !strings.HasPrefix(w[0], "prepare-change: longest run 200.0s is 83% of its 240s timeout") {
+		t.Errorf("warnings = %q; want prepare-change only (check-export's 80%% is not over)", w)
+	}
+	s := Slowest(d, 2)
+	if len(s) != 2 || !strings.HasPrefix(s[0], "prepare-change: max 200.00s (83.3% of 240s)") || !strings.HasPrefix(s[1], "check-export:") {
+		t.Errorf("slowest = %q", s)
+	}
+	if got := Slowest(d, 10); len(got) != 3 {
+		t.Errorf("slowest lists %d functions, want the 3 that ran", len(got))
+	}
+	rc := New("", time.Now())
+	rc.SetLambdaSeconds(d)
+	snap := rc.Snapshot()
+	if len(snap.LambdaSeconds) != 4 || len(snap.LambdaWarnings) != 1 {
+		t.Errorf("snapshot: %d functions, warnings %q", len(snap.LambdaSeconds), snap.LambdaWarnings)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
@@ -30,6 +32,16 @@ type Options struct {
 	// Logger receives the stack's log (ids, counts, durations); default
 	// discards.
 	Logger *slog.Logger
+	// Latency replaces the workload's latency model (cdc-local --latency:
+	// a file merged over the defaults, or off); nil keeps the workload's.
+	Latency *localaws.LatencyConfig
+}
+
+// ModelledDelays counts the delays the latency model added: gateway calls,
+// Lambda invocation overheads and state transitions, and their sum.
+type ModelledDelays struct {
+	Calls   int64   `json:"calls"`
+	Seconds float64 `json:"seconds"`
 }
 
 // Runs counts the windows by how they ended.
@@ -161,6 +173,19 @@ type Report struct {
 	USDPerMonth          float64      `json:"usdPerMonth"`
 	Cost                 *report.Cost `json:"cost,omitempty"`
 	Limits               Limits       `json:"limits"`
+	// LatencyModel says which per-call latency model ran: "default",
+	// "workload" (the defaults changed by the workload's latency),
+	// "options" (cdc-local --latency FILE) or "off"; ModelledDelays what it
+	// added.
+	LatencyModel   string         `json:"latencyModel"`
+	ModelledDelays ModelledDelays `json:"modelledDelays"`
+	// LambdaSeconds is each function's run durations in virtual seconds
+	// (p50, p99, max over the invocations whose handler ran) and its
+	// deployed timeout (internal/stackconfig).
+	LambdaSeconds map[string]lambdas.Durations `json:"lambdaSeconds"`
+	// Warnings is the verdict's list of concerns: every function whose
+	// longest run exceeded 80 % of its timeout (report.TimeoutShare).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 var simSeq atomic.Int64
@@ -186,6 +211,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		drain = time.Hour
 	}
 	lim := effectiveLimits(w.Limits)
+	latency, latencyName := latencyModel(w, o)
 
 	var pinned atomic.Pointer[time.Time]
 	now := func() time.Time {
@@ -215,7 +241,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		Every: lim.Every.D(), SafetyLag: lim.SafetyLag.D(), PutEventsQuota: lim.PutEventsQuota,
 		ExportStartup: lim.ExportStartup.D(), ExportPerMB: lim.ExportPerMB.D(), VisibilityLag: lim.VisibilityLag.D(),
 		ResourcesPerFile: lim.ResourcesPerFile, RecheckDelay: lim.RecheckDelay.D(),
-		Sink: obs, Now: now, Logger: o.Logger, LambdaEnv: env,
+		Sink: obs, Now: now, Logger: o.Logger, LambdaEnv: env, Latency: &latency,
 	})
 	if err != nil {
 		return Report{}, fmt.Errorf("sim: %w", err)
@@ -362,6 +388,11 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	rep := Report{
 		Workload: w.Name, Scale: scale, SimulatedSeconds: dur.Seconds(), DrainSeconds: drainTime.Seconds(), Drained: drained,
 		Writes: drv.writes, Limits: lim, Replays: replays,
+		LatencyModel: latencyName, LambdaSeconds: st.Lambdas.Durations(),
+	}
+	rep.Warnings = report.TimeoutWarnings(rep.LambdaSeconds, report.TimeoutShare)
+	if calls, total := st.Env.Gateway.Latency().Totals(); calls > 0 {
+		rep.ModelledDelays = ModelledDelays{Calls: calls, Seconds: total.Seconds()}
 	}
 	runsMu.Lock()
 	runs.Succeeded = runs.Committed + runs.Empty
@@ -404,6 +435,20 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	c := st.Cost()
 	rep.Cost, rep.USDPerMillionChanges, rep.USDPerMonth = &c, c.USDPerMillionChanges, c.USDPerMonth
 	return rep, nil
+}
+
+// latencyModel is the latency model a run uses and its name: the options,
+// else the defaults changed by the workload, else the defaults.
+func latencyModel(w Workload, o Options) (localaws.LatencyConfig, string) {
+	switch {
+	case o.Latency != nil && o.Latency.Off, o.Latency == nil && w.Latency != nil && w.Latency.Off:
+		return localaws.LatencyConfig{Off: true}, "off"
+	case o.Latency != nil:
+		return *o.Latency, "options"
+	case w.Latency != nil:
+		return localaws.DefaultLatency().Merge(*w.Latency), "workload"
+	}
+	return localaws.DefaultLatency(), "default"
 }
 
 // effectiveLimits fills in the defaults the simulation runs with.

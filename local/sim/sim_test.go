@@ -12,6 +12,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
 // Flags of TestSimulate, the entry point `cdc-local --simulate` runs
@@ -25,6 +28,7 @@ var (
 	flagLog       = flag.Bool("log", false, "TestSimulate: write the stack's log (ids, counts, durations) to stderr")
 	flagHeap      = flag.String("heapprofile", "", "TestSimulate: write a heap profile to PREFIX.N every -heapprofile-every of wall time while the run goes on")
 	flagHeapEvery = flag.Duration("heapprofile-every", 30*time.Second, "TestSimulate: wall time between two heap profiles")
+	flagLatency   = flag.String("latency", "", "TestSimulate: latency model: a JSON file merged over the defaults, or off (default: the workload's)")
 )
 
 // heapProfiles writes a heap profile to prefix.1, prefix.2, … at each tick
@@ -76,6 +80,13 @@ func TestSimulate(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Duration: *flagDuration, Scale: *flagScale}
+	if *flagLatency != "" {
+		l, err := localaws.LoadLatency(*flagLatency)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Latency = &l
+	}
 	if *flagLog {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -112,6 +123,14 @@ func TestShortSteadyLosesNothingWithinTheLatencyBound(t *testing.T) {
 	t.Logf("wall %.1fs: %d creates, %d updates, %d deletes; %d delivered; latency %+v (bound %.0fs); runs %+v; duplicates %+v; exported/delivered %.3f",
 		rep.WallSeconds, rep.Writes.Creates, rep.Writes.Updates, rep.Writes.Deletes, rep.DeliveredEvents,
 		rep.LatencySeconds, rep.LatencyBoundSeconds, rep.Runs, rep.Duplicates, rep.ExportedPerDelivered)
+	t.Logf("latency model %s: %d modelled delays, %.0fs; slowest functions: %v; warnings: %v",
+		rep.LatencyModel, rep.ModelledDelays.Calls, rep.ModelledDelays.Seconds, report.Slowest(rep.LambdaSeconds, 5), rep.Warnings)
+	if rep.LatencyModel != "default" || rep.ModelledDelays.Calls == 0 {
+		t.Errorf("latency model %q added %d delays: want the default model on", rep.LatencyModel, rep.ModelledDelays.Calls)
+	}
+	if d := rep.LambdaSeconds["prepare-change"]; d.Invocations == 0 || d.Max <= 0 || d.Timeout != 240 {
+		t.Errorf("lambdaSeconds[prepare-change] = %+v: want runs with a duration and the deployed 240 s timeout", d)
+	}
 	if rep.Writes.Creates+rep.Writes.Updates == 0 || rep.DeliveredEvents == 0 {
 		t.Fatalf("nothing written or delivered: %+v", rep.Writes)
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 // Workload is a workload file: what is written to the data store over
@@ -57,6 +58,10 @@ type Workload struct {
 	// Reconciliations are started on demand at their offsets (as `cdcctl
 	// reconcile` does), beside the scheduled ones (Limits.ReconcileEvery).
 	Reconciliations []OnDemandReconciliation `json:"reconciliations,omitempty"`
+	// Latency changes the per-call latency model (docs/LOCAL.md, "Latency
+	// model"): its entries replace the defaults', or "off" turns it off.
+	// Absent: the defaults.
+	Latency *localaws.LatencyConfig `json:"latency,omitempty"`
 }
 
 // Limits are the limits and models of the simulated stack. Zero values
@@ -310,6 +315,11 @@ func (w Workload) Check() error {
 	for i, r := range w.Reconciliations {
 		if r.At < 0 {
 			bad("reconciliations[%d]: at must not be negative", i)
+		}
+	}
+	if w.Latency != nil {
+		if err := w.Latency.Check(); err != nil {
+			bad("latency: %v", err)
 		}
 	}
 	if len(errs) > 0 {

@@ -196,7 +196,8 @@ func updated(t *testing.T, body []byte, lang string) []byte {
 
 // The example consumer, subscribed by a rule with an SQS target, keeps a
 // replica equal to the data store through the seed, updates, a claim-checked
-// resource, deletes found by the reconciliation (soft and hard), re-creations,
+// resource, deletes (soft ones from their window, a hard one from the
+// reconciliation), re-creations,
 // a checkpoint replay and an archive replay.
 func TestConsumerReplicaFollowsTheDataStore(t *testing.T) {
 	st := startStack(t, func(o *Options) { o.SampleSize = 16 })
@@ -265,9 +266,10 @@ func TestConsumerReplicaFollowsTheDataStore(t *testing.T) {
 	}
 	sub.assertReplicaIsTheStore(t, "claim-check")
 
-	// 4. Deletes, found by a reconciliation: two FHIR DELETEs (one of the
-	// claim-checked resource), and a hard delete (history gone too, so the
-	// delete's version is "{last delivered}-deleted").
+	// 4. Deletes: three FHIR DELETEs (one of the claim-checked resource),
+	// published by the window they happen in, and a hard delete (history
+	// gone too, so the delete's version is "{last delivered}-deleted"),
+	// found by the reconciliation.
 	for _, k := range []string{keys[0], "DocumentReference/consumer-large", keys[1]} {
 		typ, id, _ := strings.Cut(k, "/")
 		deleteResource(t, st, typ, id)
@@ -276,18 +278,22 @@ func TestConsumerReplicaFollowsTheDataStore(t *testing.T) {
 	if ds, _ := st.HealthLake.Datastore(st.Res.DatastoreID); !ds.HardDelete(hardTyp, hardID) {
 		t.Fatalf("hard delete of %s failed", keys[2])
 	}
-	committed(t, st) // a run sees no trace of deletions
 	before = st.Delivered.Len()
-	reconcileNow(t, st)
+	committed(t, st) // the window's delete scan: the three soft deletes
+	fromWindow := st.Delivered.Len()
+	reconcileNow(t, st) // the hard delete left no history: the reconciliation's
 	deletes := map[string]string{}
-	for _, c := range changesOf(t, st.Delivered.Since(before)) {
+	for i, c := range changesOf(t, st.Delivered.Since(before)) {
 		if c.Operation == events.OperationDelete {
 			deletes[c.ResourceType+"/"+c.ResourceID] = c.VersionID
+			if hard := c.ResourceType+"/"+c.ResourceID == keys[2]; hard != (before+i >= fromWindow) {
+				t.Errorf("delete of %s came from the %s", c.ResourceType, map[bool]string{true: "window, not the reconciliation", false: "reconciliation, not its window"}[hard])
+			}
 		}
 	}
 	state := currentState(t, st)
 	if len(deletes) != 4 || deletes[keys[2]] != "2-deleted" {
-		t.Fatalf("reconciliation sent deletes %v, want 4 with %s at 2-deleted", deletes, keys[2])
+		t.Fatalf("window and reconciliation sent deletes %v, want 4 with %s at 2-deleted", deletes, keys[2])
 	}
 	for k, del := range state.deleted {
 		if deletes[k] != del[0] {

@@ -13,29 +13,33 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
-// lambdaEnv is the environment the CDK app gives the four Lambdas, with the
-// local values. Handlers read it through their packages' ConfigFromEnv, so
-// the configuration path is the deployed one without touching the process
-// environment.
-func (s *Stack) lambdaEnv() map[string]string {
+// lambdaEnv is the environment the CDK app gives the named Lambda
+// (stackconfig.Config.LambdaEnv of the deployed configuration), with the
+// local resources' values, then what only cdc-local sets: the Region, the
+// one endpoint of the emulators and the local re-check timing. Handlers
+// read it through their packages' ConfigFromEnv, so the configuration path
+// is the deployed one without touching the process environment.
+func (s *Stack) lambdaEnv(name string) map[string]string {
 	lag := s.opts.SafetyLag // 0 locally: CDC_SAFETY_LAG=0s means no lag
-	return map[string]string{
-		"AWS_REGION":              s.Env.Region,
-		"AWS_ENDPOINT_URL":        s.Env.URL,
-		"CDC_TABLE":               s.Res.Table,
-		"CDC_BUCKET":              s.Res.Bucket,
-		"CDC_DATASTORE_ID":        s.Res.DatastoreID,
-		"CDC_HEALTHLAKE_ENDPOINT": s.Res.HealthLakeEndpoint,
-		"CDC_EXPORT_ROLE_ARN":     s.roleARN(iampolicy.HealthLakeExport),
-		"CDC_KMS_KEY_ID":          s.keyARN(),
-		"CDC_RECHECK_QUEUE_URL":   s.Res.RecheckQueueURL,
-		"CDC_RECHECK_DELAY":       s.opts.RecheckDelay.String(),
-		"CDC_RECHECK_MAX_DELAY":   (4 * s.opts.RecheckDelay).String(),
-		"CDC_EVENT_BUS":           s.Res.Bus,
-		"CDC_SAFETY_LAG":          lag.String(),
-		"CDC_INITIAL_CHECKPOINT":  s.initialCheckpoint().Format("2006-01-02T15:04:05.000Z07:00"),
-		"CDC_VALIDATE":            "json",
-	}
+	env := s.deployedConfig().LambdaEnv(name, stackconfig.Resources{
+		Pipeline:           s.opts.Name,
+		Bucket:             s.Res.Bucket,
+		Table:              s.Res.Table,
+		DatastoreID:        s.Res.DatastoreID,
+		HealthLakeEndpoint: s.Res.HealthLakeEndpoint,
+		ExportRoleARN:      s.roleARN(iampolicy.HealthLakeExport),
+		KMSKeyID:           s.keyARN(),
+		RecheckQueueURL:    s.Res.RecheckQueueURL,
+		EventBus:           s.Res.Bus,
+		Validate:           "json",
+		SafetyLag:          lag.String(),
+		InitialCheckpoint:  s.initialCheckpoint().Format("2006-01-02T15:04:05.000Z07:00"),
+	})
+	env["AWS_REGION"] = s.Env.Region
+	env["AWS_ENDPOINT_URL"] = s.Env.URL
+	env[stackconfig.EnvRecheckDelay] = s.opts.RecheckDelay.String()
+	env[stackconfig.EnvRecheckMaxDelay] = (4 * s.opts.RecheckDelay).String()
+	return env
 }
 
 // deployedConfig is the deployed configuration with this stack's PutEvents
@@ -48,15 +52,10 @@ func (s *Stack) deployedConfig() stackconfig.Config {
 	return cfg
 }
 
-// getenv is the named Lambda's environment: what the CDK app derives from
-// the deployed configuration for it (stackconfig Env: prepare-change's
-// PutEvents rate and deadline margin, check-export's batch bounds, …), then
-// the local resources and settings (lambdaEnv), then Options.LambdaEnv.
+// getenv is the named Lambda's environment: what the CDK app gives it, with
+// the local values (lambdaEnv), then Options.LambdaEnv.
 func (s *Stack) getenv(name string) func(string) string {
-	env := s.deployedConfig().Env(name)
-	for k, v := range s.lambdaEnv() {
-		env[k] = v
-	}
+	env := s.lambdaEnv(name)
 	for k, v := range s.opts.LambdaEnv {
 		env[k] = v
 	}
@@ -83,7 +82,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	if err := s.Lambdas.Register(FnPrepareChange, ph.Handle); err != nil {
+	if err := s.Lambdas.Register(FnPrepareChange, ph.Invoke); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 

@@ -11,4 +11,7 @@ const (
 	DefaultExportStartup = 250 * time.Millisecond
 	DefaultExportPerMB   = 100 * time.Millisecond
 	DefaultVisibilityLag = 250 * time.Millisecond
+	// DefaultHistoryLag: eventually consistent history reads leave a new
+	// version out this long (the same modelled lag as exports).
+	DefaultHistoryLag = 250 * time.Millisecond
 )

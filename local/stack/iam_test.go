@@ -266,11 +266,11 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 
 var iamSeq int
 
-// runReconcileScenario delivers a new resource, deletes it and runs a
-// reconciliation, which reads its history and publishes its delete, until
-// done() holds (nil: to the end, which must be a finished reconciliation).
-// A reconciliation still running is stopped; the next one takes its lock
-// over (run-lock asks Step Functions about the reconciliation's execution).
+// runReconcileScenario delivers a new resource, erases it ($erase: no
+// history left) and runs a window and a reconciliation, which counts,
+// lists, reads the history (gone) and the resource (gone) and publishes its
+// delete, until done() holds (nil: to the end, which must be a finished
+// reconciliation). A reconciliation still running is stopped.
 func runReconcileScenario(t *testing.T, st *Stack, done func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -281,7 +281,8 @@ func runReconcileScenario(t *testing.T, st *Stack, done func() bool) {
 		t.Fatal(err)
 	}
 	runWindow(t, st)
-	deleteResource(t, st, "Patient", id)
+	eraseResource(t, st, "Patient", id)
+	runWindow(t, st)
 	if done == nil {
 		reconcileNow(t, st)
 		return

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
@@ -93,6 +93,22 @@ func deleteResource(t *testing.T, st *Stack, typ, id string) {
 	time.Sleep(5 * time.Millisecond)
 }
 
+// eraseResource removes a resource and its history with HealthLake's
+// `$erase`, as a client would.
+func eraseResource(t *testing.T, st *Stack, typ, id string) {
+	t.Helper()
+	resp, err := st.FHIR(context.Background(), http.MethodPost, typ+"/"+id+"/$erase", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("$erase %s/%s: HTTP %d", typ, id, resp.StatusCode)
+	}
+	time.Sleep(5 * time.Millisecond)
+}
+
 // reconcileNow runs one reconciliation and requires that it finished.
 func reconcileNow(t *testing.T, st *Stack) Reconciliation {
 	t.Helper()
@@ -128,33 +144,29 @@ func reconcileStack(t *testing.T, mutate func(*Options)) *Stack {
 	})
 }
 
-// TestReconcileDeleteInALaterWindow: a resource created in one window and
-// deleted before a later one gets exactly one delete event from the next
-// reconciliation, with the DELETE's version from the instance history and
-// a version above every upsert; a second reconciliation sends nothing.
-func TestReconcileDeleteInALaterWindow(t *testing.T) {
+// TestDeleteReachesConsumersFromItsOwnWindow: a delete is published by the
+// window it happens in (its delete scan reads the type's history), with the
+// DELETE's own version in its eventId, before that window's checkpoint
+// commits; the reconciliation after it finds it delivered and sends nothing.
+func TestDeleteReachesConsumersFromItsOwnWindow(t *testing.T) {
 	st := reconcileStack(t, nil)
 	committed(t, st)
 	v1 := putPatient(t, st, "rec-later")
 	committed(t, st)
-	deleteResource(t, st, "Patient", "rec-later")
-	committed(t, st) // the run sees no trace of the deletion
 	before := st.Delivered.Len()
-	r := reconcileNow(t, st)
+	deleteResource(t, st, "Patient", "rec-later")
+	committed(t, st)
 	got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-later")
 	if len(got) != 1 || got[0].Operation != events.OperationDelete {
-		t.Fatalf("reconciliation delivered %v for the deleted resource, want one delete", ops(got))
+		t.Fatalf("the window delivered %v for the deleted resource, want one delete", ops(got))
 	}
 	if got[0].VersionID == v1 || got[0].EventID != events.EventID("Patient", "rec-later", got[0].VersionID) {
 		t.Errorf("delete event %+v: want the DELETE's own version (not %s) in its eventId", got[0], v1)
 	}
-	if r.Last.Counts.Deletes != 1 || r.Last.Counts.Repairs != 0 {
-		t.Errorf("counts = %+v, want 1 delete, 0 repairs", r.Last.Counts)
-	}
 	before = st.Delivered.Len()
-	r2 := reconcileNow(t, st)
-	if n := st.Delivered.Len() - before; n != 0 || r2.Last.Counts.Deletes != 0 {
-		t.Errorf("second reconciliation delivered %d events, counts %+v", n, r2.Last.Counts)
+	r := reconcileNow(t, st)
+	if n := st.Delivered.Len() - before; n != 0 || r.Last.Counts.Deletes != 0 || r.Last.Counts.Repairs != 0 {
+		t.Errorf("the reconciliation delivered %d events, counts %+v; want none", n, r.Last.Counts)
 	}
 }
 
@@ -178,10 +190,10 @@ func TestReconcileCreateThenDeleteInOneWindow(t *testing.T) {
 }
 
 // TestReconcileCreateAndDeleteBetweenReconciliations: after a first
-// reconciliation, a resource delivered by a run (prepare-change's delivered
-// index, not the previous reconciliation's) and then deleted gets its delete
-// from the next one; one created and deleted with no window in between is
-// never announced and gets nothing.
+// reconciliation, a resource delivered by a run and then deleted gets its
+// delete from the window of the deletion, and the next reconciliation sends
+// nothing more; one created and deleted with no window in between is never
+// announced and gets nothing from either.
 func TestReconcileCreateAndDeleteBetweenReconciliations(t *testing.T) {
 	st := reconcileStack(t, nil)
 	committed(t, st)
@@ -201,8 +213,8 @@ func TestReconcileCreateAndDeleteBetweenReconciliations(t *testing.T) {
 	if got := of(all, "Patient", "rec-unseen"); len(got) != 0 {
 		t.Errorf("rec-unseen: %v, want nothing", ops(got))
 	}
-	if r.Last.Counts.Deletes != 1 {
-		t.Errorf("counts = %+v", r.Last.Counts)
+	if r.Last.Counts.Deletes != 0 {
+		t.Errorf("counts = %+v, want no delete left for the reconciliation", r.Last.Counts)
 	}
 }
 
@@ -253,7 +265,7 @@ func TestReconcileRepairsADroppedEvent(t *testing.T) {
 	}
 	ctx := context.Background()
 	removed := 0
-	out, err := st.s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(st.Res.Bucket), Prefix: aws.String(iampolicy.PrefixDelivered + w.RunID + "/")})
+	out, err := st.s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(st.Res.Bucket), Prefix: aws.String(delivered.DayPrefix(time.Now()) + w.RunID + "/")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,65 +298,11 @@ func TestReconcileRepairsADroppedEvent(t *testing.T) {
 	}
 }
 
-// TestReconcileTakesTurnsWithRuns: HealthLake runs one export at a time. A
-// run started while the reconciliation exports is skipped (its window waits);
-// a reconciliation started while a run exports waits for the lock and runs
-// after it (not Skipped); a change written meanwhile is delivered by the
-// next run, and nothing is lost. TimeScale 0.01: the reconciliation's 30 s
-// lock wait is 0.3 s.
-func TestReconcileTakesTurnsWithRuns(t *testing.T) {
-	st := reconcileStack(t, func(o *Options) { o.ExportDelay = 300 * time.Millisecond; o.TimeScale = 0.01 })
-	committed(t, st)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	// A run while the reconciliation holds the lock.
-	jobs := len(st.HealthLake.Jobs())
-	rarn, err := st.StartReconciliation(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the reconciliation's export", func() bool { return len(st.HealthLake.Jobs()) > jobs })
-	v := putPatient(t, st, "rec-meanwhile")
-	if w := runWindow(t, st); w.Outcome != report.OutcomeSkipped {
-		t.Errorf("run during the reconciliation = %+v, want skipped", w)
-	}
-	r, err := st.WaitReconciliation(ctx, rarn)
-	if err != nil || !r.Finished() {
-		t.Fatalf("reconciliation %+v: %v", r, err)
-	}
-	if r.Last.Counts.Repairs != 0 {
-		t.Errorf("a change after the checkpoint was repaired, not left to the runs: %+v", r.Last.Counts)
-	}
-
-	// A reconciliation while a run holds the lock.
-	arn, before := startRunHoldingTheLock(ctx, t, st)
-	waited, err := st.Reconcile(ctx)
-	if err != nil || waited.Skipped || !waited.Finished() {
-		t.Errorf("reconciliation during a run = %+v (%v), want it to wait for the lock and finish", waited, err)
-	}
-	if got := statesEntered(t, st, waited.ExecutionARN); !strings.Contains(got, "AcquireLock LockTaken? WaitForLock CountAttempt AcquireLock") {
-		t.Errorf("reconciliation during a run went %s, want a wait for the lock first", got)
-	}
-	w, err := st.Wait(ctx, arn, time.Now(), before)
-	if err != nil || w.Outcome != report.OutcomeCommitted {
-		t.Fatalf("the run the reconciliation waited for = %+v (%v)", w, err)
-	}
-	run, ok1 := st.history(ctx, w.RunID)
-	rec, ok2 := st.history(ctx, waited.RunID)
-	if !ok1 || !ok2 || run.EndedAt.IsZero() || rec.AcquiredAt.Before(run.EndedAt) {
-		t.Errorf("the reconciliation took the lock at %s, the window ended at %s: want after (%v %v)", rec.AcquiredAt, run.EndedAt, ok1, ok2)
-	}
-	if got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-meanwhile"); len(got) != 1 || got[0].VersionID != v {
-		t.Errorf("the change written during the reconciliation: %v, want version %s once", ops(got), v)
-	}
-}
-
 // TestReconcileCrashAndRerun: a reconciliation stopped once it has
-// published a delete (an abort: no failure handler, the lock left held) is
-// taken over by the next one, which completes the deletes; each deleted
-// resource has one delete eventId (a re-sent one is the same id), and a third
-// reconciliation sends nothing.
+// published a delete (an abort: no failure handler) leaves RECONCILE/STATE
+// alone; the next one completes the deletes; each erased resource has one
+// delete eventId (a re-sent one is the same id), and a third reconciliation
+// sends nothing.
 func TestReconcileCrashAndRerun(t *testing.T) {
 	st := reconcileStack(t, nil)
 	committed(t, st)
@@ -356,8 +314,9 @@ func TestReconcileCrashAndRerun(t *testing.T) {
 	}
 	committed(t, st)
 	for _, id := range ids {
-		deleteResource(t, st, "Patient", id)
+		eraseResource(t, st, "Patient", id) // no history: the reconciliation's
 	}
+	committed(t, st)
 	before := st.Delivered.Len()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -400,7 +359,7 @@ func TestReconcileCrashAndRerun(t *testing.T) {
 		t.Errorf("third reconciliation delivered %d events", n)
 	}
 	if n := st.IAM.DeniedTotal(); n != 0 {
-		t.Errorf("%d calls denied (the take-over asks Step Functions about the reconciliation): %v", n, st.IAM.Denials())
+		t.Errorf("%d calls denied: %v", n, st.IAM.Denials())
 	}
 }
 
@@ -481,14 +440,56 @@ func TestCdcctlReconcileWithEndpointAlone(t *testing.T) {
 	committed(t, st)
 	putPatient(t, st, "rec-ctl")
 	committed(t, st)
-	deleteResource(t, st, "Patient", "rec-ctl")
+	eraseResource(t, st, "Patient", "rec-ctl") // no history: the reconciliation's to find
+	committed(t, st)
 	out := cdcctlWithEnv(t, st, nil, "reconcile", "--wait")
-	for _, want := range []string{"ended SUCCEEDED", "resources            8", "deletes              1", "repairs              0"} {
+	for _, want := range []string{"ended SUCCEEDED", "deletes              1 (hard deletes 1)", "repairs              0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cdcctl reconcile --wait lacks %q:\n%s", want, out)
 		}
 	}
 	if out := cdcctlWithEnv(t, st, nil, "reconcile", "status"); !strings.Contains(out, "deletes              1") {
 		t.Errorf("cdcctl reconcile status:\n%s", out)
+	}
+}
+
+// TestDeletesWithoutHistoryComeFromTheReconciliation: a type opted out of
+// history and a resource removed with `$erase` leave nothing for the window's
+// delete scan; the next reconciliation finds each gone from the store,
+// confirms it by reading it (410 / 404), and publishes its delete. A live
+// resource of the opted-out type (its history says nothing of a deletion)
+// is never reported deleted.
+func TestDeletesWithoutHistoryComeFromTheReconciliation(t *testing.T) {
+	st := reconcileStack(t, func(o *Options) { o.HistoryOptOut = []string{"Patient"} })
+	committed(t, st)
+	putPatient(t, st, "opted-out-gone")
+	putPatient(t, st, "opted-out-live")
+	obs := `{"resourceType":"Observation","id":"erased","status":"final","code":{"text":"x"}}`
+	vObs, err := st.PutResource(context.Background(), "Observation", "erased", []byte(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed(t, st)
+	deleteResource(t, st, "Patient", "opted-out-gone")
+	eraseResource(t, st, "Observation", "erased")
+	before := st.Delivered.Len()
+	committed(t, st)
+	if got := changesOf(t, st.Delivered.Since(before)); len(of(got, "Patient", "opted-out-gone")) != 0 || len(of(got, "Observation", "erased")) != 0 {
+		t.Fatalf("the window published %v: a deletion without history cannot be seen there", ops(got))
+	}
+	before = st.Delivered.Len()
+	r := reconcileNow(t, st)
+	all := changesOf(t, st.Delivered.Since(before))
+	if got := of(all, "Patient", "opted-out-gone"); len(got) != 1 || got[0].Operation != events.OperationDelete {
+		t.Errorf("opted-out deletion: %v, want one delete", ops(got))
+	}
+	if got := of(all, "Observation", "erased"); len(got) != 1 || got[0].Operation != events.OperationDelete || got[0].VersionID != events.HardDeleteVersion(vObs) {
+		t.Errorf("erased: %v, want one delete %s", ops(got), events.HardDeleteVersion(vObs))
+	}
+	if got := of(all, "Patient", "opted-out-live"); len(got) != 0 {
+		t.Errorf("a live resource of the opted-out type got %v", ops(got))
+	}
+	if r.Last.Counts.Deletes != 2 {
+		t.Errorf("counts = %+v, want 2 deletes", r.Last.Counts)
 	}
 }

@@ -86,49 +86,56 @@ func TestPollStopsOnErrorAndCancel(t *testing.T) {
 	})
 }
 
-// TestReconcileGivesUpWhenTheLockStaysHeld: a reconciliation retries while
-// a run holds the lock for at most 60 waits of 30 s (30 min); a lock held
-// longer ends it Skipped, and the run is unharmed. TimeScale 0.001: the
-// bound is 1.8 s; the run's export takes longer (ExportDelay 1.5 s per
-// status).
-func TestReconcileGivesUpWhenTheLockStaysHeld(t *testing.T) {
+// TestReconcileRunsWhileAWindowHoldsTheLock: the reconciliation takes
+// neither the run lock nor HealthLake's export slot, so it runs and finishes
+// while a window holds the lock and exports, and the window commits
+// unharmed. TimeScale 0.001, ExportDelay 1.5 s per status: the window's
+// export outlasts the reconciliation.
+func TestReconcileRunsWhileAWindowHoldsTheLock(t *testing.T) {
 	st := reconcileStack(t, func(o *Options) { o.ExportDelay = 1500 * time.Millisecond; o.TimeScale = 0.001 })
 	committed(t, st)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	jobs := len(st.HealthLake.Jobs())
 	arn, before := startRunHoldingTheLock(ctx, t, st)
 	r, err := st.Reconcile(ctx)
-	if err != nil || !r.Skipped || r.Status != "SUCCEEDED" || r.Finished() {
-		t.Fatalf("reconciliation while the lock stays held = %+v (%v), want Skipped", r, err)
+	if err != nil || r.Skipped || !r.Finished() {
+		t.Fatalf("reconciliation while a window holds the lock = %+v (%v), want finished", r, err)
 	}
-	got := statesEntered(t, st, r.ExecutionARN)
-	if n := strings.Count(got, "WaitForLock"); n != 60 || !strings.HasSuffix(got, "LockTaken? Skipped") {
-		t.Errorf("states entered: %d lock waits, ending %q; want 60 then Skipped", n, got[max(0, len(got)-40):])
+	if got := statesEntered(t, st, r.ExecutionARN); strings.Contains(got, "Lock") || strings.Contains(got, "Export") {
+		t.Errorf("the reconciliation went %q: no lock, no export", got)
 	}
-	if d := r.Duration(); d < 1800*time.Millisecond {
-		t.Errorf("the reconciliation gave up after %v, want at least the bound (1.8 s scaled)", d)
+	if n := len(st.HealthLake.Jobs()); n != jobs+1 {
+		t.Errorf("%d export jobs since the window started, want only the window's", n-jobs)
 	}
 	if w, err := st.Wait(ctx, arn, time.Now(), before); err != nil || w.Outcome != report.OutcomeCommitted {
-		t.Fatalf("the run that held the lock = %+v (%v)", w, err)
+		t.Fatalf("the window that held the lock = %+v (%v)", w, err)
 	}
 }
 
-// TestRunReconcilesBesideTheWindows: Run keeps both schedules, as AWS does,
-// and their ticks coincide (2 s is a multiple of 1 s). The first window
-// (ExportDelay 1 s per export status: about 3 s) still holds the lock at
-// 2 s, so the window ticking then is skipped and the reconciliation waits
-// for the lock instead of ending Skipped; its outcome reaches the
+// TestRunReconcilesBesideTheWindows: Run keeps both schedules, as AWS
+// does. A reconciliation that ticks before the first window committed ends
+// Skipped (nothing to reconcile yet); a later one finishes beside the
+// windows, which are never refused on its account. Its outcome reaches the
 // OnReconciliation hook.
 func TestRunReconcilesBesideTheWindows(t *testing.T) {
 	st := reconcileStack(t, func(o *Options) {
 		o.Every = time.Second
 		o.ReconcileEvery = time.Hour // RunOptions.ReconcileEvery overrides it
-		o.ExportDelay = time.Second
+		o.ExportDelay = 200 * time.Millisecond
 		o.TimeScale = 0.01
 	})
 	var mu sync.Mutex
 	var recs []Reconciliation
 	var windows []report.Run
+	finished := func() bool {
+		for _, r := range recs {
+			if r.Finished() {
+				return true
+			}
+		}
+		return false
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -152,30 +159,25 @@ func TestRunReconcilesBesideTheWindows(t *testing.T) {
 			},
 		})
 	}()
-	waitFor(t, "a scheduled reconciliation", func() bool { mu.Lock(); defer mu.Unlock(); return len(recs) > 0 })
+	waitFor(t, "a finished reconciliation", func() bool { mu.Lock(); defer mu.Unlock(); return finished() })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	r := recs[0]
-	if r.Skipped || !r.Finished() {
-		t.Fatalf("scheduled reconciliation = %+v, want finished", r)
-	}
-	var committed, skipped int
-	for _, w := range windows {
-		switch w.Outcome {
-		case report.OutcomeCommitted, report.OutcomeEmpty:
-			committed++
-		case report.OutcomeSkipped:
-			skipped++
+	for _, r := range recs {
+		if !r.Finished() && !r.Skipped {
+			t.Errorf("reconciliation %+v neither finished nor skipped", r)
 		}
 	}
-	if got := statesEntered(t, st, r.ExecutionARN); !strings.HasPrefix(got, "Init AcquireLock LockTaken? WaitForLock") {
-		t.Errorf("the reconciliation went %q; want a wait for the window holding the lock (windows %+v)", got, windows)
+	committedN := 0
+	for _, w := range windows {
+		if w.Outcome == report.OutcomeCommitted || w.Outcome == report.OutcomeEmpty {
+			committedN++
+		}
 	}
-	if committed < 1 || skipped < 1 {
-		t.Errorf("windows: %d committed, %d skipped; want the schedule kept beside the reconciliation", committed, skipped)
+	if committedN < 1 {
+		t.Errorf("windows %+v: none committed beside the reconciliation", windows)
 	}
 }

@@ -114,6 +114,15 @@ type Options struct {
 	// write takes to become visible to exports (docs/LOCAL.md). 0 turns each
 	// off.
 	ExportStartup, ExportPerMB, VisibilityLag time.Duration
+	// HistoryLag is how long a new version stays out of HealthLake's
+	// eventually consistent history reads (the pipeline reads history with
+	// strong consistency); HistoryOptOut the resource types with no
+	// history; EraseDelay and BulkDeleteDelay how long an $erase or a
+	// $bulk-delete job waits in each of SUBMITTED and IN_PROGRESS. All
+	// modelled (docs/LOCAL.md); zero values model none.
+	HistoryLag                  time.Duration
+	HistoryOptOut               []string
+	EraseDelay, BulkDeleteDelay time.Duration
 	// PutEventsQuota is the PutEvents requests per second the EventBridge
 	// emulator allows the account in its Region (a token bucket; throttled
 	// requests get ThrottlingException). 0: the deployed configuration's
@@ -173,6 +182,9 @@ type Options struct {
 	// simulator's writer, whose generator output internal/gen's tests
 	// validate. FHIR REST writes are validated either way.
 	TrustedLoads bool
+	// Latency is the per-call latency model (docs/LOCAL.md, "Latency
+	// model"); nil or Off: none (tests). cdc-local and the simulator set it.
+	Latency *localaws.LatencyConfig
 }
 
 func (o *Options) defaults() {
@@ -395,6 +407,9 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if opts.FaultRate > 0 {
 		s.installFaults()
 	}
+	if err := s.startLatency(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -453,6 +468,11 @@ func (s *Stack) startEmulators() error {
 		ExportStartup:    s.opts.ExportStartup,
 		ExportPerMB:      s.opts.ExportPerMB,
 		VisibilityLag:    s.opts.VisibilityLag,
+		HistoryLag:       s.opts.HistoryLag,
+		HistoryOptOut:    s.opts.HistoryOptOut,
+		EraseDelay:       s.opts.EraseDelay,
+		BulkDeleteDelay:  s.opts.BulkDeleteDelay,
+		Endpoint:         env.URL,
 		OnJobEvent:       s.onJobEvent,
 		// Seeded resources meet the bar of a real HealthLake write.
 		ValidateOnLoad: !s.opts.TrustedLoads,
@@ -471,7 +491,7 @@ func (s *Stack) startEmulators() error {
 	s.SFN = fakesfn.New(fakesfn.Options{
 		Region: env.Region, AccountID: env.AccountID,
 		Lambda: invoker, SQS: machineSQS, S3: machineS3, TimeScale: s.opts.TimeScale,
-		OnTransition: s.countTransition,
+		OnTransition: s.onTransition,
 	})
 	env.Gateway.Handle(localaws.ServiceSFN, s.SFN)
 	env.Gateway.HandleLocal(LocalMetricsPath, http.HandlerFunc(s.serveMetrics))

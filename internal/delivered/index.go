@@ -1,13 +1,12 @@
-// Package reconcile is the reconciliation: it compares the index of what a
-// full HealthLake export holds (the store index) with the index of what
-// consumers were told (the delivered index: the previous reconciliation's
-// index plus every version prepare-change published since), partition by
-// partition, and turns the difference into delete events (delivered, no
-// longer in the store) and repairs (in the store, due, never delivered).
-// This file holds the index entries, their partitioning, order and text
-// form; diff.go the comparison; handler.go the Lambda's actions.
-// docs/RECONCILE.md describes the design.
-package reconcile
+// Package delivered is the index of resource versions: what consumers were
+// told (the delivered index, written by every path that publishes: the
+// window's prepare-change, its delete scan, the reconciliation) and what a
+// full export holds (the reconciliation's store index). It holds the index
+// entries, their partitioning, order and gzip-compressed TSV form, and the
+// keys of the delivered-index objects. It is a leaf: the 5-minute path and
+// the daily reconciliation both import it, neither imports the other.
+// docs/RECONCILE.md describes the format.
+package delivered
 
 import (
 	"bufio"
@@ -133,10 +132,11 @@ func compareVersion(a, b string) int {
 }
 
 // lastUpdatedAt parses an entry's lastUpdated.
-func (e Entry) lastUpdatedAt() (time.Time, error) { return events.ParseTime(e.LastUpdated) }
+// LastUpdatedAt parses the entry's lastUpdated.
+func (e Entry) LastUpdatedAt() (time.Time, error) { return events.ParseTime(e.LastUpdated) }
 
 // ErrBadField: a field holds a tab or a line break, which the text form cannot carry.
-var ErrBadField = errors.New("reconcile: index field holds a tab or line break")
+var ErrBadField = errors.New("delivered: index field holds a tab or line break")
 
 func clean(s string) bool { return !strings.ContainsAny(s, "\t\r\n") }
 
@@ -175,14 +175,14 @@ func AppendLine(dst []byte, e Entry, withLocation bool) ([]byte, error) {
 func ParseLine(line string) (Entry, error) {
 	f := strings.Split(line, "\t")
 	if len(f) < 4 || f[0] == "" || f[1] == "" {
-		return Entry{}, fmt.Errorf("reconcile: index line has %d fields, want at least type, id, versionId, lastUpdated", len(f))
+		return Entry{}, fmt.Errorf("delivered: index line has %d fields, want at least type, id, versionId, lastUpdated", len(f))
 	}
 	e := Entry{Type: f[0], ID: f[1], VersionID: f[2], LastUpdated: f[3]}
 	switch len(f) {
 	case 4:
 	case 5:
 		if f[4] != "D" {
-			return Entry{}, errors.New("reconcile: index line's 5th field is not D")
+			return Entry{}, errors.New("delivered: index line's 5th field is not D")
 		}
 		e.Deleted = true
 	case 8:
@@ -191,11 +191,11 @@ func ParseLine(line string) (Entry, error) {
 		off, err2 := strconv.ParseInt(f[6], 10, 64)
 		n, err3 := strconv.ParseInt(f[7], 10, 64)
 		if err := errors.Join(err1, err2, err3); err != nil || file < 0 || off < 0 || n < 0 {
-			return Entry{}, errors.New("reconcile: index line's location is not three counts")
+			return Entry{}, errors.New("delivered: index line's location is not three counts")
 		}
 		e.File, e.Offset, e.Length = file, off, n
 	default:
-		return Entry{}, fmt.Errorf("reconcile: index line has %d fields, want 4, 5 or 8", len(f))
+		return Entry{}, fmt.Errorf("delivered: index line has %d fields, want 4, 5 or 8", len(f))
 	}
 	return e, nil
 }
@@ -262,7 +262,7 @@ func ReadAll(r io.Reader, files func(FileRef), fn func(Entry) error) error {
 	if err == nil && head[0] == 0x1f && head[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return fmt.Errorf("reconcile: read index: %w", err)
+			return fmt.Errorf("delivered: read index: %w", err)
 		}
 		defer zr.Close()
 		src = zr
@@ -279,7 +279,7 @@ func ReadAll(r io.Reader, files func(FileRef), fn func(Entry) error) error {
 		if strings.HasPrefix(line, FileHeader+"\t") {
 			f := strings.Split(line, "\t")
 			if len(f) != 4 {
-				return fmt.Errorf("reconcile: index line %d: bad file table line", n)
+				return fmt.Errorf("delivered: index line %d: bad file table line", n)
 			}
 			if files != nil {
 				files(FileRef{Bucket: f[2], Key: f[3]})
@@ -295,17 +295,29 @@ func ReadAll(r io.Reader, files func(FileRef), fn func(Entry) error) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reconcile: read index: %w", err)
+		return fmt.Errorf("delivered: read index: %w", err)
 	}
 	return nil
 }
 
-// DeliveredPrefix is where the delivered-index objects live (contract D4).
+// DeliveredPrefix is where the delivered-index objects live.
 const DeliveredPrefix = "delivered/"
 
-// DeliveredKey is the delivered-index object of one export file of a run:
-// "delivered/{runId}/{sha-256 of the file key, hex}.tsv.gz".
-func DeliveredKey(runID, fileKey string) string {
+// DayLayout names a day's folder under DeliveredPrefix.
+const DayLayout = "2006-01-02"
+
+// DeliveredKey is a delivered-index object written on day (UTC) by run runID
+// for one export file (or another source named by fileKey):
+// "delivered/{YYYY-MM-DD}/{runId}/{sha-256 of fileKey, hex}.tsv.gz". The day
+// lets a reader list only the days since it last read (DayPrefix); a retry
+// on another day writes a second object with the same entries, which is
+// harmless (the index is a union).
+func DeliveredKey(day time.Time, runID, fileKey string) string {
 	sum := sha256.Sum256([]byte(fileKey))
-	return DeliveredPrefix + runID + "/" + hex.EncodeToString(sum[:]) + ".tsv.gz"
+	return DayPrefix(day) + runID + "/" + hex.EncodeToString(sum[:]) + ".tsv.gz"
+}
+
+// DayPrefix is the folder of the delivered-index objects written on day (UTC).
+func DayPrefix(day time.Time) string {
+	return DeliveredPrefix + day.UTC().Format(DayLayout) + "/"
 }

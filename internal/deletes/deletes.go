@@ -1,0 +1,497 @@
+// Package deletes finds the deletions of one window and publishes them in
+// that window's run. A HealthLake export carries no deletions; HealthLake's
+// type-level history (`GET {type}/_history?_since=`) lists every version
+// written since an instant, deletions included (request.method DELETE). The
+// scan reads each resource type's history from the window's since, newest
+// first, page by page, and publishes one v1 delete event per DELETE entry in
+// (since, until] — eventId `{type}/{id}/_history/{versionId of the DELETE}`,
+// the same id the reconciliation gives the same deletion.
+//
+// A scan that reaches its internal deadline returns a cursor (each type's
+// next page) and the state machine calls again; what it published before is
+// recorded in the delivered index once EventBridge accepted all of it, so a
+// retried invocation re-publishes the same eventIds and nothing else.
+// Deletions that leave no history (`$erase`, a hard `$bulk-delete`, a type
+// opted out of history) are the reconciliation's (docs/RECONCILE.md).
+package deletes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+)
+
+// Action is the value of the "action" field that routes a prepare-change
+// invocation to the delete scan.
+const Action = "deletes"
+
+// HistoryAPI is the part of the HealthLake client the scan uses.
+type HistoryAPI interface {
+	TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]healthlake.HistoryEntry, string, error)
+}
+
+// S3API is the part of the S3 client the scan uses (the delivered index).
+type S3API interface {
+	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+}
+
+// Input is one invocation: {"action": "deletes", "window", "export":
+// {"datastoreId","jobId"}, "runId", "executionId", "cursor"}. Cursor is null
+// on the first call and the previous Output's cursor after.
+type Input struct {
+	Action      string           `json:"action"`
+	Window      events.Window    `json:"window"`
+	Export      events.ExportRef `json:"export"`
+	RunID       string           `json:"runId"`
+	ExecutionID string           `json:"executionId,omitempty"`
+	Cursor      *Cursor          `json:"cursor"`
+}
+
+// Cursor is where a scan stands: the types still to read, each with the
+// next link of its history ("" = its first page), the invocations so far,
+// and the totals so far. A few kilobytes at most (one link per type).
+type Cursor struct {
+	Pending []TypeCursor `json:"pending"`
+	Seq     int          `json:"seq"`
+	Totals  Totals       `json:"totals"`
+}
+
+// TypeCursor is one resource type's place in its history.
+type TypeCursor struct {
+	Type string `json:"type"`
+	Next string `json:"next,omitempty"`
+}
+
+// Totals counts a scan's work.
+type Totals struct {
+	// Types is the number of resource types scanned.
+	Types int `json:"types"`
+	// Pages and Entries count the history pages and entries read.
+	Pages   int64 `json:"pages"`
+	Entries int64 `json:"entries"`
+	// Deletes counts the delete events published (repeats within one
+	// invocation counted once).
+	Deletes int64 `json:"deletes"`
+	// Outside counts DELETE entries after until (the next window's).
+	Outside int64 `json:"outside"`
+	// NeverAnnounced counts resources created and deleted inside the
+	// window: no export saw them, no delete goes out.
+	NeverAnnounced int64 `json:"neverAnnounced"`
+}
+
+// Output is an invocation's answer: done, or the cursor to call again with.
+type Output struct {
+	Done   bool    `json:"done"`
+	Cursor *Cursor `json:"cursor"`
+	Totals Totals  `json:"totals"`
+}
+
+// Config configures the scan.
+type Config struct {
+	// Types are the resource types whose history is read (the pipeline's
+	// type filter applied to every R4 type).
+	Types []string
+	// PageSize is the `_count` asked for (HealthLake answers the number
+	// requested or its maximum, whichever is lower); 0 = DefaultPageSize.
+	PageSize int
+	// Concurrency is how many types are read at once; 0 = DefaultConcurrency.
+	Concurrency int
+	// DeadlineMargin: the scan stops reading pages this long before the
+	// invocation's deadline and returns its cursor.
+	DeadlineMargin time.Duration
+	// Publish configures the bus and the rate (the scan runs alone in its
+	// run, so it may use the pipeline's whole PutEvents share).
+	Publish publish.Config
+	// Bucket and KMSKeyID: where the delivered-index object is written.
+	Bucket, KMSKeyID string
+	Logger           *slog.Logger
+	Metrics          *metrics.Recorder
+}
+
+// DefaultPageSize is the `_count` of a history page unless configured.
+const DefaultPageSize = 100
+
+// DefaultConcurrency is the number of types read at once unless configured.
+const DefaultConcurrency = 8
+
+// Finder is the delete scan. Safe for concurrent use.
+type Finder struct {
+	hl  HistoryAPI
+	eb  publish.PutEventsAPI
+	s3  S3API
+	cfg Config
+}
+
+// New returns a Finder.
+func New(hl HistoryAPI, eb publish.PutEventsAPI, s3c S3API, cfg Config) (*Finder, error) {
+	if hl == nil || eb == nil || s3c == nil {
+		return nil, errors.New("delete scan: HealthLake, EventBridge and S3 clients are required")
+	}
+	if cfg.Bucket == "" {
+		return nil, errors.New("delete scan: no artifact bucket configured")
+	}
+	if len(cfg.Types) == 0 {
+		return nil, errors.New("delete scan: no resource types to scan")
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = DefaultPageSize
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if _, err := publish.New(eb, cfg.Publish); err != nil {
+		return nil, fmt.Errorf("delete scan: %w", err)
+	}
+	return &Finder{hl: hl, eb: eb, s3: s3c, cfg: cfg}, nil
+}
+
+// ScanFailed is the error of a scan that could not read a history page or
+// publish a delete: the run's Task retries the invocation from the same
+// cursor (same eventIds). The Go type name is the Lambda errorType.
+type ScanFailed struct{ Err error }
+
+// Error implements error.
+func (e *ScanFailed) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *ScanFailed) Unwrap() error { return e.Err }
+
+func (in Input) check() error {
+	switch {
+	case in.Window.Since.IsZero() && in.Window.Until.IsZero():
+		return errors.New("delete scan: input window is required")
+	case in.Window.Empty():
+		return fmt.Errorf("delete scan: input window %s is empty", in.Window)
+	case in.RunID == "":
+		return errors.New("delete scan: input runId is required")
+	case in.Export.DatastoreID == "":
+		return errors.New("delete scan: input export.datastoreId is required")
+	}
+	return nil
+}
+
+// Find scans one invocation's share of the window's history and publishes
+// the deletions in it.
+func (f *Finder) Find(ctx context.Context, in Input) (Output, error) {
+	start := time.Now()
+	out, err := f.find(ctx, in)
+	f.observe(in, out, time.Since(start), err)
+	return out, err
+}
+
+func (f *Finder) find(parent context.Context, in Input) (Output, error) {
+	if err := in.check(); err != nil {
+		return Output{}, err
+	}
+	if events.IsSnapshotSince(in.Window.Since) {
+		// The first window publishes the store as it is: a deletion
+		// before it concerns a resource no consumer was told of.
+		return Output{Done: true}, nil
+	}
+	cur := in.Cursor
+	if cur == nil {
+		cur = &Cursor{Totals: Totals{Types: len(f.cfg.Types)}}
+		for _, t := range f.cfg.Types {
+			cur.Pending = append(cur.Pending, TypeCursor{Type: t})
+		}
+	}
+	ctx, cancel := internalDeadline(parent, f.cfg.DeadlineMargin)
+	defer cancel()
+	pub, err := publish.New(f.eb, f.cfg.Publish)
+	if err != nil {
+		return Output{}, fmt.Errorf("delete scan: %w", err)
+	}
+	s := &scan{f: f, in: in, pub: pub, pubCtx: parent, seen: map[string]bool{}, totals: cur.Totals}
+	next := s.run(ctx, cur.Pending)
+	if err := pub.Flush(parent); err != nil {
+		return Output{Totals: s.totals}, &ScanFailed{Err: fmt.Errorf("delete scan: publish %d deletes: %w", len(s.record), err)}
+	}
+	if s.err != nil {
+		return Output{Totals: s.totals}, &ScanFailed{Err: s.err}
+	}
+	if err := s.writeRecord(parent, cur.Seq); err != nil {
+		return Output{Totals: s.totals}, &ScanFailed{Err: err}
+	}
+	if len(next) == 0 {
+		return Output{Done: true, Totals: s.totals}, nil
+	}
+	if len(next) == len(cur.Pending) && s.progress == 0 {
+		return Output{Totals: s.totals}, &ScanFailed{Err: fmt.Errorf("delete scan: no history page read before the invocation's deadline (%d types pending)", len(next))}
+	}
+	return Output{Cursor: &Cursor{Pending: next, Seq: cur.Seq + 1, Totals: s.totals}, Totals: s.totals}, nil
+}
+
+// scan is one invocation's work.
+type scan struct {
+	f        *Finder
+	in       Input
+	pub      *publish.Publisher
+	pubCtx   context.Context // publishing may outlast the reading deadline
+	mu       sync.Mutex
+	seen     map[string]bool
+	record   []delivered.Entry
+	totals   Totals
+	progress int64 // pages read by this invocation
+	err      error
+	detail   []byte
+}
+
+// run reads the pending types' history with bounded parallelism until they
+// are read or the deadline comes, and returns the types left with their
+// next links, in the order given.
+func (s *scan) run(ctx context.Context, pending []TypeCursor) []TypeCursor {
+	left := make([]TypeCursor, len(pending))
+	copy(left, pending)
+	done := make([]bool, len(pending))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < s.f.cfg.Concurrency && w < len(pending); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				done[i] = s.readType(ctx, &left[i])
+			}
+		}()
+	}
+	for i := range pending {
+		if ctx.Err() != nil || s.failed() {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	var next []TypeCursor
+	for i, tc := range left {
+		if !done[i] {
+			next = append(next, tc)
+		}
+	}
+	return next
+}
+
+func (s *scan) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
+// readType reads one type's pages until its history ends (true) or the
+// deadline or a failure stops it (false, tc.Next at the first unread page).
+func (s *scan) readType(ctx context.Context, tc *TypeCursor) bool {
+	w := s.in.Window
+	ts := newTypeScan()
+	for {
+		if s.failed() {
+			return false
+		}
+		if ctx.Err() != nil {
+			s.settle(ts, false)
+			return false
+		}
+		entries, link, err := s.f.hl.TypeHistoryPage(ctx, s.in.Export.DatastoreID, tc.Type, w.Since, s.f.cfg.PageSize, tc.Next)
+		if err != nil {
+			if ctx.Err() != nil {
+				s.settle(ts, false) // the deadline: the cursor stays at this page
+				return false
+			}
+			s.fail(fmt.Errorf("delete scan: %w", err))
+			return false
+		}
+		older := false
+		for i, e := range entries {
+			at, err := events.ParseTime(e.LastUpdated)
+			if err != nil {
+				s.fail(fmt.Errorf("delete scan: history of %s: entry %d: lastUpdated: %w", tc.Type, i+1, err))
+				return false
+			}
+			switch {
+			case !at.After(w.Since):
+				older = true // newest first: the rest is older still
+			case at.After(w.Until):
+				if e.Deleted {
+					s.count(func(t *Totals) { t.Outside++ })
+				}
+			default:
+				ts.add(e)
+			}
+		}
+		s.count(func(t *Totals) { t.Pages++; t.Entries += int64(len(entries)) })
+		s.mu.Lock()
+		s.progress++
+		s.mu.Unlock()
+		tc.Next = link
+		if link == "" || older {
+			return s.settle(ts, true)
+		}
+	}
+}
+
+// typeScan is what one type's pages showed of the window so far: for each
+// resource with a DELETE in the window, its newest DELETE, and whether its
+// oldest version in the window (so far) created it.
+type typeScan struct {
+	deletes map[string]healthlake.HistoryEntry
+	created map[string]bool
+	order   []string
+}
+
+func newTypeScan() *typeScan {
+	return &typeScan{deletes: map[string]healthlake.HistoryEntry{}, created: map[string]bool{}}
+}
+
+// add takes one in-window entry; entries come newest first.
+func (ts *typeScan) add(e healthlake.HistoryEntry) {
+	if e.Deleted {
+		if _, ok := ts.deletes[e.ID]; !ok {
+			ts.deletes[e.ID] = e
+			ts.order = append(ts.order, e.ID)
+		}
+	}
+	if _, ok := ts.deletes[e.ID]; ok {
+		ts.created[e.ID] = e.Created // older entries overwrite: the oldest wins
+	}
+}
+
+// settle publishes the type's deletes. With the type's window read to its
+// start (complete), a resource whose oldest version in the window created
+// it was created and deleted inside the window: no export saw it, no
+// consumer was told of it, and no delete goes out (NeverAnnounced). With
+// the window not read to its start (the deadline came), every delete goes
+// out: an announced resource is never left without its delete, at the cost
+// of a rare delete for a resource no consumer knew.
+func (s *scan) settle(ts *typeScan, complete bool) bool {
+	for _, id := range ts.order {
+		if complete && ts.created[id] {
+			s.count(func(t *Totals) { t.NeverAnnounced++ })
+			continue
+		}
+		if err := s.publish(ts.deletes[id]); err != nil {
+			s.fail(err)
+			return false
+		}
+	}
+	return complete
+}
+
+func (s *scan) count(fn func(*Totals)) {
+	s.mu.Lock()
+	fn(&s.totals)
+	s.mu.Unlock()
+}
+
+func (s *scan) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+}
+
+// publish adds the delete event of one DELETE entry (once per invocation).
+func (s *scan) publish(e healthlake.HistoryEntry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := events.EventID(e.ResourceType, e.ID, e.VersionID)
+	if s.seen[id] {
+		return nil
+	}
+	s.seen[id] = true
+	d := events.Deletion{ResourceType: e.ResourceType, ResourceID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated,
+		Window: s.in.Window, Export: s.in.Export}
+	s.detail = events.AppendDeleteDetail(s.detail[:0], d)
+	if err := s.pub.Add(s.pubCtx, s.detail, nil); err != nil {
+		return fmt.Errorf("delete scan: publish a delete of a %s: %w", e.ResourceType, err)
+	}
+	s.totals.Deletes++
+	s.record = append(s.record, delivered.Entry{Type: e.ResourceType, ID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated, Deleted: true})
+	return nil
+}
+
+// RecordKey is the delivered-index object of invocation seq of a run's
+// scan, written on day.
+func RecordKey(day time.Time, runID string, seq int) string {
+	return delivered.DeliveredKey(day, runID, "history-deletes/"+strconv.Itoa(seq))
+}
+
+// writeRecord writes the deletes EventBridge accepted to the delivered
+// index (the reconciliation reads them: a delete published here is "gone",
+// never published again).
+func (s *scan) writeRecord(ctx context.Context, seq int) error {
+	if len(s.record) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	w := delivered.NewWriter(&buf, false)
+	for _, e := range s.record {
+		if err := w.Write(e); err != nil {
+			return fmt.Errorf("delete scan: delivered index: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("delete scan: delivered index: %w", err)
+	}
+	key := RecordKey(time.Now(), s.in.RunID, seq)
+	in := &s3.PutObjectInput{Bucket: aws.String(s.f.cfg.Bucket), Key: aws.String(key), Body: bytes.NewReader(buf.Bytes()),
+		ContentType: aws.String("text/tab-separated-values"), ContentEncoding: aws.String("gzip")}
+	if s.f.cfg.KMSKeyID != "" {
+		in.ServerSideEncryption = s3types.ServerSideEncryptionAwsKms
+		in.SSEKMSKeyId = aws.String(s.f.cfg.KMSKeyID)
+	}
+	if _, err := s.f.s3.PutObject(ctx, in); err != nil {
+		return fmt.Errorf("delete scan: put delivered index s3://%s/%s: %w", s.f.cfg.Bucket, key, err)
+	}
+	return nil
+}
+
+// internalDeadline returns ctx bounded by its deadline less margin.
+func internalDeadline(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, dl.Add(-margin))
+}
+
+// observe logs the invocation (counts only, never a resource id) and emits
+// the deletes as EventsPublished.
+func (f *Finder) observe(in Input, out Output, took time.Duration, err error) {
+	if f.cfg.Logger != nil {
+		log := logging.Run(f.cfg.Logger, in.ExecutionID, in.RunID, in.Export.JobID, in.Window.String())
+		attrs := []any{"done", out.Done, "types", out.Totals.Types, "pages", out.Totals.Pages, "entries", out.Totals.Entries,
+			"deletes", out.Totals.Deletes, "outsideWindow", out.Totals.Outside, "neverAnnounced", out.Totals.NeverAnnounced, "durationMs", took.Milliseconds()}
+		if out.Cursor != nil {
+			attrs = append(attrs, "typesPending", len(out.Cursor.Pending))
+		}
+		if err != nil {
+			log.Error("delete scan failed", append(attrs, "error", err.Error())...)
+		} else {
+			log.Info("delete scan", attrs...)
+		}
+	}
+	if f.cfg.Metrics != nil && err == nil {
+		var prev int64
+		if in.Cursor != nil {
+			prev = in.Cursor.Totals.Deletes
+		}
+		props := map[string]any{"executionId": in.ExecutionID, "runId": in.RunID, "jobId": in.Export.JobID, "operation": events.OperationDelete}
+		_ = f.cfg.Metrics.Emit([]metrics.Value{metrics.Count(metrics.EventsPublished, out.Totals.Deletes-prev)}, nil, props)
+	}
+}

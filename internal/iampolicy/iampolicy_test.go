@@ -1,0 +1,142 @@
+package iampolicy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy/sar"
+)
+
+// testResources names every resource, the reconciliation's included.
+func testResources() Resources {
+	arn := func(svc, res string) string { return "arn:aws:" + svc + ":us-east-1:111122223333:" + res }
+	logs := map[Principal]string{}
+	for _, p := range append(Lambdas(), Reconcile) {
+		logs[p] = arn("logs", "log-group:/aws/lambda/"+string(p)+":*")
+	}
+	return Resources{
+		BucketARN: "arn:aws:s3:::artifacts", TableARN: arn("dynamodb", "table/cdc"), KeyARN: arn("kms", "key/k"),
+		DatastoreARN:  arn("healthlake", "datastore/fhir/ds"),
+		StartQueueARN: arn("sqs", "start"), RecheckQueueARN: arn("sqs", "recheck"), EventBusARN: arn("events", "event-bus/cdc"),
+		StateMachineARN: arn("states", "stateMachine:cdc"), ExecutionsARN: arn("states", "execution:cdc:*"),
+		MapRunExecutionsARN: arn("states", "execution:cdc/*"),
+		RunLockFunctionARN:  arn("lambda", "function:run-lock"), PrepareChangeFunctionARN: arn("lambda", "function:prepare-change"),
+		ExportRoleARN: "arn:aws:iam::111122223333:role/export", LogGroupARNs: logs,
+		ReconcileFunctionARN: arn("lambda", "function:reconcile"), ReconcileStateMachineARN: arn("states", "stateMachine:rec"),
+		ReconcileExecutionsARN: arn("states", "execution:rec:*"), ReconcileMapRunExecutionsARN: arn("states", "execution:rec/*"),
+	}
+}
+
+// TestEveryActionIsInTheServiceAuthorizationReference: every action of every
+// principal's statements is an action AWS's Service Authorization Reference
+// names for its service (internal/iampolicy/sar), and every service-specific
+// condition key a statement uses is one SAR lists for each of its actions.
+func TestEveryActionIsInTheServiceAuthorizationReference(t *testing.T) {
+	ref, err := sar.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range All() {
+		stmts, err := Policy(p, testResources())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stmts {
+			for _, a := range s.Actions {
+				act, ok := ref.Lookup(a)
+				if !ok {
+					t.Errorf("%s/%s: %s is not in the Service Authorization Reference data (internal/iampolicy/sar/actions.json)", p, s.Sid, a)
+					continue
+				}
+				for _, keys := range s.Conditions {
+					for key := range keys {
+						if strings.HasPrefix(key, "aws:") {
+							continue // global condition keys apply to every action
+						}
+						found := false
+						for _, k := range act.ConditionKeys {
+							found = found || k == key
+						}
+						if !found {
+							t.Errorf("%s/%s: SAR lists no condition key %s for %s", p, s.Sid, key, a)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestHistoryReadsUseTheSARAction: the instance history the reconciliation
+// reads and the type-level history prepare-change reads are authorized by
+// healthlake:GetHistoryByResourceId on the data store, not ReadResource.
+func TestHistoryReadsUseTheSARAction(t *testing.T) {
+	res := testResources()
+	for _, c := range []struct {
+		p    Principal
+		want []string
+	}{
+		{Reconcile, []string{"healthlake:GetHistoryByResourceId", "healthlake:ReadResource"}},
+		{PrepareChange, []string{"healthlake:GetHistoryByResourceId"}},
+	} {
+		for _, a := range c.want {
+			if !grants(MustPolicy(c.p, res), a, res.DatastoreARN) {
+				t.Errorf("%s lacks %s on %s", c.p, a, res.DatastoreARN)
+			}
+		}
+	}
+}
+
+func grants(stmts []Statement, action, resource string) bool {
+	for _, s := range stmts {
+		for _, a := range s.Actions {
+			for _, r := range s.Resources {
+				if a == action && r == resource && !s.Deny {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestDynamoDBStatementsAreLimitedToOwnItems: every statement with a
+// DynamoDB item action carries the owner's dynamodb:LeadingKeys patterns
+// (ForAllValues:StringLike) and requires the key (Null false), which
+// ForAllValues alone does not (it holds for an empty set).
+func TestDynamoDBStatementsAreLimitedToOwnItems(t *testing.T) {
+	want := map[Principal][]string{
+		RunLock:     {PKRun, PKExportLedger},
+		StartExport: {PKExportLedger, PKExportJob},
+		CheckExport: {PKExportLedger, PKExportJob},
+		Reconcile:   {PKReconcile},
+	}
+	for _, p := range All() {
+		var got []string
+		for _, s := range MustPolicy(p, testResources()) {
+			ddb := false
+			for _, a := range s.Actions {
+				ddb = ddb || strings.HasPrefix(a, "dynamodb:")
+			}
+			if !ddb {
+				continue
+			}
+			pats := s.Conditions["ForAllValues:StringLike"][LeadingKeys]
+			if len(pats) == 0 {
+				t.Errorf("%s/%s: DynamoDB statement without a %s condition", p, s.Sid, LeadingKeys)
+			}
+			if n := s.Conditions["Null"][LeadingKeys]; len(n) != 1 || n[0] != "false" {
+				t.Errorf("%s/%s: %s not required (Null false): %v", p, s.Sid, LeadingKeys, s.Conditions)
+			}
+			for _, a := range s.Actions {
+				if a == "dynamodb:Scan" || a == "dynamodb:BatchWriteItem" || a == "dynamodb:DeleteItem" {
+					t.Errorf("%s/%s: %s", p, s.Sid, a)
+				}
+			}
+			got = append(got, pats...)
+		}
+		if strings.Join(got, ",") != strings.Join(want[p], ",") {
+			t.Errorf("%s: leading keys %v, want %v", p, got, want[p])
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+)
+
+// listState is the list loop's progress, kept in S3 between invocations.
+type listState struct {
+	Leaf   int    `json:"leaf"`   // the leaf being listed
+	Next   string `json:"next"`   // its next page ("" = its first)
+	Seq    int    `json:"seq"`    // pages written so far
+	Listed int64  `json:"listed"` // resources listed
+	Done   bool   `json:"done"`
+}
+
+// list reads the store's resources in each leaf range, page by page
+// (search with strong consistency), writes each page as an NDJSON object
+// and its entries, partitioned, as store runs whose lines locate each
+// resource in that object (the compare step reads a repair back from it).
+func (h *Handler) list(parent context.Context, in Input) (Done, error) {
+	pl := in.Plan
+	ctx, cancel := h.deadline(parent)
+	defer cancel()
+	leaves, _, err := h.leaves(parent, pl.RunID)
+	if err != nil {
+		return Done{}, fmt.Errorf("list: %w", err)
+	}
+	var st listState
+	if err := h.getJSON(parent, listStateKey(pl.RunID), &st); err != nil {
+		st = listState{}
+	}
+	for st.Leaf < len(leaves) && ctx.Err() == nil {
+		r := leaves[st.Leaf]
+		page, next, err := h.hl.SearchPage(ctx, pl.Export.DatastoreID, r.Type, lower(r.After), r.Until, h.cfg.PageSize, st.Next)
+		if err != nil {
+			if ctx.Err() != nil && parent.Err() == nil {
+				break
+			}
+			return Done{}, fmt.Errorf("list: %w", err)
+		}
+		n, err := h.writePage(parent, pl, st.Seq, r, page)
+		if err != nil {
+			return Done{}, fmt.Errorf("list: %w", err)
+		}
+		st.Seq++
+		st.Listed += n
+		st.Next = next
+		if next == "" {
+			st.Leaf++
+		}
+	}
+	st.Done = st.Leaf >= len(leaves)
+	if err := h.putJSON(parent, listStateKey(pl.RunID), st); err != nil {
+		return Done{}, fmt.Errorf("list: %w", err)
+	}
+	return Done{Done: st.Done}, nil
+}
+
+// writePage writes one search page: its resources, one per line, to
+// listedKey(seq), and the entries of those in the leaf r to the store runs
+// of their partitions (batch seq). It returns the resources indexed.
+func (h *Handler) writePage(ctx context.Context, pl *Plan, seq int, r Range, page []json.RawMessage) (int64, error) {
+	var nd bytes.Buffer
+	for i, raw := range page {
+		start := nd.Len()
+		if err := json.Compact(&nd, raw); err != nil {
+			nd.Truncate(start)
+			return 0, fmt.Errorf("search page %d of %s, entry %d: not a JSON object", seq, r.Type, i+1)
+		}
+		nd.WriteByte('\n')
+	}
+	key := listedKey(pl.RunID, seq)
+	if err := h.put(ctx, key, nd.Bytes()); err != nil {
+		return 0, err
+	}
+	files := []delivered.FileRef{{Bucket: h.cfg.Bucket, Key: key}}
+	parts := map[int][]delivered.Entry{}
+	var n int64
+	rd := fhir.NewReader(bytes.NewReader(nd.Bytes()), fhir.Options{File: key, Validation: fhir.ValidateNone})
+	for {
+		line, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("search page %d of %s: %w", seq, r.Type, err)
+		}
+		if line.ResourceType != r.Type || line.ID == "" {
+			return 0, fmt.Errorf("search page %d of %s: line %d is not a %s with an id", seq, r.Type, line.Number, r.Type)
+		}
+		t, err := events.ParseTime(line.LastUpdated)
+		if err != nil || !r.Contains(t) {
+			continue // changed since it was counted: a later window's, or another range's
+		}
+		v := line.VersionID
+		if v == "" {
+			v = events.ContentVersion(line.Raw)
+		}
+		e := delivered.Entry{Type: line.ResourceType, ID: line.ID, VersionID: v, LastUpdated: line.LastUpdated,
+			Offset: line.Offset, Length: int64(len(line.Raw))}
+		p := delivered.Partition(e.Type, e.ID, pl.Partitions)
+		parts[p] = append(parts[p], e)
+		n++
+	}
+	for p, es := range parts {
+		delivered.SortEntries(es)
+		var buf bytes.Buffer
+		w := delivered.NewWriter(&buf, true)
+		if err := w.Files(files); err != nil {
+			return 0, err
+		}
+		for _, e := range es {
+			if err := w.Write(e); err != nil {
+				return 0, err
+			}
+		}
+		if err := w.Close(); err != nil {
+			return 0, err
+		}
+		if err := h.put(ctx, storeRunKey(pl.RunID, p, seq), buf.Bytes()); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,57 @@
+package runlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+)
+
+// GetItemAPI is the part of the DynamoDB client ReadCheckpoints uses.
+type GetItemAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// Checkpoints are what a reader outside the lock (the reconciliation) needs
+// of RUN/STATE: the checkpoint (every version at or before it was
+// published) and the origin (the first checkpoint: versions at or before it
+// were never the pipeline's to publish — events.SnapshotSince after a
+// snapshot start). Origin is zero on a record written before it was kept.
+type Checkpoints struct {
+	Checkpoint, Origin time.Time
+}
+
+// ReadCheckpoints reads RUN/STATE with a consistent read; ok is false when
+// no run has created it yet.
+func ReadCheckpoints(ctx context.Context, db GetItemAPI, table string) (c Checkpoints, ok bool, err error) {
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: stateKey(), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#c, #o"), ExpressionAttributeNames: map[string]string{"#c": attrCheckpoint, "#o": attrOrigin}})
+	if err != nil {
+		return Checkpoints{}, false, fmt.Errorf("read RUN/STATE from %s: %w", table, err)
+	}
+	if len(out.Item) == 0 {
+		return Checkpoints{}, false, nil
+	}
+	get := func(name string) (time.Time, error) {
+		v, isS := out.Item[name].(*types.AttributeValueMemberS)
+		if !isS {
+			return time.Time{}, nil
+		}
+		return events.ParseTime(v.Value)
+	}
+	if c.Checkpoint, err = get(attrCheckpoint); err != nil {
+		return Checkpoints{}, false, fmt.Errorf("RUN/STATE %s: %w", attrCheckpoint, err)
+	}
+	if _, has := out.Item[attrCheckpoint]; !has {
+		return Checkpoints{}, false, nil
+	}
+	if c.Origin, err = get(attrOrigin); err != nil {
+		return Checkpoints{}, false, fmt.Errorf("RUN/STATE %s: %w", attrOrigin, err)
+	}
+	return c, true, nil
+}
