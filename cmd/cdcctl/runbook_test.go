@@ -494,7 +494,11 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	if sv.Lock != nil || sv.Checkpoint != events.FormatTime(checkpoint) || len(sv.History) == 0 || sv.History[0].RunID != execName(arn) {
 		t.Fatalf("status --json after the failed run: %+v", sv)
 	}
-	// CheckpointLagAlarm: the next run retries the window and moves on.
+	// CheckpointLagAlarm: the next run retries the window and moves on
+	// (delivering an Observation the reconciliation below finds erased).
+	if _, err := st.PutResource(ctx, "Observation", "rb-obs", []byte(`{"resourceType":"Observation","id":"rb-obs","status":"final","code":{"text":"x"}}`)); err != nil {
+		t.Fatal(err)
+	}
 	w5, _ := cdcctlRun()
 	if w5.Outcome != report.OutcomeCommitted || w5.Window.Since != events.FormatTime(checkpoint) || !status().Checkpoint.After(checkpoint) {
 		t.Fatalf("the run after the failure: %+v", w5)
@@ -521,10 +525,13 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	}
 
 	// --- Reconcile now; ReconcileRepairs ---------------------------------------
-	// A delivered resource is deleted: the reconciliation publishes its delete.
-	// The version the lenient export above lost (quarantined, never delivered)
-	// is re-published as a repair.
-	resp, err := st.FHIR(ctx, "DELETE", "Patient/rb-good", nil)
+	// A delivered resource is erased ($erase: no history left, so no window
+	// can see it): the reconciliation publishes its delete. The version the
+	// lenient export above lost (quarantined, never delivered) is
+	// re-published as a repair. (Another type than the repair's: in one type
+	// and hour a missing and an extra resource count the same —
+	// docs/RECONCILE.md, "What it cannot prove".)
+	resp, err := st.FHIR(ctx, "POST", "Observation/rb-obs/$erase", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +539,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	before = st.Delivered.Len()
 	out, _ = rb.run(t, "cdcctl reconcile --wait", nil, exitOK)
-	for _, want := range []string{"started ", "ended SUCCEEDED", "deletes              1 (hard deletes 0)", "repairs              1", "unconfirmed          0"} {
+	for _, want := range []string{"started ", "ended SUCCEEDED", "deletes              1 (hard deletes 1)", "repairs              1", "unconfirmed          0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cdcctl reconcile --wait lacks %q:\n%s", want, out)
 		}
@@ -546,7 +553,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 			repairs = append(repairs, d.EventID)
 		}
 	}
-	if len(deletes) != 1 || !strings.HasPrefix(deletes[0], "Patient/rb-good/_history/") ||
+	if len(deletes) != 1 || !strings.HasPrefix(deletes[0], "Observation/rb-obs/_history/") ||
 		len(repairs) != 1 || !strings.HasPrefix(repairs[0], "Patient/rb-export-errors/_history/") {
 		t.Errorf("the reconciliation delivered deletes %v and repairs %v", deletes, repairs)
 	}

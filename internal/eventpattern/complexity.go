@@ -1,10 +1,6 @@
 package eventpattern
 
-import (
-	"sort"
-	"strconv"
-	"strings"
-)
+import "sort"
 
 // MaxWildcardComplexity is the most wildcard complexity a field of a pattern
 // may have; more is refused with "Rule is too complex".
@@ -27,7 +23,7 @@ const MaxWildcardComplexity = 14
 // maxComplexityStates bounds the worst-case search of wildcardComplexity: a
 // field whose wildcards have more distinct matching states than this is
 // refused as too complex without searching further.
-const maxComplexityStates = 10000
+const maxComplexityStates = 5000
 
 // tooComplex is AWS's reason for a wildcard pattern over the limit.
 const tooComplex = "Rule is too complex - try using fewer wildcard characters or fewer repeating character sequences after a wildcard character"
@@ -96,7 +92,6 @@ type nfaState struct {
 func wildcardComplexity(globs []glob, limit int) int {
 	var states []nfaState
 	var starts []int
-	alphabet := map[byte]bool{}
 	for _, g := range globs {
 		first := len(states)
 		starts = append(starts, first)
@@ -108,7 +103,6 @@ func wildcardComplexity(globs []glob, limit int) int {
 			}
 			for j := 0; j < len(part); j++ {
 				states = append(states, nfaState{b: part[j], counted: afterStar})
-				alphabet[part[j]] = true
 			}
 		}
 		for k := first; k < len(states); k++ {
@@ -118,41 +112,26 @@ func wildcardComplexity(globs []glob, limit int) int {
 			states[len(states)-1].next = -1 // the end of the value is not counted
 		}
 	}
-	// Input bytes: each literal byte, and one byte that is none of them.
-	var symbols []int
-	for b := range alphabet {
-		symbols = append(symbols, int(b))
-	}
-	sort.Ints(symbols)
-	symbols = append(symbols, -1)
-
-	closure := func(set map[int]bool) []int {
-		stack := make([]int, 0, len(set))
-		for s := range set {
-			stack = append(stack, s)
-		}
-		for len(stack) > 0 {
-			s := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if states[s].star && states[s].next >= 0 && !set[states[s].next] {
-				set[states[s].next] = true
-				stack = append(stack, states[s].next)
+	mark := make([]int, len(states)) // mark[s] == gen: s is in the set being built
+	gen := 0
+	// add puts s and the states it reaches without input into set.
+	add := func(set []int, s int) []int {
+		for s >= 0 && mark[s] != gen {
+			mark[s] = gen
+			set = append(set, s)
+			if !states[s].star {
+				break
 			}
+			s = states[s].next
 		}
-		out := make([]int, 0, len(set))
-		for s := range set {
-			out = append(out, s)
-		}
-		sort.Ints(out)
-		return out
+		return set
 	}
 	key := func(set []int) string {
-		var b strings.Builder
+		b := make([]byte, 0, 3*len(set))
 		for _, s := range set {
-			b.WriteString(strconv.Itoa(s))
-			b.WriteByte(',')
+			b = append(b, byte(s>>16), byte(s>>8), byte(s))
 		}
-		return b.String()
+		return string(b)
 	}
 	count := func(set []int) int {
 		n := 0
@@ -163,36 +142,56 @@ func wildcardComplexity(globs []glob, limit int) int {
 		}
 		return n
 	}
-
-	init := map[int]bool{}
-	for _, s := range starts {
-		init[s] = true
+	// step is the set after one input byte c (-1: a byte no literal has).
+	step := func(cur []int, c int) []int {
+		gen++
+		var set []int
+		for _, s := range cur {
+			st := states[s]
+			switch {
+			case st.star:
+				set = add(set, s)
+			case int(st.b) == c && st.next >= 0:
+				set = add(set, st.next)
+			}
+		}
+		sort.Ints(set)
+		return set
 	}
-	first := closure(init)
+
+	gen++
+	var first []int
+	for _, s := range starts {
+		first = add(first, s)
+	}
+	sort.Ints(first)
 	seen := map[string]bool{key(first): true}
 	queue := [][]int{first}
 	best := count(first)
+	var symbols []int
 	for len(queue) > 0 {
 		if best > limit || len(seen) > maxComplexityStates {
 			return limit + 1
 		}
 		cur := queue[0]
 		queue = queue[1:]
-		for _, c := range symbols {
-			next := map[int]bool{}
-			for _, s := range cur {
-				st := states[s]
-				switch {
-				case st.star:
-					next[s] = true
-				case int(st.b) == c && st.next >= 0:
-					next[st.next] = true
-				}
+		// Only the bytes the set's literal states wait for, and one other
+		// byte, lead to different sets.
+		symbols = append(symbols[:0], -1)
+		for _, s := range cur {
+			if st := states[s]; !st.star {
+				symbols = append(symbols, int(st.b))
 			}
-			if len(next) == 0 {
+		}
+		sort.Ints(symbols)
+		for i, c := range symbols {
+			if i > 0 && c == symbols[i-1] {
 				continue
 			}
-			set := closure(next)
+			set := step(cur, c)
+			if len(set) == 0 {
+				continue
+			}
 			k := key(set)
 			if seen[k] {
 				continue

@@ -8,11 +8,17 @@
 // patterns", "Matching events on null values and empty strings"): exact
 // strings, numbers, booleans and null; prefix and suffix (also with
 // equals-ignore-case); equals-ignore-case; wildcard; anything-but with a
-// value, a list of strings or of numbers, a prefix, a suffix, a wildcard (or
-// a list of them) and equals-ignore-case (a string or a list); numeric ranges;
-// cidr (IPv4 and IPv6); exists; $or at any level; nested objects; and arrays
-// (a field matches when any of its array elements does, each object element
-// of an array matched as a whole).
+// value, a list of strings or of numbers, and with prefix, suffix, wildcard
+// or equals-ignore-case (each a string or a list; these match every value
+// that is not a string, null included); numeric ranges; cidr (IPv4 and
+// IPv6); exists; $or at any level; nested objects, also written as dotted
+// keys ("detail.state"), in patterns and in events alike; and arrays (a field
+// matches when any of its array elements does, each object element of an
+// array matched as a whole). A field whose wildcards are too complex is
+// refused with "Rule is too complex" (MaxWildcardComplexity).
+//
+// The cases of testdata/conformance.json, written from those pages, are run
+// here and through the local EventBridge's TestEventPattern.
 //
 // The package is pure Go with no AWS types, for the local EventBridge
 // emulator and for any consumer that wants to filter as a rule would.

@@ -113,9 +113,9 @@ func TestHistoryFollowsNextLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []healthlake.HistoryEntry{
-		{VersionID: "3", LastUpdated: "2026-11-21T10:00:02.000Z", Deleted: true},
-		{VersionID: "2", LastUpdated: "2026-11-21T10:00:01.000Z"},
-		{VersionID: "1", LastUpdated: "2026-11-21T10:00:00.000Z"},
+		{VersionID: "3", LastUpdated: "2026-11-21T10:00:02.000Z", Deleted: true, ResourceType: "Patient", ID: "p1"},
+		{VersionID: "2", LastUpdated: "2026-11-21T10:00:01.000Z", ResourceType: "Patient", ID: "p1"},
+		{VersionID: "1", LastUpdated: "2026-11-21T10:00:00.000Z", ResourceType: "Patient", ID: "p1"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("history = %+v", got)

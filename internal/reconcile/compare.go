@@ -69,6 +69,10 @@ func (h *Handler) diff(ctx context.Context, in Input) (Result, error) {
 		return res, fmt.Errorf("diff partition %d: %w", p, err)
 	}
 	ls := newLeafSet(leaves)
+	changed, err := h.loadChanged(ctx, pl.RunID)
+	if err != nil {
+		return res, fmt.Errorf("diff partition %d: %w", p, err)
+	}
 	store, files, err := h.loadStore(ctx, pl.RunID, p)
 	if err != nil {
 		return res, err
@@ -78,7 +82,7 @@ func (h *Handler) diff(ctx context.Context, in Input) (Result, error) {
 		return res, fmt.Errorf("diff partition %d: the folded index: %w", p, err)
 	}
 	for _, e := range all {
-		if ls.has(e) {
+		if _, ok := changed[e.Type+"/"+e.ID]; !ok && ls.has(e) {
 			known = append(known, e)
 		} else {
 			outside = append(outside, e)

@@ -93,12 +93,19 @@ func (h *Handler) fold(ctx context.Context, in Input) (Result, error) {
 	if err := h.writeIndex(ctx, foldedKey(pl.RunID, p), known); err != nil {
 		return Result{}, fmt.Errorf("fold partition %d: %w", p, err)
 	}
+	changed, err := h.loadChanged(ctx, pl.RunID)
+	if err != nil {
+		return Result{}, fmt.Errorf("fold partition %d: %w", p, err)
+	}
 	hist, g := Hist{}, gridOf(pl)
 	res := Result{Partition: p}
 	res.Known = int64(len(known))
 	for _, e := range known {
 		if e.Deleted {
 			continue
+		}
+		if _, ok := changed[e.Type+"/"+e.ID]; ok {
+			continue // changed after the checkpoint: the store's count leaves it out too
 		}
 		if t, err := e.LastUpdatedAt(); err == nil && pl.Window.Contains(t) {
 			hist.add(g, e.Type, t)

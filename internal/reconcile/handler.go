@@ -64,6 +64,7 @@ type HealthLakeAPI interface {
 	Count(ctx context.Context, datastoreID, resourceType string, after, until time.Time) (int64, error)
 	SearchPage(ctx context.Context, datastoreID, resourceType string, after, until time.Time, count int, next string) ([]json.RawMessage, string, error)
 	History(ctx context.Context, datastoreID, resourceType, id string) ([]healthlake.HistoryEntry, error)
+	TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]healthlake.HistoryEntry, string, error)
 	// Exists reads the resource: a history that is gone is a hard delete
 	// only when the resource is gone too.
 	Exists(ctx context.Context, datastoreID, resourceType, id string) (bool, error)
@@ -193,6 +194,9 @@ type Plan struct {
 	// DeliveredKeysKey lists the delivered-index objects to read.
 	DeliveredKeysKey string `json:"deliveredKeysKey"`
 	Delivered        int    `json:"delivered"`
+	// Changed counts the resources changed after the checkpoint
+	// (changed.go): left out of the comparison.
+	Changed int `json:"changed"`
 	// PartitionList is 0..Partitions-1, the items of the fold and compare Maps.
 	PartitionList []int `json:"partitionList"`
 }

@@ -48,6 +48,14 @@ func (h *Handler) plan(ctx context.Context, in Input) (Plan, error) {
 	}
 	p.Previous = prev
 	p.Split = recentSplit(&p)
+	changed, err := h.changedSince(ctx, &p)
+	if err != nil {
+		return Plan{}, fmt.Errorf("plan: %w", err)
+	}
+	if err := h.putJSON(ctx, changedKey(in.RunID), changed); err != nil {
+		return Plan{}, fmt.Errorf("plan: %w", err)
+	}
+	p.Changed = len(changed)
 	var cutoff time.Time
 	if prev != nil {
 		t, err := events.ParseTime(prev.StartedAt)

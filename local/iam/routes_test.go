@@ -314,7 +314,8 @@ func TestEachPrincipalTouchesOnlyItsOwnItems(t *testing.T) {
 		iampolicy.CheckExport: {"GetItem EXPORTJOB#j1": true, "UpdateItem EXPORT#r1": true},
 		iampolicy.RunLock: {"GetItem RUN": true, "Query RUN": true, "TransactWriteItems RUN,RUN": true, "UpdateItem RUN": true,
 			"GetItem EXPORT#r1": true, "UpdateItem EXPORT#r1": true},
-		iampolicy.Reconcile: {"GetItem RECONCILE": true, "PutItem RECONCILE": true},
+		// reconcile reads RUN/STATE (the checkpoint and origin) and never writes it.
+		iampolicy.Reconcile: {"GetItem RECONCILE": true, "PutItem RECONCILE": true, "GetItem RUN": true},
 	}
 	for p, calls := range cases {
 		for _, cl := range calls {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +21,9 @@ import (
 	minidyn "github.com/truora/minidyn/server"
 )
 
-// Test credentials every local client signs with; the HealthLake emulator
-// verifies SigV4 signatures against them.
+// The administrator's credentials, which local clients sign with unless they
+// act as a principal (ConfigFor); the gateway verifies every request's SigV4
+// signature against the secret of the key that signed it (keys.go).
 const (
 	AccessKeyID     = "AKIDLOCALCDC"
 	SecretAccessKey = "local-secret-for-healthlake-cdc"
@@ -138,6 +138,7 @@ func Start(opts Options) (*Env, error) {
 		backend = spill
 	}
 	g := NewGateway()
+	g.SetVerifySignatures(true)
 	g.Handle(ServiceS3, gofakes3.New(backend, gofakes3.WithAutoBucket(true)).Server())
 	g.Handle(ServiceSQS, goawsrouter.New())
 	g.Handle(ServiceDynamoDB, minidyn.NewServer())
@@ -203,27 +204,14 @@ func (e *Env) httpClient() *http.Client {
 	return &http.Client{Timeout: 60 * time.Second}
 }
 
-// ConfigFor returns Config signed with another access key id (the local
-// secret is shared): each principal of the stack signs with its own key, by
-// which the gateway's authorizer knows it.
+// ConfigFor returns Config signed with another access key id and its
+// secret: each principal of the stack signs with its own key, by which the
+// gateway's authorizer knows it. A key id the Env does not know yet is
+// issued, with PrincipalSecretAccessKey as its secret.
 func (e *Env) ConfigFor(accessKeyID string) aws.Config {
 	cfg := e.Config()
-	cfg.Credentials = credentials.NewStaticCredentialsProvider(accessKeyID, SecretAccessKey, "")
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(accessKeyID, e.Gateway.IssueAccessKey(accessKeyID), "")
 	return cfg
-}
-
-// PrincipalAccessKeyID returns the local access key id of a named principal
-// (for example "start-export"): AKIDLOCAL followed by the name in capitals
-// without punctuation.
-func PrincipalAccessKeyID(name string) string {
-	var b strings.Builder
-	b.WriteString("AKIDLOCAL")
-	for _, r := range strings.ToUpper(name) {
-		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // ARN builds an ARN in this Env's region and account.

@@ -9,6 +9,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/local/sigv4"
 )
 
 // Service signing names, as they appear in a SigV4 credential scope.
@@ -24,7 +27,9 @@ const (
 
 // Gateway routes requests to per-service handlers and counts the calls each
 // API served. Requests without a SigV4 scope go to S3, as an unsigned
-// path-style URL would in AWS.
+// path-style URL would in AWS. With signature checks on (Start turns them
+// on), every signed request's SigV4 signature is verified, with the secret
+// of the access key that signed it, before anything else sees it.
 type Gateway struct {
 	mu       sync.RWMutex
 	services map[string]http.Handler
@@ -33,6 +38,11 @@ type Gateway struct {
 	faults   FaultInjector
 	auth     Authorizer
 	latency  *LatencyModel
+	verify   bool
+	clock    func() time.Time
+
+	keys     *keyStore
+	verifier *sigv4.Verifier
 }
 
 // Authorizer decides, before any fault or service sees it, whether a
@@ -46,9 +56,66 @@ type Authorizer func(service string, w http.ResponseWriter, r *http.Request) (an
 type FaultInjector func(service, operation string) (status int, body string, ok bool)
 
 // NewGateway returns a gateway with no services registered.
+// It knows DefaultAccessKeys; signatures are not checked until
+// SetVerifySignatures(true).
 func NewGateway() *Gateway {
-	return &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}}
+	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}, keys: newKeyStore()}
+	g.verifier = &sigv4.Verifier{Secret: g.keys.secret, Now: g.now}
+	return g
 }
+
+// SetVerifySignatures turns the SigV4 check of every signed request on or
+// off. A refused request gets the service's own error (InvalidAccessKeyId,
+// SignatureDoesNotMatch, UnrecognizedClientException, …; sigerrors.go).
+// Unsigned requests are not refused here: the authorizer decides.
+func (g *Gateway) SetVerifySignatures(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.verify = on
+}
+
+// SetClock sets the clock signing times are checked against (a request
+// more than 15 minutes off is refused); nil means time.Now, which inside a
+// testing/synctest bubble is the bubble's clock, as the SDK clients' is.
+func (g *Gateway) SetClock(now func() time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.clock = now
+}
+
+func (g *Gateway) now() time.Time {
+	g.mu.RLock()
+	c := g.clock
+	g.mu.RUnlock()
+	if c == nil {
+		return time.Now()
+	}
+	return c()
+}
+
+// AddAccessKey makes an access key pair valid (or changes its secret).
+func (g *Gateway) AddAccessKey(accessKeyID, secretAccessKey string) {
+	g.keys.add(accessKeyID, secretAccessKey)
+}
+
+// IssueAccessKey returns the secret of an access key id, making the key
+// valid first, with PrincipalSecretAccessKey as its secret, if it is not.
+func (g *Gateway) IssueAccessKey(accessKeyID string) string {
+	if s, ok := g.keys.secret(accessKeyID); ok {
+		return s
+	}
+	s := PrincipalSecretAccessKey(accessKeyID)
+	g.keys.add(accessKeyID, s)
+	return s
+}
+
+// SecretAccessKey returns the secret of a valid access key id.
+func (g *Gateway) SecretAccessKey(accessKeyID string) (string, bool) {
+	return g.keys.secret(accessKeyID)
+}
+
+// AccessKeyIDs returns the valid access key ids in order.
+func (g *Gateway) AccessKeyIDs() []string { return g.keys.ids() }
 
 // Handle registers h for the service with the given SigV4 signing name.
 func (g *Gateway) Handle(service string, h http.Handler) {
@@ -120,10 +187,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	faults := g.faults
 	auth := g.auth
 	latency := g.latency
+	verify := g.verify
 	g.mu.Unlock()
 	if h == nil {
 		http.Error(w, "localaws: no emulator for service "+service, http.StatusNotImplemented)
 		return
+	}
+	// The signature is checked on arrival (a modelled latency does not age
+	// it), and refused after the call's latency like any other refusal.
+	var sigErr error
+	if verify {
+		a, err := g.verifier.Verify(r)
+		if err != nil {
+			sigErr = err
+		} else if a != nil {
+			// The emulators behind (HealthLake) need not check it again.
+			r = r.WithContext(sigv4.WithVerified(r.Context(), a))
+		}
 	}
 	// Every call, refused or served, takes the time AWS would take (the
 	// model's exempt callers aside).
@@ -131,6 +211,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if key, _ := Credential(r); latency.Delays(key) && !Sleep(r.Context().Done(), latency.Sample(service, LatencyOperation(service, r))) {
 			return
 		}
+	}
+	if sigErr != nil {
+		writeSignatureError(w, r, service, sigErr, g.now())
+		return
 	}
 	if auth != nil && auth(service, w, r) {
 		return

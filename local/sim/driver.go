@@ -30,6 +30,12 @@ type Writes struct {
 	DeletesRefused       int64 `json:"deletesRefused,omitempty"`
 	// Rejected counts creates and updates the data store refused.
 	Rejected int64 `json:"rejected,omitempty"`
+	// Erases counts `$erase` jobs started (hard deletes: no history left);
+	// BulkDeletes the `$bulk-delete` jobs and BulkDeleted the live
+	// resources of their types when each was started.
+	Erases      int64 `json:"erases,omitempty"`
+	BulkDeletes int64 `json:"bulkDeletes,omitempty"`
+	BulkDeleted int64 `json:"bulkDeleted,omitempty"`
 }
 
 // deleter sends a FHIR DELETE (stack.FHIR).
@@ -177,10 +183,11 @@ type plan struct {
 	scale   float64
 	streams [][3]accumulator
 	bursts  [][3]accumulator
+	erases  []accumulator
 }
 
 func newPlan(w Workload) *plan {
-	return &plan{w: w, scale: w.scale(), streams: make([][3]accumulator, len(w.Streams)), bursts: make([][3]accumulator, len(w.Bursts))}
+	return &plan{w: w, scale: w.scale(), streams: make([][3]accumulator, len(w.Streams)), bursts: make([][3]accumulator, len(w.Bursts)), erases: make([]accumulator, len(w.Bursts))}
 }
 
 // second writes the changes due in the second starting at offset t.
@@ -210,6 +217,12 @@ func (p *plan) second(ctx context.Context, d *driver, t time.Duration) error {
 			acc[0].take(float64(b.Creates)*frac), acc[1].take(float64(b.Updates)*frac), acc[2].take(float64(b.Deletes)*frac)); err != nil {
 			return err
 		}
+		for range p.erases[i].take(float64(b.Erases) * frac) {
+			d.erase(ctx, b.ResourceType)
+		}
+		if b.BulkDelete != "" && t == b.At.D() {
+			d.bulkDelete(ctx, b.ResourceType, b.BulkDelete == BulkDeleteHard)
+		}
 	}
 	return nil
 }
@@ -234,21 +247,79 @@ func (p *plan) write(ctx context.Context, d *driver, typ string, creates, update
 	return nil
 }
 
+// erase starts a `$erase` of a random live resource of typ: the resource and
+// its history go, so only the reconciliation can announce it.
+func (d *driver) erase(ctx context.Context, typ string) {
+	ids := d.live[typ]
+	if len(ids) == 0 {
+		return
+	}
+	i := d.rng.IntN(len(ids))
+	if !d.post(ctx, typ+"/"+resourceID(ids[i])+"/$erase") {
+		d.writes.DeletesRefused++
+		return
+	}
+	ids[i] = ids[len(ids)-1]
+	d.live[typ] = ids[:len(ids)-1]
+	d.writes.Erases++
+	d.lastWrite = time.Now()
+}
+
+// bulkDelete starts a `$bulk-delete` of every live resource of typ (soft,
+// history kept, or hard, history gone).
+func (d *driver) bulkDelete(ctx context.Context, typ string, hard bool) {
+	if !d.post(ctx, typ+"/$bulk-delete?isHardDelete="+strconv.FormatBool(hard)) {
+		d.writes.DeletesRefused++
+		return
+	}
+	d.writes.BulkDeletes++
+	d.writes.BulkDeleted += int64(len(d.live[typ]))
+	d.live[typ] = nil
+	d.lastWrite = time.Now()
+}
+
+// post sends a FHIR POST without a body; true on a 2xx answer.
+func (d *driver) post(ctx context.Context, path string) bool {
+	resp, err := d.del(ctx, http.MethodPost, path, nil)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode/100 == 2
+}
+
 // latest reads the data store's current version of every resource the
 // driver created: vid "" for a resource whose current version is a
 // deletion (or that is gone).
-func (d *driver) latest(yield func(typ, id, vid string)) {
+func (d *driver) latest(yield func(typ, id, vid, lastUpdated string)) {
 	for typ, ids := range d.all {
 		for _, n := range ids {
 			id := resourceID(n)
 			b, ok := d.ds.Read(typ, id)
 			if !ok {
-				yield(typ, id, "")
+				yield(typ, id, "", "")
 				continue
 			}
-			yield(typ, id, versionOf(b))
+			yield(typ, id, versionOf(b), metaField(b, "lastUpdated"))
 		}
 	}
+}
+
+// metaField finds a top-level string field of meta in a stored resource
+// (the emulator writes it unescaped).
+func metaField(b []byte, name string) string {
+	key := `"` + name + `":"`
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := b[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
 }
 
 // versionOf finds meta.versionId in a stored resource (the emulator writes

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"hash/fnv"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,10 +59,16 @@ type observer struct {
 	dup      Duplicates
 	replays  []time.Time
 	total    int64
+	// deleted is the newest deletion time (virtual Unix nanoseconds) a
+	// delete event announced per "type/id".
+	deleted map[string]int64
+	// announced holds the FNV-1a hash of every "type/id" an upsert was
+	// delivered for (8 bytes a resource).
+	announced map[uint64]struct{}
 }
 
 func newObserver(start time.Time) *observer {
-	return &observer{start: start, seen: map[string]delivery{}, windowNo: map[window]int32{}}
+	return &observer{start: start, seen: map[string]delivery{}, windowNo: map[window]int32{}, deleted: map[string]int64{}, announced: map[uint64]struct{}{}}
 }
 
 var _ sink.Sink = (*observer)(nil)
@@ -124,6 +132,15 @@ func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
 	defer o.mu.Unlock()
 	o.total++
 	w := o.window(window{since: d.Window.Since, until: d.Window.Until})
+	if key, _, cut := strings.Cut(d.EventID, "/_history/"); cut {
+		if d.Operation == events.OperationDelete {
+			if lu, err := events.ParseTime(d.LastUpdated); err == nil && lu.UnixNano() > o.deleted[key] {
+				o.deleted[key] = lu.UnixNano()
+			}
+		} else {
+			o.announced[keyHash(key)] = struct{}{}
+		}
+	}
 	prev, ok := o.seen[d.EventID]
 	if !ok {
 		o.seen[d.EventID] = delivery{first: now.UnixNano(), last: now.UnixNano(), window: w, count: 1}
@@ -233,4 +250,38 @@ func (o *observer) deleteLatency() Percentiles {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return percentiles(append([]float64(nil), o.delLat...))
+}
+
+// falseDelete reports whether a delete event announced a deletion of
+// typ/id after its current, live version was written (lastUpdated): a
+// delete of a resource that exists at the end and was not re-created since.
+func (o *observer) falseDelete(typ, id, lastUpdated string) bool {
+	o.mu.Lock()
+	at, ok := o.deleted[typ+"/"+id]
+	o.mu.Unlock()
+	if !ok {
+		return false
+	}
+	lu, err := events.ParseTime(lastUpdated)
+	return err != nil || at > lu.UnixNano()
+}
+
+// keyHash is FNV-1a of a "type/id".
+func keyHash(key string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return h.Sum64()
+}
+
+// unpublishedDelete reports whether typ/id, deleted or gone at the end, was
+// announced by an upsert and never by a delete.
+func (o *observer) unpublishedDelete(typ, id string) bool {
+	key := typ + "/" + id
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.announced[keyHash(key)]; !ok {
+		return false
+	}
+	_, deleted := o.deleted[key]
+	return !deleted
 }

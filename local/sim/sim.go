@@ -8,7 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
@@ -74,10 +77,10 @@ type Reconciliations struct {
 	Succeeded int64 `json:"succeeded"`
 	Skipped   int64 `json:"skipped"`
 	Failed    int64 `json:"failed"`
-	// StoreResources are the resources the full exports held; Deletes the
-	// delete events published (HardDeletes among them), Repairs the
-	// versions never delivered and re-published, Unconfirmed the resources
-	// missing from an export whose history is not a delete, Pending the
+	// StoreResources are the resources listed where counts differed;
+	// Deletes the delete events published (HardDeletes among them), Repairs
+	// the versions never delivered and re-published, Unconfirmed the
+	// resources missing from a listing that read as live, Pending the
 	// versions after the checkpoint left to the runs.
 	StoreResources int64 `json:"storeResources"`
 	Deletes        int64 `json:"deletes"`
@@ -90,6 +93,52 @@ type Reconciliations struct {
 	// order they ended; MaxSeconds the longest.
 	DurationSeconds []float64 `json:"durationSeconds,omitempty"`
 	MaxSeconds      float64   `json:"maxSeconds"`
+	// Queries are HealthLake count queries, Leaves the ranges listed,
+	// Listed the resources listed (docs/RECONCILE.md).
+	Queries int64 `json:"queries"`
+	Leaves  int64 `json:"leaves"`
+	Listed  int64 `json:"listed"`
+	// ExportJobs and ExportSlotSeconds are the reconciliations' own export
+	// jobs and how long they held HealthLake's export slot (0: it exports
+	// nothing). It takes no run lock either (statemachine tests).
+	ExportJobs        int64   `json:"exportJobs"`
+	ExportSlotSeconds float64 `json:"exportSlotSeconds"`
+}
+
+// exportSlot sums the time the reconciliations' own export jobs held
+// HealthLake's one export slot (jobs named after a reconciliation's run):
+// 0 since the reconciliation exports nothing (docs/RECONCILE.md), measured
+// so a change that makes it export again shows here.
+func (r *Reconciliations) exportSlot(jobs []fakehealthlake.JobInfo) {
+	for _, j := range jobs {
+		if !strings.Contains(j.JobName, "reconcile") {
+			continue
+		}
+		end := j.EndTime
+		if end.IsZero() {
+			end = time.Now()
+		}
+		r.ExportJobs++
+		r.ExportSlotSeconds += end.Sub(j.SubmitTime).Seconds()
+	}
+}
+
+// windowDelays returns, for each window tick, the time until the first
+// export submitted at or after it.
+func windowDelays(ticks []time.Time, jobs []fakehealthlake.JobInfo) Percentiles {
+	submits := make([]time.Time, 0, len(jobs))
+	for _, j := range jobs {
+		submits = append(submits, j.SubmitTime)
+	}
+	sort.Slice(submits, func(a, b int) bool { return submits[a].Before(submits[b]) })
+	var ds []float64
+	for _, t := range ticks {
+		i := sort.Search(len(submits), func(k int) bool { return !submits[k].Before(t) })
+		if i < len(submits) {
+			ds = append(ds, submits[i].Sub(t).Seconds())
+		}
+	}
+	return percentiles(ds)
 }
 
 // add counts one ended reconciliation.
@@ -103,6 +152,9 @@ func (r *Reconciliations) add(rec stack.Reconciliation, err error) {
 		r.Succeeded++
 		c := rec.Last.Counts
 		r.StoreResources += c.Store
+		r.Queries += c.Queries
+		r.Leaves += c.Leaves
+		r.Listed += c.Listed
 		r.Deletes += c.Deletes
 		r.HardDeletes += c.HardDeletes
 		r.Repairs += c.Repairs
@@ -143,9 +195,22 @@ type Report struct {
 	// time, over the upserts written during the simulation.
 	LatencySeconds Percentiles `json:"latencySeconds"`
 	// DeleteLatencySeconds is deletion → first delete event, virtual time:
-	// exports carry no deletions, the reconciliation publishes them, so its
-	// schedule bounds this (not part of LatencySeconds).
+	// each window publishes the deletions in it (its history scan); those
+	// that leave no history wait for the reconciliation.
 	DeleteLatencySeconds Percentiles `json:"deleteLatencySeconds"`
+	// FalseDeletes counts resources that exist at the end (live, not
+	// re-created since) for which a delete event was published: must be 0.
+	FalseDeletes int64 `json:"falseDeletes"`
+	// UnpublishedDeletes counts resources deleted or gone at the end that
+	// consumers were told of (an upsert) and never told were deleted: 0
+	// once every deletion reached the bus (a window's, or the
+	// reconciliation's for those without history).
+	UnpublishedDeletes int64 `json:"unpublishedDeletes"`
+	// WindowDelaySeconds is, for every scheduled window tick, the time until
+	// the next export started (a window's tick → its export submitted): a
+	// window refused because another holds the lock, or queued behind
+	// another export, waits here.
+	WindowDelaySeconds Percentiles `json:"windowDelaySeconds"`
 	// LatencyBoundSeconds is safety lag + schedule + modelled export time
 	// (start-up + per MiB × the mean MiB of an export job) + 30 s.
 	LatencyBoundSeconds float64 `json:"latencyBoundSeconds"`
@@ -240,6 +305,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		SpillDir: spill, TrustedLoads: true,
 		Every: lim.Every.D(), SafetyLag: lim.SafetyLag.D(), PutEventsQuota: lim.PutEventsQuota,
 		ExportStartup: lim.ExportStartup.D(), ExportPerMB: lim.ExportPerMB.D(), VisibilityLag: lim.VisibilityLag.D(),
+		HistoryLag: lim.HistoryLag.D(), HistoryOptOut: lim.HistoryOptOut,
 		ResourcesPerFile: lim.ResourcesPerFile, RecheckDelay: lim.RecheckDelay.D(),
 		Sink: obs, Now: now, Logger: o.Logger, LambdaEnv: env, Latency: &latency,
 	})
@@ -324,6 +390,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 
 	// The schedule.
 	var runs Runs
+	var ticks []time.Time
 	var runsMu sync.Mutex
 	runCtx, stopRuns := context.WithCancel(ctx)
 	scheduleDone := make(chan error, 1)
@@ -334,6 +401,9 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 			OnWindow: func(win report.Run, err error) {
 				runsMu.Lock()
 				defer runsMu.Unlock()
+				if !win.StartedAt.IsZero() {
+					ticks = append(ticks, win.StartedAt)
+				}
 				switch {
 				case err != nil || win.Outcome == report.OutcomeFailed:
 					runs.Failed++
@@ -401,12 +471,18 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	recsMu.Lock()
 	rep.Reconciliations = recs
 	recsMu.Unlock()
-	drv.latest(func(typ, id, vid string) {
+	drv.latest(func(typ, id, vid, lastUpdated string) {
 		if vid == "" {
 			rep.Deleted++
+			if obs.unpublishedDelete(typ, id) {
+				rep.UnpublishedDeletes++
+			}
 			return
 		}
 		rep.Resources++
+		if obs.falseDelete(typ, id, lastUpdated) {
+			rep.FalseDeletes++
+		}
 		if !obs.delivered(events.EventID(typ, id, vid)) {
 			rep.LostLatestVersions++
 		}
@@ -416,6 +492,10 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	}
 	rep.LatencySeconds, rep.Duplicates, rep.DeliveredEvents, rep.Deliveries = obs.summary()
 	rep.DeleteLatencySeconds = obs.deleteLatency()
+	runsMu.Lock()
+	rep.WindowDelaySeconds = windowDelays(ticks, st.HealthLake.Jobs())
+	runsMu.Unlock()
+	rep.Reconciliations.exportSlot(st.HealthLake.Jobs())
 	ex, err := st.Exported(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("sim: %w", err)
@@ -471,6 +551,9 @@ func effectiveLimits(l Limits) Limits {
 	}
 	if l.ReconcileEvery == 0 {
 		l.ReconcileEvery = Schedule(stackconfig.Default().ReconcileEvery)
+	}
+	if l.HistoryLag == 0 {
+		l.HistoryLag = Duration(stack.DefaultHistoryLag)
 	}
 	return l
 }

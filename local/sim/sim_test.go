@@ -177,17 +177,22 @@ func TestHeapProfilesWritesOneNumberedProfilePerTick(t *testing.T) {
 	}
 }
 
-// A small store, deletes of delivered resources, then one on-demand
-// reconciliation: exports carry no deletions, so the reconciliation's delete
-// events are the only ones, one per deleted resource; nothing needs repair.
-func TestOnDemandReconciliationPublishesTheDeletes(t *testing.T) {
+// TestDeletesReachTheBusFromTheirWindowAndTheReconciliation: soft deletes
+// are published by the windows they happen in (within the latency bound);
+// $erase and a hard $bulk-delete leave no history and a type opted out of
+// history leaves none either: the on-demand reconciliation publishes those.
+// At the end nothing consumers were told of is left undeleted, no live
+// resource was reported deleted, and the reconciliation started no export.
+func TestDeletesReachTheBusFromTheirWindowAndTheReconciliation(t *testing.T) {
 	w, err := Parse([]byte(`{
-		"name": "reconcile-small", "duration": "1h", "drain": "1h", "seed": 7,
-		"limits": {"reconcileEvery": "off"},
-		"initial": {"resources": 300, "spreadOver": "1h", "types": ["Patient", "Observation"]},
+		"name": "deletes-small", "duration": "1h", "drain": "1h", "seed": 7,
+		"limits": {"reconcileEvery": "off", "historyOptOut": ["Condition"], "historyLag": "2s"},
+		"initial": {"resources": 400, "spreadOver": "1h", "types": ["Patient", "Observation", "Condition", "Encounter"]},
 		"bursts": [
-			{"resourceType": "Observation", "at": "20m", "over": "1m", "updates": 20, "deletes": 30},
-			{"resourceType": "Patient", "at": "21m", "deletes": 10}
+			{"resourceType": "Observation", "at": "10m", "over": "1m", "updates": 20, "deletes": 30, "erases": 10},
+			{"resourceType": "Patient", "at": "11m", "deletes": 10},
+			{"resourceType": "Condition", "at": "12m", "deletes": 5},
+			{"resourceType": "Encounter", "at": "13m", "bulkDelete": "hard"}
 		],
 		"reconciliations": [{"at": "40m"}]
 	}`))
@@ -196,29 +201,34 @@ func TestOnDemandReconciliationPublishesTheDeletes(t *testing.T) {
 	}
 	rep := simulate(t, w, Options{})
 	r := rep.Reconciliations
-	t.Logf("wall %.1fs: writes %+v; resources %d, deleted %d; reconciliations %+v; runs %+v",
-		rep.WallSeconds, rep.Writes, rep.Resources, rep.Deleted, r, rep.Runs)
-	if rep.Writes.Deletes != 40 || rep.Writes.DeletesRefused != 0 {
-		t.Fatalf("writes = %+v, want 40 deletes", rep.Writes)
+	t.Logf("wall %.1fs: writes %+v; resources %d, deleted %d; deletes p95 %.0fs (bound %.0fs); reconciliations %+v",
+		rep.WallSeconds, rep.Writes, rep.Resources, rep.Deleted, rep.DeleteLatencySeconds.P95, rep.LatencyBoundSeconds, r)
+	if rep.Writes.Deletes != 45 || rep.Writes.Erases < 9 || rep.Writes.BulkDeletes != 1 || rep.Writes.DeletesRefused != 0 {
+		t.Fatalf("writes = %+v", rep.Writes)
 	}
-	if r.Started != 1 || r.Succeeded != 1 || r.Skipped != 0 || r.Failed != 0 {
+	if r.Started != 1 || r.Succeeded != 1 || r.Failed != 0 {
 		t.Fatalf("reconciliations = %+v, want one, succeeded", r)
 	}
-	if r.Deletes != rep.Writes.Deletes || r.Deletes != rep.Deleted {
-		t.Errorf("the reconciliation published %d deletes; the workload deleted %d delivered resources (%d deleted at the end)",
-			r.Deletes, rep.Writes.Deletes, rep.Deleted)
+	// The reconciliation's: the erased, the bulk-deleted Encounters and 5
+	// Conditions opted out of history — all without history, so all with
+	// the hard-delete version.
+	if want := rep.Writes.Erases + rep.Writes.BulkDeleted + 5; r.Deletes != want || r.HardDeletes != want {
+		t.Errorf("the reconciliation published %d deletes (%d hard), want %d", r.Deletes, r.HardDeletes, want)
 	}
-	if r.Repairs != 0 || r.Unconfirmed != 0 || r.StoreResources != rep.Resources {
-		t.Errorf("reconciliation counts %+v: want no repairs, none unconfirmed, the store's %d resources", r, rep.Resources)
+	if rep.UnpublishedDeletes != 0 || rep.FalseDeletes != 0 {
+		t.Errorf("unpublished deletes %d, false deletes %d; want 0 and 0", rep.UnpublishedDeletes, rep.FalseDeletes)
 	}
-	if len(r.DurationSeconds) != 1 || r.DurationSeconds[0] <= 0 || r.MaxSeconds != r.DurationSeconds[0] {
-		t.Errorf("durations %v (max %v), want one positive", r.DurationSeconds, r.MaxSeconds)
+	if rep.DeleteLatencySeconds.Count < 40 || rep.DeleteLatencySeconds.P50 > rep.LatencyBoundSeconds {
+		t.Errorf("delete latency %+v: the windows' deletes within the bound %.0f s", rep.DeleteLatencySeconds, rep.LatencyBoundSeconds)
+	}
+	if r.ExportJobs != 0 || r.Repairs != 0 {
+		t.Errorf("reconciliation counts %+v: no export, no repairs", r)
 	}
 	if rep.LostLatestVersions != 0 || !rep.Drained {
 		t.Errorf("lostLatestVersions = %d, drained %v", rep.LostLatestVersions, rep.Drained)
 	}
-	if rep.Limits.ReconcileEvery != scheduleOff {
-		t.Errorf("limits.reconcileEvery = %v, want off", rep.Limits.ReconcileEvery)
+	if rep.WindowDelaySeconds.Count == 0 || rep.WindowDelaySeconds.Max > 600 {
+		t.Errorf("window delay %+v: want every tick's export within 600 s", rep.WindowDelaySeconds)
 	}
 }
 

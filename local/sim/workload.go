@@ -87,6 +87,12 @@ type Limits struct {
 	// ReconcileEvery is the reconciliation's schedule (default the deployed
 	// one, daily; "off" starts none).
 	ReconcileEvery Schedule `json:"reconcileEvery,omitempty"`
+	// HistoryLag is how long a new version stays out of HealthLake's
+	// eventually consistent history and search reads (the pipeline reads
+	// with strong consistency); HistoryOptOut the types opted out of
+	// history (docs/LOCAL.md).
+	HistoryLag    Duration `json:"historyLag,omitempty"`
+	HistoryOptOut []string `json:"historyOptOut,omitempty"`
 }
 
 // Initial is a load written before the simulation starts: Resources
@@ -119,7 +125,18 @@ type Burst struct {
 	Creates      int      `json:"creates,omitempty"`
 	Updates      int      `json:"updates,omitempty"`
 	Deletes      int      `json:"deletes,omitempty"`
+	// Erases are `$erase` jobs of random live resources (hard deletes, no
+	// history left); BulkDelete ("soft" or "hard") starts one
+	// `$bulk-delete` of every live resource of the type at At.
+	Erases     int    `json:"erases,omitempty"`
+	BulkDelete string `json:"bulkDelete,omitempty"`
 }
+
+// The BulkDelete kinds of a Burst.
+const (
+	BulkDeleteSoft = "soft"
+	BulkDeleteHard = "hard"
+)
 
 // Outage kinds.
 const (
@@ -288,6 +305,9 @@ func (w Workload) Check() error {
 		}
 		if b.At < 0 || b.Over < 0 || b.Creates < 0 || b.Updates < 0 || b.Deletes < 0 {
 			bad("bursts[%d]: counts and times must not be negative", i)
+		}
+		if b.Erases < 0 || (b.BulkDelete != "" && b.BulkDelete != BulkDeleteSoft && b.BulkDelete != BulkDeleteHard) {
+			bad("bursts[%d]: erases must not be negative; bulkDelete is soft or hard", i)
 		}
 	}
 	for i, o := range w.Outages {
