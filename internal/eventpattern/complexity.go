@@ -12,12 +12,14 @@ import "sort"
 // character sequences that repeat after a wildcard; it gives no number. The
 // measure and the number here are modelled (see wildcardComplexity): the
 // complexity of a field is the largest number of matching positions after a
-// wildcard that one value of the field can keep alive at the same time — the
-// "wildcard rule prefixes that match a theoretical worst-case event" by which
-// Event Ruler (EventBridge's matching library) describes it. The limit is set
-// from one observation of AWS: three values "*:stack/NAME/*" on one field are
-// accepted, four are refused (complexity 12 and 16 here), and the limit is
-// put between them.
+// wildcard that one input string keeps alive at the same time over all the
+// field's wildcard values — close to the "wildcard rule prefixes that match a
+// theoretical worst-case event" by which Event Ruler (EventBridge's matching
+// library) describes it, with repeated sequences counted as the guide says.
+// The limit is set from one public observation of AWS (a CDK app's rule,
+// github.com/vals-ai/Valkyrie pull request 278): three values
+// "*:stack/NAME/*" on one field were accepted, four refused with "Rule is too
+// complex" (complexity 12 and 16 here); the limit is put between them.
 const MaxWildcardComplexity = 14
 
 // maxComplexityStates bounds the worst-case search of wildcardComplexity: a
@@ -25,7 +27,8 @@ const MaxWildcardComplexity = 14
 // refused as too complex without searching further.
 const maxComplexityStates = 5000
 
-// tooComplex is AWS's reason for a wildcard pattern over the limit.
+// tooComplex is the reason for a wildcard pattern over the limit; AWS's
+// starts "Rule is too complex".
 const tooComplex = "Rule is too complex - try using fewer wildcard characters or fewer repeating character sequences after a wildcard character"
 
 // checkComplexity refuses a pattern one of whose fields has wildcards over

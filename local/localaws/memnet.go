@@ -21,6 +21,11 @@ type memListener struct {
 	conns  chan net.Conn
 	closed chan struct{}
 	once   sync.Once
+	// open are the client ends dialled so far: Close closes them, so no
+	// keep-alive connection (its transport's read loop and the server's)
+	// outlives the gateway — under synctest a bubble may not end with one.
+	mu   sync.Mutex
+	open []net.Conn
 }
 
 func newMemListener() *memListener {
@@ -37,9 +42,16 @@ func (l *memListener) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops Accept and further dials.
+// Close stops Accept and further dials and closes every dialled pipe.
 func (l *memListener) Close() error {
 	l.once.Do(func() { close(l.closed) })
+	l.mu.Lock()
+	open := l.open
+	l.open = nil
+	l.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
 	return nil
 }
 
@@ -51,6 +63,9 @@ func (l *memListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	client, server := net.Pipe()
 	select {
 	case l.conns <- server:
+		l.mu.Lock()
+		l.open = append(l.open, client)
+		l.mu.Unlock()
 		return client, nil
 	case <-l.closed:
 		_ = client.Close()
