@@ -232,26 +232,23 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 		{"PrepareChangeRole", obj(PrefixClaimCheck), []string{"s3:PutObject"}},
 		{"PrepareChangeRole", obj(PrefixQuarantine), []string{"s3:PutObject"}},
 		{"CheckExportRole", obj(PrefixManifests), []string{"s3:PutObject"}},
-		// The reconciliation (docs/RECONCILE.md): a full export read into its
-		// index, delivered-index objects read and written, its lock's holder
-		// asked about by run-lock.
-		{"ReconcileRole", obj(PrefixExports), []string{"s3:GetObject"}},
+		// The reconciliation (docs/RECONCILE.md): delivered-index objects
+		// read and written, its own objects; no export, no lock.
 		{"ReconcileRole", obj(iampolicy.PrefixDelivered), []string{"s3:GetObject"}},
 		{"ReconcileRole", obj(iampolicy.PrefixDelivered), []string{"s3:PutObject"}},
-		{"RunLockRole", "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:" + pipeline.ReconcileStateMachineName(stackName) + ":*",
-			[]string{"states:DescribeExecution"}},
+		{"ReconcileRole", obj(iampolicy.PrefixReconcile), []string{"s3:GetObject"}},
 	}
 	for _, c := range cases {
 		if !allows(c.role, c.resource, c.actions...) {
 			t.Errorf("%s lacks %v on %s", c.role, c.actions, c.resource)
 		}
 	}
-	// Reads of export files (PHI): prepare-change and the reconciliation
-	// (its index, and the read-back of a repair).
+	// Reads of export files (PHI): prepare-change only (the reconciliation
+	// exports nothing; it reads its own listed pages).
 	for _, st := range statements() {
 		if st.Effect == "Allow" && containsAll(st.Actions, []string{"s3:GetObject"}) {
 			for _, r := range st.Resources {
-				if flatten(r) == obj(PrefixExports) && st.Owner != "PrepareChangeRole" && st.Owner != "ReconcileRole" {
+				if flatten(r) == obj(PrefixExports) && st.Owner != "PrepareChangeRole" {
 					t.Errorf("%s may read export files", st.Owner)
 				}
 			}

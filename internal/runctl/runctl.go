@@ -29,21 +29,16 @@ const (
 	ActionAcquire = "acquire"
 	ActionCommit  = "commit"
 	ActionFail    = "fail"
-	// ModeReconcile is the acquire mode of the reconciliation state machine.
-	ModeReconcile = "reconcile"
 )
 
 // Input is the run-lock Lambda's payload.
 type Input struct {
-	Action        string `json:"action"`
-	ExecutionID   string `json:"executionId"`
-	ExecutionName string `json:"executionName"`
-	StartTime     string `json:"startTime"`
-	// Mode "reconcile" (acquire only) takes the lock for a reconciliation:
-	// an empty window at the checkpoint, a full export (docs/RECONCILE.md).
-	Mode        string         `json:"mode,omitempty"`
-	Window      *events.Window `json:"window,omitempty"`
-	ExportJobID string         `json:"exportJobId,omitempty"`
+	Action        string         `json:"action"`
+	ExecutionID   string         `json:"executionId"`
+	ExecutionName string         `json:"executionName"`
+	StartTime     string         `json:"startTime"`
+	Window        *events.Window `json:"window,omitempty"`
+	ExportJobID   string         `json:"exportJobId,omitempty"`
 	// Results is the Distributed Map's output with ResultWriterDetails, or null.
 	Results json.RawMessage `json:"results,omitempty"`
 	// Export is the manifest part the run delivered (commit): the export
@@ -60,8 +55,7 @@ type AcquireOutput struct {
 	Acquired bool   `json:"acquired"`
 	Reason   string `json:"reason"`
 	// Refusal is why the lock was refused, machine-readably (runlock.Refusal:
-	// LOCK_HELD, NO_CHECKPOINT, PENDING_EXPORT), "" when acquired. The
-	// reconciliation waits and retries on LOCK_HELD; the runs do not read it.
+	// LOCK_HELD), "" when acquired.
 	Refusal runlock.Refusal `json:"refusal"`
 	RunID   string          `json:"runId"`
 	// Window is null when the lock was refused. It is what the checkpoint
@@ -224,11 +218,7 @@ func (h *Handler) acquire(ctx context.Context, in Input) (AcquireOutput, error) 
 	if err != nil {
 		return AcquireOutput{}, err
 	}
-	if in.Mode != "" && in.Mode != ModeReconcile {
-		return AcquireOutput{}, &InputError{Msg: fmt.Sprintf("unknown mode %q: want reconcile or none", clip.String(in.Mode, 40))}
-	}
-	a, err := h.Lock.Acquire(ctx, runlock.AcquireRequest{Owner: in.ExecutionID, RunID: in.ExecutionName, StartTime: start,
-		Reconcile: in.Mode == ModeReconcile})
+	a, err := h.Lock.Acquire(ctx, runlock.AcquireRequest{Owner: in.ExecutionID, RunID: in.ExecutionName, StartTime: start})
 	if err != nil {
 		return AcquireOutput{}, fmt.Errorf("acquire run lock for %s: %w", in.ExecutionName, err)
 	}

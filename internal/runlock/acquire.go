@@ -21,10 +21,6 @@ type AcquireRequest struct {
 	Owner, RunID string
 	// StartTime is the execution's start time; zero means now.
 	StartTime time.Time
-	// Reconcile takes the lock for a reconciliation (reconcile.go): the
-	// window is empty at the checkpoint, so the commit leaves it alone, and
-	// the export window is the whole store.
-	Reconcile bool
 }
 
 // Acquisition is the answer to Acquire.
@@ -46,8 +42,7 @@ type Acquisition struct {
 	Empty bool
 	// Refusal says, machine-readably, why the lock was refused ("" when
 	// acquired): RefusalLockHeld (a live run holds it; it will be free once
-	// that run ends), RefusalNoCheckpoint or RefusalPendingExport (a
-	// reconciliation's own refusals, reconcile.go).
+	// that run ends).
 	Refusal Refusal
 	// Holder is the execution ARN that keeps the lock when refused.
 	Holder string
@@ -67,12 +62,9 @@ type Acquisition struct {
 // Refusal is why Acquire refused the lock.
 type Refusal string
 
-// The refusals. Only RefusalLockHeld ends by itself within a run's time: a
-// reconciliation waits and retries on it (statemachine/reconcile.asl.json).
+// The refusals.
 const (
-	RefusalLockHeld      Refusal = "LOCK_HELD"
-	RefusalNoCheckpoint  Refusal = "NO_CHECKPOINT"
-	RefusalPendingExport Refusal = "PENDING_EXPORT"
+	RefusalLockHeld Refusal = "LOCK_HELD"
 )
 
 // uncleanPrevious returns the last finished run of st when it ended FAILED
@@ -114,9 +106,6 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			a := Acquisition{Acquired: true, Reason: "already held by this run", RunID: st.runID,
 				Window: st.window, ExportWindow: s.heldExportWindow(st), Empty: st.window.Empty(), Checkpoint: st.checkpoint,
 				PreviousRunID: prev, PreviousOutcome: prevOutcome}
-			if req.Reconcile {
-				a.ExportWindow = reconcileExportWindow(st.checkpoint)
-			}
 			if st.pending != nil {
 				e := st.pending.Next
 				a.Reuse = &e
@@ -133,11 +122,6 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			tookOver = st.owner
 		}
 		checkpoint := st.checkpoint
-		if req.Reconcile {
-			if refusal, why := reconcileRefusal(st); why != "" {
-				return Acquisition{Acquired: false, Reason: why, Refusal: refusal, RunID: req.RunID, Holder: st.owner, Checkpoint: checkpoint}, nil
-			}
-		}
 		if !st.exists {
 			checkpoint = s.initialCheckpoint(now)
 		}
@@ -164,9 +148,6 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 		} else {
 			w = WindowAt(checkpoint, now, s.cfg.SafetyLag, s.cfg.MaxWindow)
 			ew = ExportWindowOf(w, s.cfg.Overlap)
-		}
-		if req.Reconcile {
-			w, ew = events.Window{Since: checkpoint, Until: checkpoint}, reconcileExportWindow(checkpoint)
 		}
 		h := HistoryRecord{RunID: req.RunID, ExecutionID: req.Owner, StartTime: start, AcquiredAt: now,
 			Window: w, ExportWindow: ew, Empty: w.Empty(), Outcome: OutcomeRunning, TookOverFrom: tookOver}
