@@ -111,6 +111,7 @@ func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.
 			pipelineMetric(metrics.ExportWaitSeconds, "Maximum", "export wait, max"),
 			pipelineMetric(metrics.ExportWaitSeconds, "Average", "export wait, average"),
 			pipelineMetric(metrics.ExportNoticeSeconds, "Maximum", "end of export to notice, max"),
+			pipelineMetric(metrics.ExportQueuedSeconds, "Maximum", "export queued behind another job, max"),
 		}),
 		graph("Lines that did not reach the bus", 12, []awscloudwatch.IMetric{
 			pipelineMetric(metrics.QuarantinedLines, "Sum", "quarantined lines"),

@@ -74,7 +74,7 @@ type Footprint struct {
 // defaults.
 func ThisFootprint() Footprint {
 	return Footprint{
-		CustomMetrics: 15,
+		CustomMetrics: 16,
 		Alarms:        10,
 		Dashboards:    1,
 		KMSKeys:       1,

@@ -34,7 +34,7 @@ func TestMonthlyPricesEveryLineItem(t *testing.T) {
 	if !near(sum, b.Total) {
 		t.Fatalf("items add up to %v, total %v", sum, b.Total)
 	}
-	if got, want := b.Items["cloudWatchMetrics"], 15*0.30; !near(got, want) {
+	if got, want := b.Items["cloudWatchMetrics"], 16*0.30; !near(got, want) {
 		t.Errorf("metrics = %v, want %v", got, want)
 	}
 	// Storage is steady state: a day's export bytes kept 7 days, among others.
@@ -77,8 +77,8 @@ func Example_monthly() {
 	}
 	// Output:
 	// changes/d  $/month    fixed      largest items
-	// 10000      15.60      9.50       cloudWatchMetrics 4.50, cloudWatchDashboards 3.00, stepFunctionsStandard 2.19
-	// 100000     19.57      9.50       cloudWatchMetrics 4.50, eventBridge 3.65, cloudWatchDashboards 3.00
-	// 1000000    59.32      9.50       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 4.50
-	// 10000000   457.00     9.50       eventBridge 365.00, eventArchiveIngestion 69.72, cloudWatchMetrics 4.50
+	// 10000      15.90      9.80       cloudWatchMetrics 4.80, cloudWatchDashboards 3.00, stepFunctionsStandard 2.19
+	// 100000     19.87      9.80       cloudWatchMetrics 4.80, eventBridge 3.65, cloudWatchDashboards 3.00
+	// 1000000    59.62      9.80       eventBridge 36.50, eventArchiveIngestion 6.97, cloudWatchMetrics 4.80
+	// 10000000   457.30     9.80       eventBridge 365.00, eventArchiveIngestion 69.72, cloudWatchMetrics 4.80
 }

@@ -121,6 +121,12 @@ func (h *CheckHandler) check(ctx context.Context, msg RecheckMessage, requeue bo
 	}
 
 	// SUBMITTED, QUEUED, IN_PROGRESS (and any status AWS may add): wait more.
+	if job.JobStatus == healthlake.StatusQueued {
+		// Behind another job of the account in HealthLake's one export slot.
+		log.InfoContext(ctx, "export queued behind another job of the account", "waitedSeconds", int(waited.Seconds()))
+		_ = h.d.Metrics.Emit([]metrics.Value{metrics.Seconds(metrics.ExportQueuedSeconds, waited)}, nil,
+			map[string]any{"executionId": msg.ExecutionID, "runId": msg.RunID, "jobId": msg.JobID})
+	}
 	if !requeue {
 		log.InfoContext(ctx, "job event: export still running; polling goes on")
 		return nil

@@ -47,6 +47,11 @@ func TestCheckRunningStatusesHeartbeatAndBackOff(t *testing.T) {
 	if n := len(w.hl.RequestsFor("DescribeExport")); n != len(steps) {
 		t.Errorf("describe requests = %d, want %d", n, len(steps))
 	}
+	// The QUEUED check says the export waits behind another job of the
+	// account (HealthLake's one export slot); the others do not.
+	if n := strings.Count(w.emf.String(), `"ExportQueuedSeconds":`); n != 1 {
+		t.Errorf("%d ExportQueuedSeconds records for one QUEUED check: %s", n, w.emf)
+	}
 	d := w.hl.RequestsFor("DescribeExport")[0]
 	if d.Method != "GET" || d.Path != "/datastore/ds1/r4/export/"+m.JobID {
 		t.Errorf("describe request = %s %s", d.Method, d.Path)

@@ -34,6 +34,11 @@ const (
 	// ExportNoticeSeconds is the time from a job's end (HealthLake's endTime)
 	// to its manifest: how late the pipeline noticed the export finished.
 	ExportNoticeSeconds = "ExportNoticeSeconds"
+	// ExportQueuedSeconds is how long a run's export has waited so far while
+	// HealthLake reports it QUEUED: behind another job of the account (an
+	// `$import`, another pipeline's or a customer's export) in HealthLake's
+	// one export slot (docs/DEPLOY.md).
+	ExportQueuedSeconds = "ExportQueuedSeconds"
 )
 
 // Units used by the pipeline's metrics.
