@@ -70,6 +70,7 @@ type config struct {
 	exportWait     time.Duration
 	// The HealthLake emulator's export model (docs/LOCAL.md).
 	exportStartup, exportPerMB, visibilityLag time.Duration
+	historyLag                                time.Duration
 	verbose                                   bool
 	// iam is "on" (every principal's statements enforced) or "off".
 	iam string
@@ -103,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.exportStartup, "export-startup", stack.DefaultExportStartup, "HealthLake model: how long an export runs before its first byte")
 	fs.DurationVar(&c.exportPerMB, "export-per-mb", stack.DefaultExportPerMB, "HealthLake model: export time per MiB exported")
 	fs.DurationVar(&c.visibilityLag, "export-visibility-lag", stack.DefaultVisibilityLag, "HealthLake model: how long a write takes to become visible to exports")
+	fs.DurationVar(&c.historyLag, "history-lag", stack.DefaultHistoryLag, "HealthLake model: how long a write stays out of eventually consistent history and search reads")
 	fs.StringVar(&c.iam, "iam", "on", "IAM: on enforces every principal's statements (internal/iampolicy); off allows every call and only counts what would be denied")
 	fs.BoolVar(&c.verbose, "v", false, "log the pipeline's steps (ids, counts, durations) to stderr")
 	fs.DurationVar(&c.simulate, "simulate", 0, "run `DURATION` of --workload on simulated time and exit with the report (docs/SIMULATION.md)")
@@ -127,7 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.sample < 0 {
 		return c, errors.New("--sample must not be negative")
 	}
-	if c.exportStartup < 0 || c.exportPerMB < 0 || c.visibilityLag < 0 {
+	if c.exportStartup < 0 || c.exportPerMB < 0 || c.visibilityLag < 0 || c.historyLag < 0 {
 		return c, errors.New("--export-startup, --export-per-mb and --export-visibility-lag must not be negative")
 	}
 	if c.iam != "on" && c.iam != "off" {
@@ -181,7 +183,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Addr: c.addr, SeedDir: c.seed, SampleSize: sample, Every: c.every, SafetyLag: c.safetyLag,
 		Sink: out, FaultRate: c.faultRate, FaultSeed: c.faultSeed, ReportPath: c.report, StateDir: c.state,
 		ExportDelay: c.exportWait, Logger: logger,
-		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag,
+		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag, HistoryLag: c.historyLag,
 		IAMOff: c.iam == "off", ReconcileEvery: c.reconcileEvery, Latency: &c.latencyModel,
 	})
 	if err != nil {

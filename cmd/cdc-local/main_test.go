@@ -14,6 +14,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
 func TestFlagsDefaultsAndValidation(t *testing.T) {
@@ -21,7 +22,7 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.addr != "127.0.0.1:4566" || c.every != 5*time.Minute || c.sink != "stdout" || c.safetyLag != 0 || c.once || c.iam != "on" {
+	if c.addr != "127.0.0.1:4566" || c.every != 5*time.Minute || c.sink != "stdout" || c.safetyLag != 0 || c.once || c.iam != "on" || c.historyLag != stack.DefaultHistoryLag {
 		t.Errorf("defaults = %+v", c)
 	}
 	if c.latencyModel.Off || c.latencyModel.Lookup("s3", "GetObject") != localaws.DefaultLatency().Lookup("s3", "GetObject") {
@@ -37,7 +38,7 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 	if !c.once || c.seed != "dir" || c.every != 2*time.Second || c.faultRate != 0.2 || c.faultSeed != 9 || c.report != "r.json" || c.state != "st" || c.safetyLag != time.Second || c.reconcileEvery != 6*time.Hour {
 		t.Errorf("parsed = %+v", c)
 	}
-	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"extra"}, {"--nope"}, {"--iam", "maybe"}, {"--latency", filepath.Join(t.TempDir(), "none.json")}} {
+	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"--history-lag", "-1s"}, {"extra"}, {"--nope"}, {"--iam", "maybe"}, {"--latency", filepath.Join(t.TempDir(), "none.json")}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
