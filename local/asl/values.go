@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 
 	"github.com/ohler55/ojg/jp"
-	"github.com/ohler55/ojg/oj"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 )
@@ -16,7 +16,9 @@ import (
 // JSON values inside the interpreter are nil, bool, int64, float64, string,
 // []any and map[string]any.
 
-// ParseJSON decodes JSON text into an interpreter value.
+// ParseJSON decodes JSON text into an interpreter value. Escaped UTF-16
+// surrogate pairs ("\ud83c\udf89") decode to the one character they encode,
+// as in Step Functions.
 func ParseJSON(s string) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -26,9 +28,13 @@ func ParseJSON(s string) (v any, err error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("parse JSON: empty input")
 	}
-	v, err = oj.ParseString(s)
-	if err != nil {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("parse JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("parse JSON: unexpected data after the JSON value")
 	}
 	return normalize(v), nil
 }
@@ -51,11 +57,11 @@ func normalize(v any) any {
 	case float32:
 		return float64(t)
 	case json.Number:
-		if i, err := t.Int64(); err == nil {
+		if i, err := t.Int64(); err == nil && !strings.ContainsAny(string(t), ".eE") {
 			return i
 		}
 		f, _ := t.Float64()
-		return f
+		return numberValue(f)
 	}
 	return v
 }
@@ -146,18 +152,20 @@ func numberValue(f float64) any {
 	return f
 }
 
-// path is a compiled JSONPath; ctx reports a "$$." context-object path.
+// path is a compiled JSONPath; ctx reports a "$$." context-object path and
+// varName a "$name..." workflow-variable path.
 type path struct {
-	src  string
-	expr jp.Expr
-	ctx  bool
-	def  bool // definite: only child names and indexes
+	src     string
+	expr    jp.Expr
+	ctx     bool
+	varName string
+	def     bool // definite: only child names and indexes
 }
 
 func compilePath(src string) (p *path, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("invalid JSONPath %q: %v", src, r)
+			p, err = nil, fmt.Errorf("invalid JSONPath %q: %v", src, r)
 		}
 	}()
 	s := strings.TrimSpace(src)
@@ -165,11 +173,18 @@ func compilePath(src string) (p *path, err error) {
 	if strings.HasPrefix(s, "$$") {
 		p.ctx = true
 		s = s[1:]
+	} else if len(s) > 1 && s[0] == '$' && isNameByte(s[1]) {
+		i := 1
+		for i < len(s) && isNameByte(s[i]) {
+			i++
+		}
+		p.varName = s[1:i]
+		s = "$" + s[i:]
 	}
 	if !strings.HasPrefix(s, "$") {
 		return nil, fmt.Errorf("invalid JSONPath %q: must begin with $", src)
 	}
-	x, err := jp.ParseString(s)
+	x, err := jp.ParseString(bracketNames(s))
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSONPath %q: %w", src, err)
 	}
@@ -185,6 +200,57 @@ func compilePath(src string) (p *path, err error) {
 	return p, nil
 }
 
+func isNameByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// bracketNames rewrites dot-notation names holding characters the JSONPath
+// parser does not take after a dot (as in "$.delivery-partner", which Step
+// Functions accepts) into bracket notation: $['delivery-partner'].
+func bracketNames(s string) string {
+	var b strings.Builder
+	depth := 0
+	quote := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && i+1 < len(s) {
+				b.WriteByte(c)
+				i++
+				c = s[i]
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			if depth > 0 {
+				quote = c
+			}
+		case c == '[' || c == '(':
+			depth++
+		case c == ']' || c == ')':
+			depth--
+		case c == '.' && depth == 0 && i+1 < len(s) && s[i+1] != '.' && s[i+1] != '*' && s[i+1] != '[':
+			j := i + 1
+			plain := true
+			for j < len(s) && s[j] != '.' && s[j] != '[' {
+				if !isNameByte(s[j]) {
+					plain = false
+				}
+				j++
+			}
+			if !plain {
+				name := strings.NewReplacer("\\", "\\\\", "'", "\\'").Replace(s[i+1 : j])
+				b.WriteString("['" + name + "']")
+				i = j - 1
+				continue
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
 // get evaluates the path against data (or ctxObj for $$ paths). A definite
 // path that selects nothing is an error; an indefinite one yields a list.
 func (p *path) get(data, ctxObj any) (v any, err error) {
@@ -193,8 +259,16 @@ func (p *path) get(data, ctxObj any) (v any, err error) {
 			err = runtimeErr("cannot evaluate JSONPath %q: %v", p.src, r)
 		}
 	}()
-	if p.ctx {
-		data = ctxObj
+	ctx, vars := envParts(ctxObj)
+	switch {
+	case p.ctx:
+		data = ctx
+	case p.varName != "":
+		v, ok := vars[p.varName]
+		if !ok {
+			return nil, runtimeErr("The JSONPath '%s' refers to the variable $%s, which is not defined", p.src, p.varName)
+		}
+		data = v
 	}
 	if !p.def {
 		got := p.expr.Get(data)
@@ -246,7 +320,7 @@ func (p *path) exists(data, ctxObj any) bool {
 // set returns a copy of data with value placed at the (reference) path,
 // creating missing objects on the way, as ResultPath does.
 func (p *path) set(data, value any) (any, error) {
-	if p.ctx || !p.def {
+	if p.ctx || p.varName != "" || !p.def {
 		return nil, runtimeErr("ResultPath %q is not a reference path", p.src)
 	}
 	frags := []jp.Frag{}
