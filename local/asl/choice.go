@@ -15,6 +15,11 @@ type choiceRule struct {
 	op        string
 	value     any
 	valuePath *path
+
+	// top-level rules: Assign, and for JSONata Condition and Output
+	assign    *assignment
+	condition *jtemplate
+	output    *jtemplate
 }
 
 var comparators = map[string]string{} // operator -> kind
@@ -34,22 +39,59 @@ func init() {
 	}
 }
 
-func parseChoiceRule(m map[string]any, top bool) (*choiceRule, error) {
+func parseChoiceRule(m map[string]any, top, jsonata bool) (*choiceRule, error) {
 	r := &choiceRule{}
 	if top {
 		r.next, _ = m["Next"].(string)
 		if r.next == "" {
 			return nil, fmt.Errorf("Next is required")
 		}
+		var err error
+		if r.assign, err = parseAssign(m, jsonata); err != nil {
+			return nil, err
+		}
 	} else if _, ok := m["Next"]; ok {
 		return nil, fmt.Errorf("Next is only allowed in top-level rules")
+	} else if _, ok := m["Assign"]; ok {
+		return nil, fmt.Errorf("Assign is only allowed in top-level rules")
+	}
+	if jsonata {
+		for k := range m {
+			switch k {
+			case "Condition", "Next", "Output", "Assign", "Comment":
+			default:
+				return nil, fmt.Errorf("field %q is not allowed in a JSONata Choice rule", k)
+			}
+		}
+		c, ok := m["Condition"]
+		if !ok {
+			return nil, fmt.Errorf("Condition is required")
+		}
+		var err error
+		switch cv := c.(type) {
+		case bool:
+			r.condition = &jtemplate{lit: cv}
+		case string:
+			if _, isExpr := jsonataSource(cv); !isExpr {
+				return nil, fmt.Errorf("Condition must be a JSONata expression {%% ... %%} or a boolean")
+			}
+			if r.condition, err = compileJSONataTemplate(cv); err != nil {
+				return nil, fmt.Errorf("Condition: %w", err)
+			}
+		default:
+			return nil, fmt.Errorf("Condition must be a JSONata expression {%% ... %%} or a boolean")
+		}
+		if r.output, err = optJSONata(m, "Output"); err != nil {
+			return nil, err
+		}
+		return r, nil
 	}
 	sub := func(v any) (*choiceRule, error) {
 		sm, ok := v.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("nested rule is not an object")
 		}
-		return parseChoiceRule(sm, false)
+		return parseChoiceRule(sm, false, false)
 	}
 	list := func(key string) ([]*choiceRule, error) {
 		a, ok := m[key].([]any)

@@ -44,11 +44,23 @@ type catcher struct {
 	errorEquals []string
 	next        string
 	resultPath  optPath
+	assign      *assignment
+	output      *jtemplate // JSONata
 }
 
 type state struct {
 	name, typ, next string
 	end             bool
+
+	// jsonata: the state's QueryLanguage is JSONata.
+	jsonata           bool
+	assign            *assignment
+	arguments, output *jtemplate // JSONata Arguments and Output
+	// jx holds JSONata expressions given for scalar fields (TimeoutSeconds,
+	// HeartbeatSeconds, Seconds, Timestamp, Items, MaxConcurrency, Error,
+	// Cause).
+	jx            map[string]*jtemplate
+	jItemSelector *jtemplate
 
 	inputPath, outputPath, resultPath optPath
 	parameters, resultSelector        *template
@@ -129,8 +141,20 @@ type resultWriter struct {
 	parameters *template
 }
 
-// ParseDefinition parses and validates an ASL definition.
-func ParseDefinition(def []byte) (*Machine, error) {
+// Query languages.
+const (
+	QueryJSONPath = "JSONPath"
+	QueryJSONata  = "JSONata"
+)
+
+// ParseDefinition parses and validates an ASL definition. Any problem is
+// an error naming the offending field, never a panic.
+func ParseDefinition(def []byte) (mach *Machine, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			mach, err = nil, fmt.Errorf("state machine definition: %v", r)
+		}
+	}()
 	v, err := ParseJSON(string(def))
 	if err != nil {
 		return nil, fmt.Errorf("state machine definition: %w", err)
@@ -139,10 +163,14 @@ func ParseDefinition(def []byte) (*Machine, error) {
 	if !ok {
 		return nil, fmt.Errorf("state machine definition: not a JSON object")
 	}
-	if ql, _ := m["QueryLanguage"].(string); ql != "" && ql != "JSONPath" {
-		return nil, fmt.Errorf("state machine definition: QueryLanguage %q is not supported (JSONPath only)", ql)
+	ql := QueryJSONPath
+	if v, ok := m["QueryLanguage"]; ok {
+		ql, _ = v.(string)
+		if ql != QueryJSONPath && ql != QueryJSONata {
+			return nil, fmt.Errorf("state machine definition: QueryLanguage must be %q or %q", QueryJSONPath, QueryJSONata)
+		}
 	}
-	mach := &Machine{}
+	mach = &Machine{}
 	mach.Comment, _ = m["Comment"].(string)
 	if t, ok := m["TimeoutSeconds"]; ok {
 		n, ok := isInteger(t)
@@ -151,7 +179,7 @@ func ParseDefinition(def []byte) (*Machine, error) {
 		}
 		mach.TimeoutSeconds = n
 	}
-	root, err := parseProcessor(m, "")
+	root, err := parseProcessor(m, "", ql)
 	if err != nil {
 		return nil, fmt.Errorf("state machine definition: %w", err)
 	}
@@ -159,7 +187,7 @@ func ParseDefinition(def []byte) (*Machine, error) {
 	return mach, nil
 }
 
-func parseProcessor(m map[string]any, where string) (*processor, error) {
+func parseProcessor(m map[string]any, where, ql string) (*processor, error) {
 	start, _ := m["StartAt"].(string)
 	if start == "" {
 		return nil, fmt.Errorf("%sStartAt is missing", where)
@@ -179,7 +207,7 @@ func parseProcessor(m map[string]any, where string) (*processor, error) {
 		if !ok {
 			return nil, fmt.Errorf("%sstate %q is not an object", where, n)
 		}
-		s, err := parseState(n, sm, where)
+		s, err := parseState(n, sm, where, ql)
 		if err != nil {
 			return nil, err
 		}
@@ -298,17 +326,40 @@ func stringList(v any) ([]string, bool) {
 }
 
 var stateFields = map[string][]string{
-	"Task":     {"Resource", "Parameters", "ResultSelector", "ResultPath", "InputPath", "OutputPath", "TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds", "HeartbeatSecondsPath", "Retry", "Catch", "Credentials", "Next", "End"},
-	"Pass":     {"Result", "Parameters", "ResultPath", "InputPath", "OutputPath", "Next", "End"},
-	"Choice":   {"Choices", "Default", "InputPath", "OutputPath"},
-	"Wait":     {"Seconds", "Timestamp", "SecondsPath", "TimestampPath", "InputPath", "OutputPath", "Next", "End"},
+	"Task":     {"Resource", "Parameters", "ResultSelector", "ResultPath", "InputPath", "OutputPath", "TimeoutSeconds", "TimeoutSecondsPath", "HeartbeatSeconds", "HeartbeatSecondsPath", "Retry", "Catch", "Credentials", "Assign", "Next", "End"},
+	"Pass":     {"Result", "Parameters", "ResultPath", "InputPath", "OutputPath", "Assign", "Next", "End"},
+	"Choice":   {"Choices", "Default", "InputPath", "OutputPath", "Assign"},
+	"Wait":     {"Seconds", "Timestamp", "SecondsPath", "TimestampPath", "InputPath", "OutputPath", "Assign", "Next", "End"},
 	"Succeed":  {"InputPath", "OutputPath"},
 	"Fail":     {"Error", "Cause", "ErrorPath", "CausePath"},
-	"Map":      {"ItemProcessor", "Iterator", "ItemsPath", "ItemSelector", "Parameters", "ItemReader", "ItemBatcher", "ResultWriter", "MaxConcurrency", "MaxConcurrencyPath", "ToleratedFailurePercentage", "ToleratedFailurePercentagePath", "ToleratedFailureCount", "ToleratedFailureCountPath", "Label", "ResultSelector", "ResultPath", "InputPath", "OutputPath", "Retry", "Catch", "Next", "End"},
-	"Parallel": {"Branches", "Parameters", "ResultSelector", "ResultPath", "InputPath", "OutputPath", "Retry", "Catch", "Next", "End"},
+	"Map":      {"ItemProcessor", "Iterator", "ItemsPath", "ItemSelector", "Parameters", "ItemReader", "ItemBatcher", "ResultWriter", "MaxConcurrency", "MaxConcurrencyPath", "ToleratedFailurePercentage", "ToleratedFailurePercentagePath", "ToleratedFailureCount", "ToleratedFailureCountPath", "Label", "ResultSelector", "ResultPath", "InputPath", "OutputPath", "Retry", "Catch", "Assign", "Next", "End"},
+	"Parallel": {"Branches", "Parameters", "ResultSelector", "ResultPath", "InputPath", "OutputPath", "Retry", "Catch", "Assign", "Next", "End"},
 }
 
-func parseState(name string, m map[string]any, where string) (s *state, err error) {
+// jsonataFields are the fields of JSONata states.
+var jsonataFields = map[string][]string{
+	"Task":     {"Resource", "Arguments", "Output", "Assign", "TimeoutSeconds", "HeartbeatSeconds", "Retry", "Catch", "Credentials", "Next", "End"},
+	"Pass":     {"Output", "Assign", "Next", "End"},
+	"Choice":   {"Choices", "Default", "Output", "Assign"},
+	"Wait":     {"Seconds", "Timestamp", "Output", "Assign", "Next", "End"},
+	"Succeed":  {"Output"},
+	"Fail":     {"Error", "Cause"},
+	"Map":      {"ItemProcessor", "Items", "ItemSelector", "MaxConcurrency", "Label", "Output", "Assign", "Retry", "Catch", "Next", "End"},
+	"Parallel": {"Branches", "Arguments", "Output", "Assign", "Retry", "Catch", "Next", "End"},
+}
+
+// jsonataUnsupported are JSONata-state fields Step Functions takes that the
+// emulator refuses rather than misrun.
+var jsonataUnsupported = map[string]bool{
+	"ItemReader": true, "ItemBatcher": true, "ResultWriter": true,
+	"ToleratedFailurePercentage": true, "ToleratedFailureCount": true,
+}
+
+// jsonataScalars are the fields whose value may be one JSONata expression
+// in place of a number or string.
+var jsonataScalars = []string{"TimeoutSeconds", "HeartbeatSeconds", "Seconds", "Timestamp", "Items", "MaxConcurrency", "Error", "Cause"}
+
+func parseState(name string, m map[string]any, where, defaultQL string) (s *state, err error) {
 	typ, _ := m["Type"].(string)
 	allowed, ok := stateFields[typ]
 	if !ok {
@@ -319,9 +370,44 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 			err = fmt.Errorf("%sstate %q: %w", where, name, err)
 		}
 	}()
+	ql := defaultQL
+	if v, ok := m["QueryLanguage"]; ok {
+		ql, _ = v.(string)
+		if ql != QueryJSONPath && ql != QueryJSONata {
+			return nil, fmt.Errorf("QueryLanguage must be %q or %q", QueryJSONPath, QueryJSONata)
+		}
+	}
+	s = &state{name: name, typ: typ, jsonata: ql == QueryJSONata}
+	if s.jsonata {
+		allowed = jsonataFields[typ]
+		// JSONata expressions given for scalar fields are taken out of m so
+		// that the JSONPath-era parsing below sees only literals.
+		m = shallowCopy(m)
+		for _, k := range jsonataScalars {
+			str, isStr := m[k].(string)
+			if !isStr {
+				continue
+			}
+			if _, isExpr := jsonataSource(str); !isExpr {
+				continue
+			}
+			t, err := compileJSONataTemplate(str)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			if s.jx == nil {
+				s.jx = map[string]*jtemplate{}
+			}
+			s.jx[k] = t
+			delete(m, k)
+		}
+	}
 	for k := range m {
-		if k == "Type" || k == "Comment" {
+		if k == "Type" || k == "Comment" || k == "QueryLanguage" {
 			continue
+		}
+		if s.jsonata && jsonataUnsupported[k] {
+			return nil, fmt.Errorf("field %q of a JSONata %s state is not supported by the local emulator", k, typ)
 		}
 		found := false
 		for _, a := range allowed {
@@ -331,10 +417,9 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("field %q is not allowed in a %s state", k, typ)
+			return nil, fmt.Errorf("field %q is not allowed in a %s %s state", k, ql, typ)
 		}
 	}
-	s = &state{name: name, typ: typ}
 	s.next, _ = m["Next"].(string)
 	s.end, _ = m["End"].(bool)
 	switch typ {
@@ -352,7 +437,7 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 	if s.resultPath, err = parseOptPath(m, "ResultPath"); err != nil {
 		return nil, err
 	}
-	if s.resultPath.p != nil && (!s.resultPath.p.def || s.resultPath.p.ctx) {
+	if s.resultPath.p != nil && (!s.resultPath.p.def || s.resultPath.p.ctx || s.resultPath.p.varName != "") {
 		return nil, fmt.Errorf("ResultPath must be a reference path")
 	}
 	if s.parameters, err = optTemplate(m, "Parameters"); err != nil {
@@ -367,8 +452,22 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 	if s.retry, err = parseRetry(m["Retry"]); err != nil {
 		return nil, err
 	}
-	if s.catch, err = parseCatch(m["Catch"]); err != nil {
+	if s.catch, err = parseCatch(m["Catch"], s.jsonata); err != nil {
 		return nil, err
+	}
+	if s.assign, err = parseAssign(m, s.jsonata); err != nil {
+		return nil, err
+	}
+	if s.jsonata {
+		if s.arguments, err = optJSONata(m, "Arguments"); err != nil {
+			return nil, err
+		}
+		if s.arguments != nil && !s.arguments.isObj && !s.arguments.isExpr() {
+			return nil, fmt.Errorf("Arguments must be an object or a JSONata expression")
+		}
+		if s.output, err = optJSONata(m, "Output"); err != nil {
+			return nil, err
+		}
 	}
 	switch typ {
 	case "Task":
@@ -401,7 +500,7 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 			if !ok {
 				return nil, fmt.Errorf("Choices[%d] is not an object", i)
 			}
-			c, err := parseChoiceRule(rm, true)
+			c, err := parseChoiceRule(rm, true, s.jsonata)
 			if err != nil {
 				return nil, fmt.Errorf("Choices[%d]: %w", i, err)
 			}
@@ -437,6 +536,12 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 		if s.timestampPath != nil {
 			n++
 		}
+		if s.jx["Seconds"] != nil {
+			n++
+		}
+		if s.jx["Timestamp"] != nil {
+			n++
+		}
 		if n != 1 {
 			return nil, fmt.Errorf("exactly one of Seconds, Timestamp, SecondsPath, TimestampPath is required")
 		}
@@ -458,7 +563,7 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 			return nil, fmt.Errorf("Error/ErrorPath and Cause/CausePath are mutually exclusive")
 		}
 	case "Map":
-		if err := parseMap(s, m, where); err != nil {
+		if err := parseMap(s, m, where, defaultQL); err != nil {
 			return nil, err
 		}
 	case "Parallel":
@@ -471,7 +576,7 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 			if !ok {
 				return nil, fmt.Errorf("Branches[%d] is not an object", i)
 			}
-			p, err := parseProcessor(bm, fmt.Sprintf("%s%s.Branches[%d]: ", where, name, i))
+			p, err := parseProcessor(bm, fmt.Sprintf("%s%s.Branches[%d]: ", where, name, i), defaultQL)
 			if err != nil {
 				return nil, err
 			}
@@ -481,7 +586,7 @@ func parseState(name string, m map[string]any, where string) (s *state, err erro
 	return s, nil
 }
 
-func parseMap(s *state, m map[string]any, where string) (err error) {
+func parseMap(s *state, m map[string]any, where, ql string) (err error) {
 	procRaw, ok := m["ItemProcessor"].(map[string]any)
 	if !ok {
 		procRaw, ok = m["Iterator"].(map[string]any)
@@ -489,7 +594,7 @@ func parseMap(s *state, m map[string]any, where string) (err error) {
 	if !ok {
 		return fmt.Errorf("ItemProcessor is required")
 	}
-	if s.itemProcessor, err = parseProcessor(procRaw, where+s.name+".ItemProcessor: "); err != nil {
+	if s.itemProcessor, err = parseProcessor(procRaw, where+s.name+".ItemProcessor: ", ql); err != nil {
 		return err
 	}
 	s.itemProcessor.mode = "INLINE"
@@ -509,6 +614,30 @@ func parseMap(s *state, m map[string]any, where string) (err error) {
 		}
 	}
 	distributed := s.itemProcessor.mode == "DISTRIBUTED"
+	if s.jsonata {
+		if distributed {
+			return fmt.Errorf("ItemProcessor.ProcessorConfig.Mode DISTRIBUTED is not supported in a JSONata Map state by the local emulator")
+		}
+		if v, ok := m["Items"]; ok && s.jx["Items"] == nil {
+			if _, isArr := v.([]any); !isArr {
+				return fmt.Errorf("Items must be an array or a JSONata expression")
+			}
+			if s.jx == nil {
+				s.jx = map[string]*jtemplate{}
+			}
+			if s.jx["Items"], err = compileJSONataTemplate(v); err != nil {
+				return fmt.Errorf("Items: %w", err)
+			}
+		}
+		if s.jItemSelector, err = optJSONata(m, "ItemSelector"); err != nil {
+			return err
+		}
+		if s.maxConcurrency, _, err = optInt(m, "MaxConcurrency"); err != nil {
+			return err
+		}
+		s.label, _ = m["Label"].(string)
+		return nil
+	}
 	if s.itemsPath, err = optPathField(m, "ItemsPath"); err != nil {
 		return err
 	}
@@ -723,7 +852,7 @@ func checkAllLast(eq []string, i, n int) error {
 	return nil
 }
 
-func parseCatch(v any) ([]catcher, error) {
+func parseCatch(v any, jsonata bool) ([]catcher, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -749,13 +878,35 @@ func parseCatch(v any) ([]catcher, error) {
 		if c.next == "" {
 			return nil, fmt.Errorf("Catch[%d].Next is required", i)
 		}
+		allowed := map[string]bool{"ErrorEquals": true, "Next": true, "Comment": true, "Assign": true, "ResultPath": !jsonata, "Output": jsonata}
+		for k := range m {
+			if !allowed[k] {
+				return nil, fmt.Errorf("Catch[%d]: field %q is not allowed", i, k)
+			}
+		}
 		var err error
 		if c.resultPath, err = parseOptPath(m, "ResultPath"); err != nil {
 			return nil, fmt.Errorf("Catch[%d]: %w", i, err)
 		}
+		if c.assign, err = parseAssign(m, jsonata); err != nil {
+			return nil, fmt.Errorf("Catch[%d]: %w", i, err)
+		}
+		if jsonata {
+			if c.output, err = optJSONata(m, "Output"); err != nil {
+				return nil, fmt.Errorf("Catch[%d]: %w", i, err)
+			}
+		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+func shallowCopy(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // parseTimestamp accepts RFC 3339 timestamps as the States Language does.

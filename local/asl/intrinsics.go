@@ -12,6 +12,7 @@ import (
 	"hash"
 	"math"
 	mrand "math/rand/v2"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -132,7 +133,9 @@ func (p *intrinsicParser) arg() (arg, error) {
 		for p.pos < len(p.s) {
 			ch := p.s[p.pos]
 			if quote != 0 {
-				if ch == quote {
+				if ch == '\\' && p.pos+1 < len(p.s) {
+					p.pos++ // an escaped character inside a quoted name
+				} else if ch == quote {
 					quote = 0
 				}
 			} else if ch == '\'' || ch == '"' {
@@ -271,13 +274,10 @@ func fnFormat(args []any, raw []arg) (any, error) {
 			if next >= len(args) {
 				return nil, intrinsicErr("States.Format", "more placeholders than arguments")
 			}
-			switch v := args[next].(type) {
-			case string:
+			if v, ok := args[next].(string); ok {
 				out.WriteString(v)
-			case map[string]any, []any:
-				return nil, intrinsicErr("States.Format", "argument %d is not a string, number, boolean or null", next)
-			default:
-				out.WriteString(mustJSON(v))
+			} else {
+				out.WriteString(formatLiteral(args[next]))
 			}
 			next++
 			i++
@@ -291,6 +291,33 @@ func fnFormat(args []any, raw []arg) (any, error) {
 	return out.String(), nil
 }
 
+// formatLiteral renders a non-string States.Format argument as Step
+// Functions does: scalars as JSON, objects as {key=value, ...} and arrays
+// as [a, b] (Java's Map/List rendering), nested strings quoted. Object keys
+// come in sorted order (the interpreter does not keep the input's order).
+func formatLiteral(v any) string {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + "=" + formatLiteral(t[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case []any:
+		parts := make([]string, len(t))
+		for i, e := range t {
+			parts[i] = formatLiteral(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return mustJSON(v)
+}
+
 func fnStringToJSON(args []any, _ []arg) (any, error) {
 	if err := wantN("States.StringToJson", args, 1); err != nil {
 		return nil, err
@@ -298,6 +325,9 @@ func fnStringToJSON(args []any, _ []arg) (any, error) {
 	s, ok := args[0].(string)
 	if !ok {
 		return nil, intrinsicErr("States.StringToJson", "argument is not a string")
+	}
+	if strings.TrimSpace(s) == "" {
+		return nil, nil // an empty or blank string gives null
 	}
 	v, err := ParseJSON(s)
 	if err != nil {
@@ -515,11 +545,18 @@ func fnMathAdd(args []any, _ []arg) (any, error) {
 	if !ok1 || !ok2 {
 		return nil, intrinsicErr("States.MathAdd", "arguments are not numbers")
 	}
-	sum := a + b
+	// MathAdd takes integers; a non-integer argument is rounded to the
+	// nearest integer first, halves away from negative infinity (Java's
+	// Math.round: 1.5 -> 2, -1.5 -> -1).
+	sum := javaRound(a) + javaRound(b)
 	if math.IsInf(sum, 0) || math.IsNaN(sum) {
 		return nil, intrinsicErr("States.MathAdd", "result out of range")
 	}
 	return numberValue(sum), nil
+}
+
+func javaRound(f float64) float64 {
+	return math.Floor(f + 0.5)
 }
 
 func fnStringSplit(args []any, _ []arg) (any, error) {
