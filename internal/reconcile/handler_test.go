@@ -51,6 +51,10 @@ type rig struct {
 }
 
 func newRig(t *testing.T, partitions int) *rig {
+	return newRigWith(t, partitions, nil)
+}
+
+func newRigWith(t *testing.T, partitions int, mutate func(*reconcile.Config)) *rig {
 	t.Helper()
 	env := localaws.StartTest(t)
 	sink := &fakeeventbridge.MemorySink{}
@@ -72,10 +76,14 @@ func newRig(t *testing.T, partitions int) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := reconcile.New(s3c, db, hc, eventbridge.NewFromConfig(cfg), reconcile.Config{
+	rc := reconcile.Config{
 		Bucket: bucket, Table: table, DatastoreID: dsID, Partitions: partitions,
 		Publish: publish.Config{EventBus: bus},
-	})
+	}
+	if mutate != nil {
+		mutate(&rc)
+	}
+	h, err := reconcile.New(s3c, db, hc, eventbridge.NewFromConfig(cfg), rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +161,14 @@ func (r *rig) setCheckpoint(checkpoint, origin time.Time) {
 // crashAfter ≥ 0 it stops after that many compared partitions (no finish).
 func (r *rig) reconcile(runID string, checkpoint time.Time, crashAfter int) reconcile.Result {
 	r.t.Helper()
+	return r.reconcileFrom(runID, events.SnapshotSince, checkpoint, crashAfter)
+}
+
+// reconcileFrom is reconcile for a pipeline whose first checkpoint was origin.
+func (r *rig) reconcileFrom(runID string, origin, checkpoint time.Time, crashAfter int) reconcile.Result {
+	r.t.Helper()
 	r.seq++
-	r.setCheckpoint(checkpoint, events.SnapshotSince)
+	r.setCheckpoint(checkpoint, origin)
 	plan, err := invoke[reconcile.Plan](r.t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: runID,
 		StartTime: events.FormatTime(time.Now().Add(time.Duration(r.seq) * time.Second))})
 	if err != nil {
@@ -325,5 +339,55 @@ func TestReconcileCountsOnlyWhereTheyDiffer(t *testing.T) {
 	}
 	if got := r.published(); len(got) != 1 || got[0] != "delete Patient/c07/_history/1-deleted" {
 		t.Fatalf("published %v", got)
+	}
+}
+
+// TestReconcileStartsAtTheOrigin: a pipeline started at "now" (or a time)
+// was never to publish what the store held before: the reconciliation
+// repairs nothing older than RUN/STATE's origin, and repairs a version after
+// it that no run delivered.
+func TestReconcileStartsAtTheOrigin(t *testing.T) {
+	r := newRig(t, 4)
+	for i := 0; i < 20; i++ {
+		r.write(fmt.Sprintf("old%02d", i)) // before the pipeline started
+	}
+	time.Sleep(2 * time.Millisecond)
+	origin := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	r.write("new-delivered")
+	r.write("new-missed")
+	r.deliver("run-1", "new-delivered")
+	time.Sleep(2 * time.Millisecond)
+	sum := r.reconcileFrom("rec-1", origin, time.Now(), -1)
+	if got := r.published(); len(got) != 1 || got[0] != "upsert Patient/new-missed/_history/1" {
+		t.Fatalf("published %v, want only the repair of the version after the origin", got)
+	}
+	if sum.Repairs != 1 || sum.Deletes != 0 {
+		t.Fatalf("counts %+v", sum)
+	}
+}
+
+// TestReconcileTypeFilterChange: a type dropped from the filter is no
+// longer compared (nothing is deleted for it); a type added is compared
+// from the next reconciliation, and its versions no run delivered are
+// repairs (docs/RECONCILE.md, "What it compares").
+func TestReconcileTypeFilterChange(t *testing.T) {
+	only := func(types ...string) func(*reconcile.Config) {
+		return func(c *reconcile.Config) { c.Filter.Include = types }
+	}
+	r := newRigWith(t, 2, only("Observation"))
+	r.write("p1")
+	r.deliver("run-1") // nothing of Patient delivered: it was filtered out
+	time.Sleep(2 * time.Millisecond)
+	sum := r.reconcile("rec-1", time.Now(), -1)
+	if len(r.published()) != 0 || sum.Queries != 2 {
+		t.Fatalf("with Patient filtered out: published %v, %d queries (want 2: Observation's two ranges)", r.published(), sum.Queries)
+	}
+	r2 := newRigWith(t, 2, only("Observation", "Patient"))
+	r2.write("p1")
+	time.Sleep(2 * time.Millisecond)
+	sum = r2.reconcile("rec-2", time.Now(), -1)
+	if got := r2.published(); len(got) != 1 || got[0] != "upsert Patient/p1/_history/1" || sum.Repairs != 1 {
+		t.Fatalf("with Patient added: published %v, counts %+v; want its resource repaired", got, sum)
 	}
 }

@@ -301,6 +301,7 @@ type run struct {
 // limit.
 func (r *Runner) runExecution(ctx context.Context, root *processor, timeoutSeconds int64, x *Execution, input any) {
 	defer close(x.done)
+	ctx = withScope(ctx, newScope(nil))
 	rn := &run{r: r, x: x, input: input}
 	x.addEvent(Event{Type: "ExecutionStarted", Timestamp: r.cfg.Clock.Now(), Input: x.info.Input, RoleARN: x.roleARN})
 	if limit, why := r.executionLimit(x.info.Type, timeoutSeconds); limit > 0 {
@@ -408,9 +409,26 @@ type stateCtx struct {
 	itemIndex int
 	itemValue any
 	hasItem   bool
+	// vars are the variables as the state was entered; pend receives what
+	// the state assigns, committed when it finishes.
+	vars map[string]any
+	pend *pendingAssign
 }
 
-func (rn *run) ctxObject(sc stateCtx) map[string]any {
+type pendingAssign struct {
+	vals map[string]any
+}
+
+// set records the values a state or catcher assigns.
+func (p *pendingAssign) set(vals map[string]any) {
+	if p != nil {
+		p.vals = vals
+	}
+}
+
+// ctxObject builds what paths evaluate against besides the data: the
+// context object and the state's view of the variables.
+func (rn *run) ctxObject(sc stateCtx) *evalEnv {
 	info := rn.x.Info()
 	c := map[string]any{
 		"Execution": map[string]any{
@@ -437,7 +455,58 @@ func (rn *run) ctxObject(sc stateCtx) map[string]any {
 	if sc.hasItem {
 		c["Map"] = map[string]any{"Item": map[string]any{"Index": int64(sc.itemIndex), "Value": sc.itemValue}}
 	}
-	return c
+	return &evalEnv{ctx: c, vars: sc.vars}
+}
+
+// statesVar builds JSONata's $states for a state.
+func statesVar(input any, env *evalEnv) map[string]any {
+	return map[string]any{"input": input, "context": env.ctx}
+}
+
+// jOutput finishes a JSONata state: Output (default def) and Assign, both
+// evaluated with the variables as the state was entered.
+func jOutput(s *state, states map[string]any, def any, env *evalEnv, pend *pendingAssign) (any, error) {
+	out := def
+	if s.output != nil {
+		var err error
+		if out, err = s.output.eval(states, env); err != nil {
+			return nil, err
+		}
+	}
+	if s.assign != nil {
+		vals, err := s.assign.eval(nil, env, states)
+		if err != nil {
+			return nil, err
+		}
+		pend.set(vals)
+	}
+	return out, nil
+}
+
+// jInt evaluates a JSONata expression given for an integer field.
+func jInt(t *jtemplate, field string, states map[string]any, env *evalEnv) (int64, error) {
+	v, err := t.eval(states, env)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := isInteger(v)
+	if !ok || n < 0 {
+		return 0, Errorf(ErrorQueryEvaluation, "The JSONata expression of %s returned %s, not a non-negative integer", field, mustJSON(v))
+	}
+	return n, nil
+}
+
+// jString evaluates a JSONata expression given for a string field.
+func jString(t *jtemplate, field string, states map[string]any, env *evalEnv) (string, error) {
+	v, err := t.eval(states, env)
+	if err != nil {
+		return "", err
+	}
+	str, ok := v.(string)
+	if !ok {
+		return "", Errorf(ErrorQueryEvaluation, "The JSONata expression of %s returned %s, not a string", field, mustJSON(v))
+	}
+	return str, nil
 }
 
 // runProcessor runs states from StartAt until one ends the processor.
@@ -467,7 +536,11 @@ func (rn *run) runState(ctx context.Context, s *state, raw any) (out any, next s
 	entered := rn.now()
 	rn.event(Event{Type: s.typ + "StateEntered", StateName: s.name, Input: mustJSON(raw), Timestamp: entered})
 	rn.transition(s.name)
-	sc := stateCtx{name: s.name, entered: entered}
+	scope := scopeFrom(ctx)
+	sc := stateCtx{name: s.name, entered: entered, pend: &pendingAssign{}}
+	if scope != nil {
+		sc.vars = scope.snapshot()
+	}
 	switch s.typ {
 	case "Pass":
 		out, err = rn.pass(s, raw, sc)
@@ -478,6 +551,11 @@ func (rn *run) runState(ctx context.Context, s *state, raw any) (out any, next s
 		out, err = rn.wait(ctx, s, raw, sc)
 		next = s.next
 	case "Succeed":
+		if s.jsonata {
+			env := rn.ctxObject(sc)
+			out, err = jOutput(s, statesVar(raw, env), raw, env, sc.pend)
+			break
+		}
 		var eff any
 		if eff, err = inputPath(s, raw, rn.ctxObject(sc)); err == nil {
 			out, err = outputPath(s, eff, rn.ctxObject(sc))
@@ -500,6 +578,9 @@ func (rn *run) runState(ctx context.Context, s *state, raw any) (out any, next s
 	}
 	if err := checkSize(out, "state output of '"+s.name+"'"); err != nil {
 		return nil, "", err
+	}
+	if scope != nil && sc.pend.vals != nil {
+		scope.assign(sc.pend.vals)
 	}
 	rn.event(Event{Type: s.typ + "StateExited", StateName: s.name, Output: mustJSON(out)})
 	return out, next, nil
@@ -543,13 +624,26 @@ func resultPath(op optPath, raw, result any) (any, error) {
 	return op.p.set(raw, result)
 }
 
-// finish applies ResultSelector, ResultPath and OutputPath to a result.
-func (rn *run) finish(s *state, raw, result any, ctxObj any) (any, error) {
+// finish applies ResultSelector, Assign, ResultPath and OutputPath to a
+// result; for a JSONata state, Output and Assign.
+func (rn *run) finish(s *state, raw, result any, ctxObj *evalEnv, pend *pendingAssign) (any, error) {
+	if s.jsonata {
+		states := statesVar(raw, ctxObj)
+		states["result"] = result
+		return jOutput(s, states, result, ctxObj, pend)
+	}
 	var err error
 	if s.resultSelector != nil {
 		if result, err = s.resultSelector.eval(result, ctxObj); err != nil {
 			return nil, err
 		}
+	}
+	if s.assign != nil {
+		vals, err := s.assign.eval(result, ctxObj, nil)
+		if err != nil {
+			return nil, err
+		}
+		pend.set(vals)
 	}
 	combined, err := resultPath(s.resultPath, raw, result)
 	if err != nil {
@@ -560,6 +654,9 @@ func (rn *run) finish(s *state, raw, result any, ctxObj any) (any, error) {
 
 func (rn *run) pass(s *state, raw any, sc stateCtx) (any, error) {
 	ctxObj := rn.ctxObject(sc)
+	if s.jsonata {
+		return jOutput(s, statesVar(raw, ctxObj), raw, ctxObj, sc.pend)
+	}
 	eff, err := rn.effectiveInput(s, raw, ctxObj)
 	if err != nil {
 		return nil, err
@@ -567,6 +664,13 @@ func (rn *run) pass(s *state, raw any, sc stateCtx) (any, error) {
 	result := eff
 	if s.hasResult {
 		result = deepCopy(s.result)
+	}
+	if s.assign != nil {
+		vals, err := s.assign.eval(result, ctxObj, nil)
+		if err != nil {
+			return nil, err
+		}
+		sc.pend.set(vals)
 	}
 	combined, err := resultPath(s.resultPath, raw, result)
 	if err != nil {
@@ -577,18 +681,31 @@ func (rn *run) pass(s *state, raw any, sc stateCtx) (any, error) {
 
 func (rn *run) choice(s *state, raw any, sc stateCtx) (any, string, error) {
 	ctxObj := rn.ctxObject(sc)
-	eff, err := inputPath(s, raw, ctxObj)
-	if err != nil {
+	var states map[string]any
+	eff := raw
+	var err error
+	if s.jsonata {
+		states = statesVar(raw, ctxObj)
+	} else if eff, err = inputPath(s, raw, ctxObj); err != nil {
 		return nil, "", err
 	}
 	next := ""
+	var matched *choiceRule
 	for _, c := range s.choices {
-		ok, err := c.eval(eff, ctxObj)
-		if err != nil {
+		var ok bool
+		if s.jsonata {
+			v, err := c.condition.eval(states, ctxObj)
+			if err != nil {
+				return nil, "", err
+			}
+			if ok, err = v.(bool); !err {
+				return nil, "", Errorf(ErrorQueryEvaluation, "The Condition of a Choice rule of state '%s' returned %s, not a boolean", s.name, mustJSON(v))
+			}
+		} else if ok, err = c.eval(eff, ctxObj); err != nil {
 			return nil, "", err
 		}
 		if ok {
-			next = c.next
+			next, matched = c.next, c
 			break
 		}
 	}
@@ -597,6 +714,28 @@ func (rn *run) choice(s *state, raw any, sc stateCtx) (any, string, error) {
 	}
 	if next == "" {
 		return nil, "", Errorf(ErrorNoChoiceMatched, "No Choice Rules matched and no Default was specified in state '%s'", s.name)
+	}
+	// A matched rule's Assign and Output take the place of the state's.
+	assign, output := s.assign, s.output
+	if matched != nil && matched.assign != nil {
+		assign = matched.assign
+	}
+	if matched != nil && matched.output != nil {
+		output = matched.output
+	}
+	if assign != nil {
+		vals, err := assign.eval(eff, ctxObj, states)
+		if err != nil {
+			return nil, "", err
+		}
+		sc.pend.set(vals)
+	}
+	if s.jsonata {
+		if output == nil {
+			return raw, next, nil
+		}
+		out, err := output.eval(states, ctxObj)
+		return out, next, err
 	}
 	out, err := outputPath(s, eff, ctxObj)
 	return out, next, err
@@ -610,6 +749,22 @@ func (rn *run) wait(ctx context.Context, s *state, raw any, sc stateCtx) (any, e
 	}
 	var d time.Duration
 	switch {
+	case s.jx["Seconds"] != nil:
+		n, err := jInt(s.jx["Seconds"], "Seconds", statesVar(raw, ctxObj), ctxObj)
+		if err != nil {
+			return nil, err
+		}
+		d = time.Duration(n) * time.Second
+	case s.jx["Timestamp"] != nil:
+		str, err := jString(s.jx["Timestamp"], "Timestamp", statesVar(raw, ctxObj), ctxObj)
+		if err != nil {
+			return nil, err
+		}
+		ts, err := parseTimestamp(str)
+		if err != nil {
+			return nil, Errorf(ErrorQueryEvaluation, "The Timestamp of state '%s': %v", s.name, err)
+		}
+		d = ts.Sub(rn.now())
 	case s.hasSeconds:
 		d = time.Duration(s.seconds) * time.Second
 	case s.hasTimestamp:
@@ -639,12 +794,34 @@ func (rn *run) wait(ctx context.Context, s *state, raw any, sc stateCtx) (any, e
 	if err := rn.sleep(ctx, d); err != nil {
 		return nil, err
 	}
+	if s.jsonata {
+		return jOutput(s, statesVar(raw, ctxObj), raw, ctxObj, sc.pend)
+	}
+	if s.assign != nil {
+		vals, err := s.assign.eval(eff, ctxObj, nil)
+		if err != nil {
+			return nil, err
+		}
+		sc.pend.set(vals)
+	}
 	return outputPath(s, eff, ctxObj)
 }
 
 func (rn *run) fail(s *state, raw any, sc stateCtx) error {
 	e := &Error{Name: s.errName, Cause: s.cause}
 	ctxObj := rn.ctxObject(sc)
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"Error", &e.Name}, {"Cause", &e.Cause}} {
+		if t := s.jx[f.key]; t != nil {
+			str, err := jString(t, f.key, statesVar(raw, ctxObj), ctxObj)
+			if err != nil {
+				return err
+			}
+			*f.dst = str
+		}
+	}
 	for _, f := range []struct {
 		t   *template
 		dst *string
@@ -709,7 +886,7 @@ func (rn *run) withRetry(ctx context.Context, s *state, raw any, sc stateCtx) (a
 		}
 		for _, c := range s.catch {
 			if matches(c.errorEquals, e.Name) {
-				out, err := resultPath(c.resultPath, raw, map[string]any{"Error": e.Name, "Cause": e.Cause})
+				out, err := rn.caught(s, c, raw, e, sc)
 				if err != nil {
 					return nil, "", err
 				}
@@ -718,6 +895,40 @@ func (rn *run) withRetry(ctx context.Context, s *state, raw any, sc stateCtx) (a
 		}
 		return nil, "", e
 	}
+}
+
+// caught builds the output of a matching catcher and records its Assign.
+func (rn *run) caught(s *state, c catcher, raw any, e *Error, sc stateCtx) (any, error) {
+	errOut := map[string]any{"Error": e.Name, "Cause": e.Cause}
+	env := rn.ctxObject(sc)
+	sc.pend.set(nil)
+	if s.jsonata {
+		states := statesVar(raw, env)
+		states["errorOutput"] = errOut
+		out := any(errOut)
+		if c.output != nil {
+			var err error
+			if out, err = c.output.eval(states, env); err != nil {
+				return nil, err
+			}
+		}
+		if c.assign != nil {
+			vals, err := c.assign.eval(nil, env, states)
+			if err != nil {
+				return nil, err
+			}
+			sc.pend.set(vals)
+		}
+		return out, nil
+	}
+	if c.assign != nil {
+		vals, err := c.assign.eval(errOut, env, nil)
+		if err != nil {
+			return nil, err
+		}
+		sc.pend.set(vals)
+	}
+	return resultPath(c.resultPath, raw, errOut)
 }
 
 func firstRetrier(rs []retrier, name string) int {
@@ -774,13 +985,30 @@ func (rn *run) task(ctx context.Context, s *state, raw any, sc stateCtx) (any, e
 	if err != nil {
 		return nil, err
 	}
+	if t := s.jx["TimeoutSeconds"]; t != nil {
+		if timeout, err = jInt(t, "TimeoutSeconds", statesVar(raw, ctxObj), ctxObj); err != nil {
+			return nil, err
+		}
+	}
+	if t := s.jx["HeartbeatSeconds"]; t != nil {
+		if heartbeat, err = jInt(t, "HeartbeatSeconds", statesVar(raw, ctxObj), ctxObj); err != nil {
+			return nil, err
+		}
+	}
 	resource, callback := strings.CutSuffix(s.resource, ".waitForTaskToken")
 	if callback {
 		sc.token = rn.r.cfg.Tokens.Issue(time.Duration(heartbeat)*time.Second, time.Duration(timeout)*time.Second)
 		ctxObj = rn.ctxObject(sc)
 	}
 	params := eff
-	if s.parameters != nil {
+	if s.arguments != nil {
+		if params, err = s.arguments.eval(statesVar(raw, ctxObj), ctxObj); err != nil {
+			if callback {
+				rn.r.cfg.Tokens.Cancel(sc.token, "arguments failed")
+			}
+			return nil, err
+		}
+	} else if s.parameters != nil {
 		if params, err = s.parameters.eval(eff, ctxObj); err != nil {
 			if callback {
 				rn.r.cfg.Tokens.Cancel(sc.token, "parameters failed")
@@ -819,7 +1047,7 @@ func (rn *run) task(ctx context.Context, s *state, raw any, sc stateCtx) (any, e
 		return nil, err
 	}
 	rn.event(Event{Type: "TaskSucceeded", StateName: s.name, ResourceType: rtype, Resource: rname, Output: mustJSON(result)})
-	return rn.finish(s, raw, result, ctxObj)
+	return rn.finish(s, raw, result, ctxObj, sc.pend)
 }
 
 func (rn *run) requestTask(ctx context.Context, call TaskCall, timeout time.Duration) (any, error) {
@@ -883,7 +1111,17 @@ func (rn *run) callbackTask(ctx context.Context, call TaskCall, rtype, rname str
 
 // effectiveInput is a Pass or Parallel state's input after InputPath and
 // Parameters, which must stay within the 256 KiB payload limit.
-func (rn *run) effectiveInput(s *state, raw, ctxObj any) (any, error) {
+func (rn *run) effectiveInput(s *state, raw any, ctxObj *evalEnv) (any, error) {
+	if s.jsonata {
+		if s.arguments == nil {
+			return raw, nil
+		}
+		eff, err := s.arguments.eval(statesVar(raw, ctxObj), ctxObj)
+		if err != nil {
+			return nil, err
+		}
+		return eff, checkSize(eff, "input of state '"+s.name+"' after Arguments")
+	}
 	eff, err := inputPath(s, raw, ctxObj)
 	if err != nil {
 		return nil, err
