@@ -64,6 +64,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the invocation's EMF metrics; nil writes none.
 	Metrics *metrics.Recorder
+	// NoWindowDeletes turns the window's delete scan off
+	// (CDC_WINDOW_DELETES=false): the action "deletes" answers done at
+	// once, and deletions reach consumers through the reconciliation only.
+	NoWindowDeletes bool
 }
 
 // ConfigFromEnv reads the configuration from the environment variables of
@@ -107,6 +111,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("prepare-change configuration: CDC_DEADLINE_MARGIN=%q is not a duration ≥ 0 such as 30s", s)
 		}
 		cfg.DeadlineMargin = d
+	}
+	if s := strings.TrimSpace(getenv("CDC_WINDOW_DELETES")); s != "" {
+		on, err := strconv.ParseBool(s)
+		if err != nil {
+			return Config{}, fmt.Errorf("prepare-change configuration: CDC_WINDOW_DELETES=%q is not true or false", s)
+		}
+		cfg.NoWindowDeletes = !on
 	}
 	if s := strings.TrimSpace(getenv("CDC_MAP_MAX_CONCURRENCY")); s != "" {
 		n, err := strconv.Atoi(s)

@@ -142,6 +142,12 @@ func (h *Handler) Invoke(ctx context.Context, payload json.RawMessage) (any, err
 		}
 		return h.Handle(ctx, in)
 	case deletes.Action:
+		if h.cfg.NoWindowDeletes {
+			if h.cfg.Logger != nil {
+				h.cfg.Logger.Info("delete scan off (CDC_WINDOW_DELETES=false): the reconciliation publishes deletes")
+			}
+			return deletes.Output{Done: true}, nil
+		}
 		if h.deletes == nil {
 			return nil, errors.New("prepare-change: the delete scan is not configured")
 		}

@@ -642,3 +642,33 @@ func TestSyntheaSampleEndToEnd(t *testing.T) {
 	}
 	t.Logf("one batch: %d events from %d files in %d PutEvents calls (%.1f per 1,000)", total, len(types), out.PutEventsCalls, float64(out.PutEventsCalls)*1000/float64(total))
 }
+
+// TestDeleteScanCanBeTurnedOff: with CDC_WINDOW_DELETES=false the run's
+// delete scan answers done at once and reads no history (the fallback for
+// a data store without type-level history: the reconciliation publishes
+// the deletes).
+func TestDeleteScanCanBeTurnedOff(t *testing.T) {
+	cfg, err := prepare.ConfigFromEnv(func(k string) string {
+		return map[string]string{"CDC_BUCKET": bucket, "CDC_EVENT_BUS": bus, "CDC_WINDOW_DELETES": "false"}[k]
+	})
+	if err != nil || !cfg.NoWindowDeletes {
+		t.Fatalf("config = %+v, %v", cfg.NoWindowDeletes, err)
+	}
+	r := newRig(t, 0)
+	h, err := prepare.New(r.s3, r.eb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.Invoke(context.Background(), json.RawMessage(`{"action":"deletes","window":{"since":"2026-11-21T09:00:00.000Z","until":"2026-11-21T10:00:00.000Z"},"export":{"datastoreId":"ds1","jobId":"j"},"runId":"r"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(out); !strings.Contains(string(b), `"done":true`) {
+		t.Fatalf("answer %s, want done", b)
+	}
+	if _, err := prepare.ConfigFromEnv(func(k string) string {
+		return map[string]string{"CDC_BUCKET": bucket, "CDC_EVENT_BUS": bus, "CDC_WINDOW_DELETES": "maybe"}[k]
+	}); err == nil {
+		t.Error("CDC_WINDOW_DELETES=maybe accepted")
+	}
+}

@@ -19,6 +19,7 @@ const (
 	EnvOverlap             = "CDC_OVERLAP"
 	EnvMaxWindow           = "CDC_MAX_WINDOW"
 	EnvReconcilePartitions = "CDC_RECONCILE_PARTITIONS"
+	EnvWindowDeletes       = "CDC_WINDOW_DELETES"
 )
 
 // Env returns the environment variables of the named Lambda that come from
@@ -34,6 +35,7 @@ func (c Config) Env(name string) map[string]string {
 			// With it prepare-change scales its rate up when its Map runs
 			// fewer children than MaxConcurrency (prepare.Config.RateFor).
 			EnvMapMaxConcurrency: strconv.Itoa(c.MapMaxConcurrency),
+			EnvWindowDeletes:     strconv.FormatBool(c.WindowDeletes),
 		}
 	case CheckExport:
 		return map[string]string{

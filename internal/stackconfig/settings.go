@@ -59,6 +59,7 @@ func (c *Config) fields() []field {
 		field{"ReconcileTimeZone", "IANA time zone of ReconcileHour (the schedule's ScheduleExpressionTimezone)", &c.ReconcileTimeZone},
 		field{"DeliveredExpiryDays", "lifecycle expiry of delivered/ (what the reconciliation reads back), in days", &c.DeliveredExpiryDays},
 		field{"ReconcileExpiryDays", "lifecycle expiry of reconcile/ (the reconciliation's own objects and index), in days", &c.ReconcileExpiryDays},
+		field{"WindowDeletes", "true: every window publishes the deletions in it from the types' HealthLake history; false: only the reconciliation publishes deletes", &c.WindowDeletes},
 		field{"ReservedConcurrency", "true reserves concurrency for every Lambda (ReservedConcurrencyTotal: 31 with the defaults); the account's concurrency quota must exceed that by 100", &c.ReservedConcurrency},
 	)
 }

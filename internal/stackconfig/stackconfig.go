@@ -166,6 +166,13 @@ type Config struct {
 	// MinUnreservedConcurrency unreserved, and a new account's concurrency
 	// quota is below it, so any reservation fails the first deploy.
 	ReservedConcurrency bool
+
+	// WindowDeletes makes every window read the resource types' HealthLake
+	// history for the deletions in it and publish them (docs/EXPORT.md
+	// "Deletes"). Off, deletions reach consumers only through the
+	// reconciliation: the fallback for a data store whose type-level
+	// history is unavailable.
+	WindowDeletes bool
 }
 
 // DefaultPutEventsQuota is the lowest default PutEvents quota that
@@ -212,6 +219,7 @@ func Default() Config {
 
 		DeliveredExpiryDays: 35,
 		ReconcileExpiryDays: 30,
+		WindowDeletes:       true,
 	}
 }
 

@@ -40,7 +40,8 @@ func TestIntrinsicFunctions(t *testing.T) {
 		{`States.Hash($.name, 'MD5')`, `"82e335f7ac0e0e412b2ae15abe662110"`},
 		{`States.JsonMerge($.obj, States.StringToJson('{"b":2}'), false)`, `{"a":1,"b":2}`},
 		{`States.MathAdd($.n, -1)`, `2`},
-		{`States.MathAdd(1.5, 1)`, `2.5`},
+		{`States.MathAdd(1.5, 1)`, `3`}, // non-integers round first (Java Math.round)
+		{`States.MathAdd(-1.5, 0)`, `-1`},
 		{`States.StringSplit($.s, ',;')`, `["a","b","c"]`},
 		{`States.ArrayLength(States.StringSplit($.k, ','))`, `2`},
 		{`States.Format('{}', $['name'])`, `"Ann"`},

@@ -97,20 +97,21 @@ func TestFailStateWithErrorPathAndCausePath(t *testing.T) {
 
 func TestBadDefinitionsAreErrors(t *testing.T) {
 	for name, def := range map[string]string{
-		"not json":          `{`,
-		"missing start":     `{"States":{"A":{"Type":"Succeed"}}}`,
-		"unknown next":      `{"StartAt":"A","States":{"A":{"Type":"Pass","Next":"B"}}}`,
-		"no end":            `{"StartAt":"A","States":{"A":{"Type":"Pass"}}}`,
-		"bad type":          `{"StartAt":"A","States":{"A":{"Type":"Nope","End":true}}}`,
-		"bad path":          `{"StartAt":"A","States":{"A":{"Type":"Pass","InputPath":"$[","End":true}}}`,
-		"bad intrinsic":     `{"StartAt":"A","States":{"A":{"Type":"Pass","Parameters":{"x.$":"States.Nope(1)"},"End":true}}}`,
-		"all not last":      `{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"r","Retry":[{"ErrorEquals":["States.ALL"]},{"ErrorEquals":["X"]}],"End":true}}}`,
-		"choice no rules":   `{"StartAt":"A","States":{"A":{"Type":"Choice","Choices":[]}}}`,
-		"jsonata":           `{"QueryLanguage":"JSONata","StartAt":"A","States":{"A":{"Type":"Succeed"}}}`,
-		"result path ctx":   `{"StartAt":"A","States":{"A":{"Type":"Pass","ResultPath":"$.a[*]","End":true}}}`,
-		"unknown field":     `{"StartAt":"A","States":{"A":{"Type":"Pass","Resource":"x","End":true}}}`,
-		"unreachable":       `{"StartAt":"A","States":{"A":{"Type":"Succeed"},"B":{"Type":"Succeed"}}}`,
-		"heartbeat >= time": `{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"r","TimeoutSeconds":5,"HeartbeatSeconds":5,"End":true}}}`,
+		"not json":           `{`,
+		"missing start":      `{"States":{"A":{"Type":"Succeed"}}}`,
+		"unknown next":       `{"StartAt":"A","States":{"A":{"Type":"Pass","Next":"B"}}}`,
+		"no end":             `{"StartAt":"A","States":{"A":{"Type":"Pass"}}}`,
+		"bad type":           `{"StartAt":"A","States":{"A":{"Type":"Nope","End":true}}}`,
+		"bad path":           `{"StartAt":"A","States":{"A":{"Type":"Pass","InputPath":"$[","End":true}}}`,
+		"bad intrinsic":      `{"StartAt":"A","States":{"A":{"Type":"Pass","Parameters":{"x.$":"States.Nope(1)"},"End":true}}}`,
+		"all not last":       `{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"r","Retry":[{"ErrorEquals":["States.ALL"]},{"ErrorEquals":["X"]}],"End":true}}}`,
+		"choice no rules":    `{"StartAt":"A","States":{"A":{"Type":"Choice","Choices":[]}}}`,
+		"unknown language":   `{"QueryLanguage":"XPath","StartAt":"A","States":{"A":{"Type":"Succeed"}}}`,
+		"jsonata path field": `{"QueryLanguage":"JSONata","StartAt":"A","States":{"A":{"Type":"Succeed","OutputPath":"$.a"}}}`,
+		"result path ctx":    `{"StartAt":"A","States":{"A":{"Type":"Pass","ResultPath":"$.a[*]","End":true}}}`,
+		"unknown field":      `{"StartAt":"A","States":{"A":{"Type":"Pass","Resource":"x","End":true}}}`,
+		"unreachable":        `{"StartAt":"A","States":{"A":{"Type":"Succeed"},"B":{"Type":"Succeed"}}}`,
+		"heartbeat >= time":  `{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"r","TimeoutSeconds":5,"HeartbeatSeconds":5,"End":true}}}`,
 	} {
 		if _, err := ParseDefinition([]byte(def)); err == nil {
 			t.Errorf("%s: ParseDefinition accepted %s", name, def)

@@ -16,6 +16,9 @@ func (rn *run) mapState(ctx context.Context, s *state, raw any, sc stateCtx) (an
 		return nil, err
 	}
 	distributed := s.itemProcessor.mode == "DISTRIBUTED"
+	if s.jsonata {
+		return rn.jMapState(ctx, s, raw, sc)
+	}
 	var items []any
 	if s.itemReader != nil {
 		if items, err = rn.readItems(ctx, s, eff, ctxObj); err != nil {
@@ -72,7 +75,63 @@ func (rn *run) mapState(ctx context.Context, s *state, raw any, sc stateCtx) (an
 	if err != nil {
 		return nil, err
 	}
-	return rn.finish(s, raw, result, ctxObj)
+	return rn.finish(s, raw, result, ctxObj, sc.pend)
+}
+
+// jMapState runs a JSONata (inline) Map state: Items (default the input),
+// ItemSelector with $states.context.Map.Item, MaxConcurrency.
+func (rn *run) jMapState(ctx context.Context, s *state, raw any, sc stateCtx) (any, error) {
+	env := rn.ctxObject(sc)
+	states := statesVar(raw, env)
+	v := raw
+	if t := s.jx["Items"]; t != nil {
+		var err error
+		if v, err = t.eval(states, env); err != nil {
+			return nil, err
+		}
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return nil, Errorf(ErrorQueryEvaluation, "Map state '%s': Items is %s, not an array", s.name, clipJSON(v))
+	}
+	inputs := make([]any, len(items))
+	for i, it := range items {
+		if s.jItemSelector == nil {
+			inputs[i] = deepCopy(it)
+			continue
+		}
+		isc := sc
+		isc.hasItem, isc.itemIndex, isc.itemValue = true, i, it
+		ienv := rn.ctxObject(isc)
+		sel, err := s.jItemSelector.eval(statesVar(raw, ienv), ienv)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkSize(sel, fmt.Sprintf("input of iteration %d of state '%s' after ItemSelector", i, s.name)); err != nil {
+			return nil, err
+		}
+		inputs[i] = sel
+	}
+	conc := s.maxConcurrency
+	if t := s.jx["MaxConcurrency"]; t != nil {
+		var err error
+		if conc, err = jInt(t, "MaxConcurrency", states, env); err != nil {
+			return nil, err
+		}
+	}
+	result, err := rn.inline(ctx, s, inputs, int(conc))
+	if err != nil {
+		return nil, err
+	}
+	return rn.finish(s, raw, result, env, sc.pend)
+}
+
+func clipJSON(v any) string {
+	s := mustJSON(v)
+	if len(s) > 256 {
+		s = s[:256] + "..."
+	}
+	return s
 }
 
 // forEach runs fn for indexes 0..n-1 with at most conc at once (0: all),
@@ -111,7 +170,7 @@ func (rn *run) inline(ctx context.Context, s *state, inputs []any, conc int) (an
 	var firstErr error
 	forEach(cctx, len(inputs), conc, func(i int) {
 		rn.event(Event{Type: "MapIterationStarted", StateName: s.name, Index: i})
-		out, err := rn.runProcessor(cctx, s.itemProcessor, inputs[i])
+		out, err := rn.runProcessor(withScope(cctx, newScope(scopeFrom(ctx))), s.itemProcessor, inputs[i])
 		if err != nil {
 			if cctx.Err() != nil {
 				// stopped because a sibling failed or the execution ended
@@ -151,7 +210,7 @@ func (rn *run) parallel(ctx context.Context, s *state, raw any, sc stateCtx) (an
 	var once sync.Once
 	var firstErr error
 	forEach(cctx, len(s.branches), 0, func(i int) {
-		out, err := rn.runProcessor(cctx, s.branches[i], deepCopy(eff))
+		out, err := rn.runProcessor(withScope(cctx, newScope(scopeFrom(ctx))), s.branches[i], deepCopy(eff))
 		if err != nil {
 			once.Do(func() { firstErr = err; cancel() })
 			return
@@ -167,7 +226,7 @@ func (rn *run) parallel(ctx context.Context, s *state, raw any, sc stateCtx) (an
 		return nil, e
 	}
 	rn.event(Event{Type: "ParallelStateSucceeded", StateName: s.name})
-	return rn.finish(s, raw, results, ctxObj)
+	return rn.finish(s, raw, results, ctxObj, sc.pend)
 }
 
 func (rn *run) readItems(ctx context.Context, s *state, eff, ctxObj any) ([]any, error) {

@@ -698,9 +698,11 @@ func (rn *run) choice(s *state, raw any, sc stateCtx) (any, string, error) {
 			if err != nil {
 				return nil, "", err
 			}
-			if ok, err = v.(bool); !err {
+			b, isBool := v.(bool)
+			if !isBool {
 				return nil, "", Errorf(ErrorQueryEvaluation, "The Condition of a Choice rule of state '%s' returned %s, not a boolean", s.name, mustJSON(v))
 			}
+			ok = b
 		} else if ok, err = c.eval(eff, ctxObj); err != nil {
 			return nil, "", err
 		}
