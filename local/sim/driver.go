@@ -118,27 +118,28 @@ func (d *driver) update(typ string) error {
 
 // remove deletes a random live resource of typ.
 func (d *driver) remove(ctx context.Context, typ string) {
+	if d.retire(typ, func(id string) bool { return d.send(ctx, http.MethodDelete, typ+"/"+id) }) {
+		d.writes.Deletes++
+	}
+}
+
+// retire picks a random live resource of typ and, when do(id) succeeds,
+// takes it off the live list (false: none live, or do failed — counted in
+// DeletesRefused).
+func (d *driver) retire(typ string, do func(id string) bool) bool {
 	ids := d.live[typ]
 	if len(ids) == 0 {
-		return
+		return false
 	}
 	i := d.rng.IntN(len(ids))
-	n := ids[i]
-	resp, err := d.del(ctx, http.MethodDelete, typ+"/"+resourceID(n), nil)
-	if err != nil {
+	if !do(resourceID(ids[i])) {
 		d.writes.DeletesRefused++
-		return
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		d.writes.DeletesRefused++
-		return
+		return false
 	}
 	ids[i] = ids[len(ids)-1]
 	d.live[typ] = ids[:len(ids)-1]
-	d.writes.Deletes++
 	d.lastWrite = time.Now()
+	return true
 }
 
 // preload writes the initial load, each resource stamped at its time in
@@ -250,25 +251,15 @@ func (p *plan) write(ctx context.Context, d *driver, typ string, creates, update
 // erase starts a `$erase` of a random live resource of typ: the resource and
 // its history go, so only the reconciliation can announce it.
 func (d *driver) erase(ctx context.Context, typ string) {
-	ids := d.live[typ]
-	if len(ids) == 0 {
-		return
+	if d.retire(typ, func(id string) bool { return d.send(ctx, http.MethodPost, typ+"/"+id+"/$erase") }) {
+		d.writes.Erases++
 	}
-	i := d.rng.IntN(len(ids))
-	if !d.post(ctx, typ+"/"+resourceID(ids[i])+"/$erase") {
-		d.writes.DeletesRefused++
-		return
-	}
-	ids[i] = ids[len(ids)-1]
-	d.live[typ] = ids[:len(ids)-1]
-	d.writes.Erases++
-	d.lastWrite = time.Now()
 }
 
 // bulkDelete starts a `$bulk-delete` of every live resource of typ (soft,
 // history kept, or hard, history gone).
 func (d *driver) bulkDelete(ctx context.Context, typ string, hard bool) {
-	if !d.post(ctx, typ+"/$bulk-delete?isHardDelete="+strconv.FormatBool(hard)) {
+	if !d.send(ctx, http.MethodPost, typ+"/$bulk-delete?isHardDelete="+strconv.FormatBool(hard)) {
 		d.writes.DeletesRefused++
 		return
 	}
@@ -278,9 +269,9 @@ func (d *driver) bulkDelete(ctx context.Context, typ string, hard bool) {
 	d.lastWrite = time.Now()
 }
 
-// post sends a FHIR POST without a body; true on a 2xx answer.
-func (d *driver) post(ctx context.Context, path string) bool {
-	resp, err := d.del(ctx, http.MethodPost, path, nil)
+// send sends a FHIR request without a body; true on a 2xx answer.
+func (d *driver) send(ctx context.Context, method, path string) bool {
+	resp, err := d.del(ctx, method, path, nil)
 	if err != nil {
 		return false
 	}
@@ -324,16 +315,4 @@ func metaField(b []byte, name string) string {
 
 // versionOf finds meta.versionId in a stored resource (the emulator writes
 // it unescaped).
-func versionOf(b []byte) string {
-	const key = `"versionId":"`
-	i := bytes.Index(b, []byte(key))
-	if i < 0 {
-		return ""
-	}
-	rest := b[i+len(key):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return ""
-	}
-	return string(rest[:j])
-}
+func versionOf(b []byte) string { return metaField(b, "versionId") }
