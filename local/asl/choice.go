@@ -2,6 +2,7 @@ package asl
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -56,7 +57,12 @@ func parseChoiceRule(m map[string]any, top, jsonata bool) (*choiceRule, error) {
 		return nil, fmt.Errorf("Assign is only allowed in top-level rules")
 	}
 	if jsonata {
+		keys := make([]string, 0, len(m))
 		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
 			switch k {
 			case "Condition", "Next", "Output", "Assign", "Comment":
 			default:

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Machine is a parsed, validated state machine definition (JSONPath query
-// language).
+// Machine is a parsed, validated state machine definition (JSONPath or
+// JSONata query language).
 type Machine struct {
 	Comment        string
 	TimeoutSeconds int64
@@ -402,7 +402,12 @@ func parseState(name string, m map[string]any, where, defaultQL string) (s *stat
 			delete(m, k)
 		}
 	}
+	keys := make([]string, 0, len(m))
 	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		if k == "Type" || k == "Comment" || k == "QueryLanguage" {
 			continue
 		}

@@ -1,5 +1,6 @@
 // Package asl is the project's interpreter of the Amazon States Language
-// (JSONPath query language), pure Go with no AWS types.
+// (JSONPath and JSONata query languages, workflow variables), pure Go with
+// no AWS types; JSONata is evaluated by github.com/blues/jsonata-go.
 //
 // It covers the states and features healthlake-cdc's definition uses,
 // faithful to the specification for those: Task, Choice, Pass, Wait,

@@ -15,6 +15,8 @@ func FuzzParseDefinition(f *testing.F) {
 		`{"StartAt":"M","States":{"M":{"Type":"Map","ItemsPath":"$.items","ItemProcessor":{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}},"End":true}}}`,
 		`{"StartAt":"F","States":{"F":{"Type":"Fail","ErrorPath":"$.e","CausePath":"$.c"}}}`,
 		`{"StartAt":"W","States":{"W":{"Type":"Wait","SecondsPath":"$.s","End":true}}}`,
+		`{"StartAt":"A","States":{"A":{"Type":"Pass","Assign":{"v.$":"$.a"},"Next":"B"},"B":{"Type":"Pass","Parameters":{"x.$":"$v","y.$":"$.delivery-partner"},"End":true}}}`,
+		`{"QueryLanguage":"JSONata","StartAt":"A","States":{"A":{"Type":"Pass","Assign":{"v":"{% $states.input.a %}"},"Output":{"o":"{% $v %}"},"Next":"C"},"C":{"Type":"Choice","Choices":[{"Condition":"{% $v = 1 %}","Next":"M"}],"Default":"M"},"M":{"Type":"Map","Items":"{% $states.input.items %}","ItemProcessor":{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}},"End":true}}}`,
 	} {
 		f.Add(s, `{"a":1,"n":1,"items":[1,2],"e":"E","c":"C","s":0}`)
 	}

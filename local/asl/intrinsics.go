@@ -257,10 +257,16 @@ func wantN(name string, args []any, n int) error {
 }
 
 func fnFormat(args []any, raw []arg) (any, error) {
-	if len(args) == 0 || !raw[0].isStr {
-		return nil, intrinsicErr("States.Format", "the first argument must be a string literal")
+	if len(args) == 0 {
+		return nil, intrinsicErr("States.Format", "the first argument must be a string")
 	}
-	tmpl := raw[0].rawLit
+	tmpl, ok := args[0].(string)
+	if raw[0].isStr {
+		tmpl = raw[0].rawLit
+	} else if !ok || raw[0].lit != nil {
+		// a path or variable may give the template; a literal must be a string
+		return nil, intrinsicErr("States.Format", "the first argument must be a string")
+	}
 	var out strings.Builder
 	next := 1
 	for i := 0; i < len(tmpl); i++ {
@@ -292,11 +298,14 @@ func fnFormat(args []any, raw []arg) (any, error) {
 }
 
 // formatLiteral renders a non-string States.Format argument as Step
-// Functions does: scalars as JSON, objects as {key=value, ...} and arrays
-// as [a, b] (Java's Map/List rendering), nested strings quoted. Object keys
-// come in sorted order (the interpreter does not keep the input's order).
+// Functions does: numbers, booleans and null as JSON, objects as
+// {key=value, ...} and arrays as [a, b] (Java's Map/List rendering), strings
+// inside them as they are. Object keys come in sorted order (the interpreter
+// does not keep the input's order).
 func formatLiteral(v any) string {
 	switch t := v.(type) {
+	case string:
+		return t
 	case map[string]any:
 		keys := make([]string, 0, len(t))
 		for k := range t {
@@ -545,9 +554,9 @@ func fnMathAdd(args []any, _ []arg) (any, error) {
 	if !ok1 || !ok2 {
 		return nil, intrinsicErr("States.MathAdd", "arguments are not numbers")
 	}
-	// MathAdd takes integers; a non-integer argument is rounded to the
-	// nearest integer first, halves away from negative infinity (Java's
-	// Math.round: 1.5 -> 2, -1.5 -> -1).
+	// MathAdd takes integers; "if you specify a non-integer value for one
+	// or both the arguments, Step Functions will round it off to the nearest
+	// integer" (intrinsic functions page), halves up as Java's Math.round.
 	sum := javaRound(a) + javaRound(b)
 	if math.IsInf(sum, 0) || math.IsNaN(sum) {
 		return nil, intrinsicErr("States.MathAdd", "result out of range")
@@ -555,8 +564,13 @@ func fnMathAdd(args []any, _ []arg) (any, error) {
 	return numberValue(sum), nil
 }
 
+// javaRound rounds to the nearest integer, halves up (towards positive
+// infinity) as Java's Math.round: 2.5 -> 3, -2.5 -> -2.
 func javaRound(f float64) float64 {
-	return math.Floor(f + 0.5)
+	if f < 0 && f-math.Trunc(f) == -0.5 {
+		return math.Trunc(f)
+	}
+	return math.Round(f)
 }
 
 func fnStringSplit(args []any, _ []arg) (any, error) {

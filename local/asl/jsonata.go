@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	mrand "math/rand/v2"
 	"strings"
 
 	jsonata "github.com/blues/jsonata-go"
+	"github.com/blues/jsonata-go/jtypes"
 )
 
 // JSONata support (QueryLanguage "JSONata"). Expressions are strings that
@@ -148,16 +150,20 @@ func (t *jtemplate) eval(states map[string]any, env *evalEnv) (any, error) {
 	return deepCopy(t.lit), nil
 }
 
-// evalJSONata runs a compiled expression with $states and the variables
-// bound. The compiled expression is shared by concurrent Map iterations, so
-// each evaluation binds its variables on a copy.
-func evalJSONata(compiled *jsonata.Expr, src string, states map[string]any, env *evalEnv) (v any, err error) {
+// evalJSONata runs an expression with $states and the variables bound. The
+// definition's compiled expression only vouches for the syntax: binding
+// variables changes an expression, and concurrent Map iterations evaluate the
+// same one, so each evaluation compiles its own.
+func evalJSONata(_ *jsonata.Expr, src string, states map[string]any, env *evalEnv) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, Errorf(ErrorQueryEvaluation, "The JSONata expression '%s' could not be evaluated: %v", src, r)
 		}
 	}()
-	e := *compiled
+	e, err := compileJSONataExpr(src)
+	if err != nil {
+		return nil, Errorf(ErrorQueryEvaluation, "%v", err)
+	}
 	vars := map[string]any{}
 	if env != nil {
 		for k, val := range env.vars {
@@ -171,7 +177,10 @@ func evalJSONata(compiled *jsonata.Expr, src string, states map[string]any, env 
 	if err := e.RegisterExts(sfnFunctions); err != nil {
 		return nil, Errorf(ErrorQueryEvaluation, "The JSONata expression '%s' could not be evaluated: %v", src, err)
 	}
-	res, err := e.Eval(toJSONataValue(states["input"]))
+	// No context value: as in Step Functions, expressions reach the input
+	// through $states.input, and a bare field name or top-level $ is
+	// undefined.
+	res, err := e.Eval(nil)
 	if errors.Is(err, jsonata.ErrUndefined) {
 		return nil, Errorf(ErrorQueryEvaluation, "The JSONata expression '%s' returned nothing (undefined)", src)
 	}
@@ -257,6 +266,17 @@ var sfnFunctions = map[string]jsonata.Extension{
 		return hex.EncodeToString(h.Sum(nil)), nil
 	}},
 	"uuid": {Func: func() string { return newUUID() }},
+	// $random([seed]): 0 <= n < 1; the same seed gives the same number.
+	"random": {Func: func(seed jtypes.OptionalFloat64) float64 {
+		if seed.IsSet() {
+			return mrand.New(mrand.NewPCG(math.Float64bits(seed.Float64), 0)).Float64()
+		}
+		return mrand.Float64()
+	}},
+	// Step Functions leaves out $eval; $parse takes its place.
+	"eval": {Func: func(any) (any, error) {
+		return nil, fmt.Errorf("$eval is not available in Step Functions; use $parse")
+	}},
 	"parse": {Func: func(s string) (any, error) {
 		v, err := ParseJSON(s)
 		if err != nil {

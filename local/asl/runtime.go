@@ -717,13 +717,11 @@ func (rn *run) choice(s *state, raw any, sc stateCtx) (any, string, error) {
 	if next == "" {
 		return nil, "", Errorf(ErrorNoChoiceMatched, "No Choice Rules matched and no Default was specified in state '%s'", s.name)
 	}
-	// A matched rule's Assign and Output take the place of the state's.
+	// A matched rule's own Assign and Output apply; the state's apply when
+	// the Default is taken.
 	assign, output := s.assign, s.output
-	if matched != nil && matched.assign != nil {
-		assign = matched.assign
-	}
-	if matched != nil && matched.output != nil {
-		output = matched.output
+	if matched != nil {
+		assign, output = matched.assign, matched.output
 	}
 	if assign != nil {
 		vals, err := assign.eval(eff, ctxObj, states)

@@ -98,13 +98,3 @@ func (s *Stack) principalConfig(p iampolicy.Principal) aws.Config {
 	return cfg
 }
 
-// principalKeys are the access keys the HealthLake emulator's SigV4 check
-// accepts besides the admin's.
-func principalKeys() map[string]string {
-	out := map[string]string{}
-	for _, p := range iampolicy.All() {
-		out[localaws.PrincipalAccessKeyID(string(p))] = localaws.SecretAccessKey
-	}
-	out[localaws.ConventionalAccessKeyID] = localaws.ConventionalSecretAccessKey
-	return out
-}

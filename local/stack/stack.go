@@ -462,7 +462,6 @@ func (s *Stack) startEmulators() error {
 		Region: env.Region, AccountID: env.AccountID,
 		// HealthLake writes exports as the role the start call passed.
 		S3: awsclient.NewS3(s.principalConfig(iampolicy.HealthLakeExport)), Datastores: []string{s.opts.DatastoreID},
-		MoreAccessKeys:   principalKeys(),
 		ResourcesPerFile: s.opts.ResourcesPerFile,
 		ProcessingDelay:  s.opts.ExportDelay,
 		ExportStartup:    s.opts.ExportStartup,
