@@ -219,6 +219,11 @@ func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 	}
 	s := &scan{f: f, in: in, pub: pub, pubCtx: parent, seen: map[string]bool{}, totals: cur.Totals}
 	next := s.run(ctx, cur.Pending)
+	if s.err == nil {
+		if err := s.publishAll(); err != nil {
+			s.err = err
+		}
+	}
 	if err := pub.Flush(parent); err != nil {
 		return Output{Totals: s.totals}, &ScanFailed{Err: fmt.Errorf("delete scan: publish %d deletes: %w", len(s.record), err)}
 	}
@@ -245,6 +250,7 @@ type scan struct {
 	pubCtx   context.Context // publishing may outlast the reading deadline
 	mu       sync.Mutex
 	seen     map[string]bool
+	found    []healthlake.HistoryEntry // deletes to publish, in the order found
 	record   []delivered.Entry
 	totals   Totals
 	progress int64 // pages read by this invocation
@@ -405,7 +411,9 @@ func (s *scan) fail(err error) {
 	s.mu.Unlock()
 }
 
-// publish adds the delete event of one DELETE entry (once per invocation).
+// publish queues the delete event of one DELETE entry (once per
+// invocation); publishAll sends them after the reading, from one goroutine,
+// so no reader ever waits on the publisher's pacing while holding a lock.
 func (s *scan) publish(e healthlake.HistoryEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -414,14 +422,22 @@ func (s *scan) publish(e healthlake.HistoryEntry) error {
 		return nil
 	}
 	s.seen[id] = true
-	d := events.Deletion{ResourceType: e.ResourceType, ResourceID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated,
-		Window: s.in.Window, Export: s.in.Export}
-	s.detail = events.AppendDeleteDetail(s.detail[:0], d)
-	if err := s.pub.Add(s.pubCtx, s.detail, nil); err != nil {
-		return fmt.Errorf("delete scan: publish a delete of a %s: %w", e.ResourceType, err)
+	s.found = append(s.found, e)
+	return nil
+}
+
+// publishAll publishes the queued deletes; the caller flushes.
+func (s *scan) publishAll() error {
+	for _, e := range s.found {
+		d := events.Deletion{ResourceType: e.ResourceType, ResourceID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated,
+			Window: s.in.Window, Export: s.in.Export}
+		s.detail = events.AppendDeleteDetail(s.detail[:0], d)
+		if err := s.pub.Add(s.pubCtx, s.detail, nil); err != nil {
+			return fmt.Errorf("delete scan: publish a delete of a %s: %w", e.ResourceType, err)
+		}
+		s.totals.Deletes++
+		s.record = append(s.record, delivered.Entry{Type: e.ResourceType, ID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated, Deleted: true})
 	}
-	s.totals.Deletes++
-	s.record = append(s.record, delivered.Entry{Type: e.ResourceType, ID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated, Deleted: true})
 	return nil
 }
 
