@@ -28,19 +28,6 @@ func newScope(parent *varScope) *varScope {
 	return &varScope{parent: parent, vals: map[string]any{}}
 }
 
-// lookup returns the variable's value in this scope or an outer one.
-func (v *varScope) lookup(name string) (any, bool) {
-	for s := v; s != nil; s = s.parent {
-		s.mu.Lock()
-		val, ok := s.vals[name]
-		s.mu.Unlock()
-		if ok {
-			return val, true
-		}
-	}
-	return nil, false
-}
-
 // snapshot returns every visible variable, inner scopes shadowing outer.
 func (v *varScope) snapshot() map[string]any {
 	out := map[string]any{}

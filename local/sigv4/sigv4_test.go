@@ -37,7 +37,7 @@ func testVerifier(now time.Time) *Verifier {
 
 // serve sends req (signed by the caller) through a real HTTP server and
 // returns what the verifier said there, with the body the handler read.
-func serve(t *testing.T, v *Verifier, sign func(*http.Request)) (err error, body string) {
+func serve(t *testing.T, v *Verifier, sign func(*http.Request)) (body string, err error) {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, err = v.Verify(r)
@@ -57,7 +57,7 @@ func serve(t *testing.T, v *Verifier, sign func(*http.Request)) (err error, body
 		t.Fatal(rerr)
 	}
 	resp.Body.Close()
-	return err, body
+	return body, err
 }
 
 func hashOf(s string) string {
@@ -126,10 +126,10 @@ func TestVerifiesWhatTheSDKSigns(t *testing.T) {
 					}
 				}
 			}
-			if err, body := serve(t, testVerifier(now), sign(testSecret, false)); err != nil || body != c.body {
+			if body, err := serve(t, testVerifier(now), sign(testSecret, false)); err != nil || body != c.body {
 				t.Fatalf("right secret refused: %v (body %q)", err, body)
 			}
-			err, _ := serve(t, testVerifier(now), sign("wrong", false))
+			_, err := serve(t, testVerifier(now), sign("wrong", false))
 			var e *Error
 			if !errors.As(err, &e) || e.Kind != BadSignature {
 				t.Fatalf("wrong secret: %v", err)
@@ -138,7 +138,7 @@ func TestVerifiesWhatTheSDKSigns(t *testing.T) {
 				t.Errorf("refusal without the canonical request: %+v", e)
 			}
 			if c.body != "" && c.payloadHash != UnsignedPayload {
-				if err, _ := serve(t, testVerifier(now), sign(testSecret, true)); err == nil {
+				if _, err := serve(t, testVerifier(now), sign(testSecret, true)); err == nil {
 					t.Errorf("body changed after signing accepted")
 				}
 			}
@@ -155,25 +155,25 @@ func TestUnknownKeySkewAndUnsigned(t *testing.T) {
 		}
 	}
 	var e *Error
-	if err, _ := serve(t, testVerifier(now), signAt("AKIDOTHER", now)); !errors.As(err, &e) || e.Kind != UnknownKey {
+	if _, err := serve(t, testVerifier(now), signAt("AKIDOTHER", now)); !errors.As(err, &e) || e.Kind != UnknownKey {
 		t.Errorf("unknown key: %v", err)
 	}
-	if err, _ := serve(t, testVerifier(now), signAt(testKey, now.Add(-14*time.Minute))); err != nil {
+	if _, err := serve(t, testVerifier(now), signAt(testKey, now.Add(-14*time.Minute))); err != nil {
 		t.Errorf("14 minutes old refused: %v", err)
 	}
-	err, _ := serve(t, testVerifier(now), signAt(testKey, now.Add(-20*time.Minute)))
+	_, err := serve(t, testVerifier(now), signAt(testKey, now.Add(-20*time.Minute)))
 	if !errors.As(err, &e) || e.Kind != Skewed ||
 		e.Message != "Signature expired: 20261125T014000Z is now earlier than 20261125T014500Z (20261125T020000Z - 15 min.)" {
 		t.Errorf("20 minutes old: %v", err)
 	}
-	err, _ = serve(t, testVerifier(now), signAt(testKey, now.Add(20*time.Minute)))
+	_, err = serve(t, testVerifier(now), signAt(testKey, now.Add(20*time.Minute)))
 	if !errors.As(err, &e) || e.Kind != Skewed || !strings.HasPrefix(e.Message, "Signature not yet current: 20261125T022000Z is still later than 20261125T021500Z") {
 		t.Errorf("20 minutes ahead: %v", err)
 	}
-	if err, _ := serve(t, testVerifier(now), func(*http.Request) {}); err != nil {
+	if _, err := serve(t, testVerifier(now), func(*http.Request) {}); err != nil {
 		t.Errorf("unsigned request: %v", err)
 	}
-	if err, _ := serve(t, testVerifier(now), func(r *http.Request) { r.Header.Set("Authorization", "AWS AKID:sig") }); !errors.As(err, &e) || e.Kind != Malformed {
+	if _, err := serve(t, testVerifier(now), func(r *http.Request) { r.Header.Set("Authorization", "AWS AKID:sig") }); !errors.As(err, &e) || e.Kind != Malformed {
 		t.Errorf("SigV2 header: %v", err)
 	}
 }
@@ -195,14 +195,14 @@ func TestPresignedURLs(t *testing.T) {
 			*req.URL = *nu.URL
 		}
 	}
-	if err, _ := serve(t, testVerifier(now), presign(testSecret, now.Add(-time.Hour), "7200")); err != nil {
+	if _, err := serve(t, testVerifier(now), presign(testSecret, now.Add(-time.Hour), "7200")); err != nil {
 		t.Errorf("presigned URL refused: %v", err)
 	}
 	var e *Error
-	if err, _ := serve(t, testVerifier(now), presign("wrong", now, "60")); !errors.As(err, &e) || e.Kind != BadSignature {
+	if _, err := serve(t, testVerifier(now), presign("wrong", now, "60")); !errors.As(err, &e) || e.Kind != BadSignature {
 		t.Errorf("presigned with the wrong secret: %v", err)
 	}
-	if err, _ := serve(t, testVerifier(now), presign(testSecret, now.Add(-time.Hour), "60")); !errors.As(err, &e) || e.Kind != Expired {
+	if _, err := serve(t, testVerifier(now), presign(testSecret, now.Add(-time.Hour), "60")); !errors.As(err, &e) || e.Kind != Expired {
 		t.Errorf("expired presigned URL: %v", err)
 	}
 }

@@ -97,4 +97,3 @@ func (s *Stack) principalConfig(p iampolicy.Principal) aws.Config {
 	cfg.Credentials = s.Env.ConfigFor(localaws.PrincipalAccessKeyID(string(p))).Credentials
 	return cfg
 }
-
