@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -21,7 +22,13 @@ import (
 
 // ConfirmConcurrency is how many deletions a compare child confirms at once
 // (a history read, and a resource read when the history is gone).
-const ConfirmConcurrency = 8
+const ConfirmConcurrency = 16
+
+// PublishReserve is the time a compare child keeps after confirming for
+// publishing what it confirmed and writing its records: confirmations stop
+// this long (plus DeadlineMargin) before its deadline, and the candidates
+// not reached are deferred to the next reconciliation.
+const PublishReserve = 60 * time.Second
 
 // leafSet answers whether an entry's version lies in one of the leaves.
 type leafSet map[string][]Range
@@ -139,7 +146,9 @@ func (h *Handler) diff(ctx context.Context, in Input) (Result, error) {
 		rec.File, rec.Offset, rec.Length = 0, 0, 0
 		record = append(record, rec)
 	}
-	confirmed, err := h.confirm(ctx, pl, next, deletes)
+	cctx, cancel := h.confirmDeadline(ctx)
+	confirmed, err := h.confirm(cctx, pl, next, deletes)
+	cancel()
 	if err != nil {
 		return res, fmt.Errorf("diff partition %d: %w", p, err)
 	}
@@ -153,6 +162,12 @@ func (h *Handler) diff(ctx context.Context, in Input) (Result, error) {
 			continue
 		case deletePending:
 			res.Pending++
+			res.Deletes--
+			continue
+		case deleteDeferred:
+			// Not confirmed before the child's confirm deadline: left as
+			// delivered, so the next reconciliation finds it again.
+			res.Deferred++
 			res.Deletes--
 			continue
 		case deleteHard:
@@ -195,6 +210,7 @@ const (
 	deleteHard               // no history and the resource reads as gone
 	deleteUnconfirmed        // live after all: nothing is published
 	deletePending            // deleted after the checkpoint: its window publishes it
+	deleteDeferred           // not confirmed in this child's time: the next reconciliation's
 )
 
 type confirmation struct {
@@ -207,6 +223,9 @@ type confirmation struct {
 // resource, ConfirmConcurrency at a time. A live resource is never deleted.
 func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry, deletes []int) ([]confirmation, error) {
 	out := make([]confirmation, len(deletes))
+	for k := range out {
+		out[k].outcome = deleteDeferred
+	}
 	work := make(chan int)
 	var mu sync.Mutex
 	var first error
@@ -216,12 +235,21 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 		go func() {
 			defer wg.Done()
 			for k := range work {
+				if ctx.Err() != nil {
+					continue // deferred
+				}
 				c, err := h.confirmOne(ctx, pl, next[deletes[k]])
 				mu.Lock()
-				if err != nil && first == nil {
-					first = err
+				switch {
+				case err != nil && ctx.Err() != nil:
+					// the confirm deadline: deferred
+				case err != nil:
+					if first == nil {
+						first = err
+					}
+				default:
+					out[k] = c
 				}
-				out[k] = c
 				mu.Unlock()
 			}
 		}()
@@ -230,7 +258,7 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 		mu.Lock()
 		failed := first != nil
 		mu.Unlock()
-		if failed {
+		if failed || ctx.Err() != nil {
 			break
 		}
 		work <- k
@@ -238,6 +266,16 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 	close(work)
 	wg.Wait()
 	return out, first
+}
+
+// confirmDeadline bounds the confirmations: PublishReserve and the margin
+// before ctx's deadline.
+func (h *Handler) confirmDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, dl.Add(-h.cfg.DeadlineMargin-PublishReserve))
 }
 
 func (h *Handler) confirmOne(ctx context.Context, pl *Plan, k delivered.Entry) (confirmation, error) {

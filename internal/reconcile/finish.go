@@ -36,6 +36,7 @@ func (h *Handler) finish(ctx context.Context, in Input) (Result, error) {
 		sum.Unconfirmed += r.Unconfirmed
 		sum.HardDeletes += r.HardDeletes
 		sum.Unrepairable += r.Unrepairable
+		sum.Deferred += r.Deferred
 	}
 	leaves, queries, err := h.leaves(ctx, pl.RunID)
 	if err != nil {

@@ -220,6 +220,9 @@ type Result struct {
 	Unconfirmed  int64 `json:"unconfirmed,omitempty"`
 	HardDeletes  int64 `json:"hardDeletes,omitempty"`
 	Unrepairable int64 `json:"unrepairable,omitempty"`
+	// Deferred counts delete candidates a compare child had no time to
+	// confirm: left as delivered, the next reconciliation finds them again.
+	Deferred int64 `json:"deferred,omitempty"`
 	// Counting and listing (finish): HealthLake count queries, the ranges
 	// listed, the search pages read and the resources listed.
 	Queries int64 `json:"queries,omitempty"`

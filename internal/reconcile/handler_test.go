@@ -48,6 +48,9 @@ type rig struct {
 	db   *dynamodb.Client
 	seq  int
 	ids  []string // resource ids in the data store, also deleted ones
+	// diffCtx, when set, gives each compare child its context (a Lambda's
+	// deadline).
+	diffCtx func() (context.Context, context.CancelFunc)
 }
 
 func newRig(t *testing.T, partitions int) *rig {
@@ -196,6 +199,15 @@ func (r *rig) reconcileFrom(runID string, origin, checkpoint time.Time, crashAft
 	for _, p := range plan.PartitionList {
 		if crashAfter >= 0 && p >= crashAfter {
 			return reconcile.Result{}
+		}
+		if r.diffCtx != nil {
+			ctx, cancel := r.diffCtx()
+			_, err := r.h.Handle(ctx, reconcile.Input{Action: reconcile.ActionDiff, RunID: runID, Partition: p, Plan: &plan})
+			cancel()
+			if err != nil {
+				r.t.Fatalf("diff partition %d: %v", p, err)
+			}
+			continue
 		}
 		if _, err := invoke[reconcile.Result](r.t, r.h, reconcile.Input{Action: reconcile.ActionDiff, RunID: runID, Partition: p, Plan: &plan}); err != nil {
 			r.t.Fatalf("diff partition %d: %v", p, err)
@@ -389,5 +401,38 @@ func TestReconcileTypeFilterChange(t *testing.T) {
 	sum = r2.reconcile("rec-2", time.Now(), -1)
 	if got := r2.published(); len(got) != 1 || got[0] != "upsert Patient/p1/_history/1" || sum.Repairs != 1 {
 		t.Fatalf("with Patient added: published %v, counts %+v; want its resource repaired", got, sum)
+	}
+}
+
+// TestReconcileDefersWhatItCannotConfirmInTime: a compare child stops
+// confirming deletions PublishReserve (and the margin) before its deadline;
+// the candidates it did not reach stay as delivered (deferred, nothing
+// published for them, no failure) and the next reconciliation publishes
+// them.
+func TestReconcileDefersWhatItCannotConfirmInTime(t *testing.T) {
+	r := newRig(t, 2)
+	var ids []string
+	for i := 0; i < 10; i++ {
+		id := fmt.Sprintf("d%02d", i)
+		r.write(id)
+		ids = append(ids, id)
+	}
+	r.deliver("run-1", ids...)
+	for _, id := range ids {
+		r.ds.HardDelete("Patient", id)
+	}
+	time.Sleep(2 * time.Millisecond)
+	// A deadline already inside the reserve: no time to confirm anything.
+	r.diffCtx = func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), reconcile.DefaultDeadlineMargin+reconcile.PublishReserve-time.Second)
+	}
+	sum := r.reconcile("rec-1", time.Now(), -1)
+	if sum.Deferred != 10 || sum.Deletes != 0 || len(r.published()) != 0 {
+		t.Fatalf("with no time to confirm: %+v, published %v; want 10 deferred, nothing published", sum, r.published())
+	}
+	r.diffCtx = nil
+	sum = r.reconcile("rec-2", time.Now(), -1)
+	if sum.Deletes != 10 || sum.HardDeletes != 10 || sum.Deferred != 0 || len(r.published()) != 10 {
+		t.Fatalf("the next reconciliation: %+v, published %d; want the 10 deletes", sum, len(r.published()))
 	}
 }

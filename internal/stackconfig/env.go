@@ -52,12 +52,14 @@ func (c Config) Env(name string) map[string]string {
 			EnvRecheckMaxDelay: dur(c.RecheckCap),
 		}
 	case Reconcile:
-		// The reconciliation publishes while windows run (it holds no
-		// lock): its compare children together get one prepare-change
-		// invocation's share, a tenth of the pipeline's by default. It
-		// publishes only differences.
+		// Each compare child publishes at one prepare-change invocation's
+		// share: together, at most the pipeline's. It runs beside the
+		// windows (no lock), so the two may together reach twice the share
+		// while it publishes (differences only; a mass hard delete the
+		// most); throttling is retried until the deadline, as prepare-change
+		// does.
 		return map[string]string{
-			EnvPutEventsRate:       strconv.FormatFloat(c.PutEventsRate()/float64(max(c.MapMaxConcurrency, 1)), 'f', -1, 64),
+			EnvPutEventsRate:       strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
 			EnvReconcilePartitions: strconv.Itoa(c.ReconcilePartitions),
 		}
 	case RunLock:

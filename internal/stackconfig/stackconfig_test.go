@@ -188,9 +188,8 @@ func TestReconcileSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := c.Env(Reconcile)
-	// Its children together publish at one prepare-change invocation's
-	// share: it runs beside the windows.
-	want := strconv.FormatFloat(c.PutEventsRate()/float64(c.MapMaxConcurrency), 'f', -1, 64)
+	// Each compare child publishes at one prepare-change invocation's share.
+	want := strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64)
 	if env[EnvReconcilePartitions] != "128" || env[EnvPutEventsRate] != want {
 		t.Errorf("reconcile env = %v, want rate %s", env, want)
 	}

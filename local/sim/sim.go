@@ -103,6 +103,14 @@ type Reconciliations struct {
 	// nothing). It takes no run lock either (statemachine tests).
 	ExportJobs        int64   `json:"exportJobs"`
 	ExportSlotSeconds float64 `json:"exportSlotSeconds"`
+	// Deferred counts delete candidates a compare child had no time to
+	// confirm (the next reconciliation's).
+	Deferred int64 `json:"deferred"`
+	// WindowDelayMaxSeconds is the longest windowDelaySeconds of a tick
+	// while a reconciliation ran: what it cost the windows (nothing, unless
+	// it took the lock or the export slot).
+	WindowDelayMaxSeconds float64 `json:"windowDelayMaxSeconds"`
+	spans                 [][2]time.Time
 }
 
 // exportSlot sums the time the reconciliations' own export jobs held
@@ -160,12 +168,16 @@ func (r *Reconciliations) add(rec stack.Reconciliation, err error) {
 		r.Repairs += c.Repairs
 		r.Unconfirmed += c.Unconfirmed
 		r.Pending += c.Pending
+		r.Deferred += c.Deferred
 	case rec.Skipped:
 		r.Skipped++
 	default:
 		r.Failed++
 	}
 	d := rec.Duration().Seconds()
+	if !rec.StartedAt.IsZero() && !rec.StoppedAt.IsZero() {
+		r.spans = append(r.spans, [2]time.Time{rec.StartedAt, rec.StoppedAt})
+	}
 	r.DurationSeconds = append(r.DurationSeconds, d)
 	r.MaxSeconds = max(r.MaxSeconds, d)
 }
@@ -494,6 +506,15 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	rep.DeleteLatencySeconds = obs.deleteLatency()
 	runsMu.Lock()
 	rep.WindowDelaySeconds = windowDelays(ticks, st.HealthLake.Jobs())
+	for _, sp := range rep.Reconciliations.spans {
+		var during []time.Time
+		for _, t := range ticks {
+			if !t.Before(sp[0]) && !t.After(sp[1]) {
+				during = append(during, t)
+			}
+		}
+		rep.Reconciliations.WindowDelayMaxSeconds = max(rep.Reconciliations.WindowDelayMaxSeconds, windowDelays(during, st.HealthLake.Jobs()).Max)
+	}
 	runsMu.Unlock()
 	rep.Reconciliations.exportSlot(st.HealthLake.Jobs())
 	ex, err := st.Exported(ctx)
