@@ -22,9 +22,10 @@ type listState struct {
 }
 
 // list reads the store's resources in each leaf range, page by page
-// (search with strong consistency), writes each page as an NDJSON object
-// and its entries, partitioned, as store runs whose lines locate each
-// resource in that object (the compare step reads a repair back from it).
+// (search with strong consistency), writes each page as an NDJSON object and
+// the pages' entries, partitioned, as store runs whose lines locate each
+// resource in its page (the compare step reads a repair back from it): one
+// store run per partition per invocation, whatever the pages.
 func (h *Handler) list(parent context.Context, in Input) (Done, error) {
 	pl := in.Plan
 	ctx, cancel := h.deadline(parent)
@@ -37,6 +38,7 @@ func (h *Handler) list(parent context.Context, in Input) (Done, error) {
 	if err := h.getJSON(parent, listStateKey(pl.RunID), &st); err != nil {
 		st = listState{}
 	}
+	run := &storeRuns{first: st.Seq, parts: map[int][]delivered.Entry{}}
 	for st.Leaf < len(leaves) && ctx.Err() == nil {
 		r := leaves[st.Leaf]
 		page, next, err := h.hl.SearchPage(ctx, pl.Export.DatastoreID, r.Type, lower(r.After), r.Until, h.cfg.PageSize, st.Next)
@@ -46,7 +48,7 @@ func (h *Handler) list(parent context.Context, in Input) (Done, error) {
 			}
 			return Done{}, fmt.Errorf("list: %w", err)
 		}
-		n, err := h.writePage(parent, pl, st.Seq, r, page)
+		n, err := h.writePage(parent, pl, st.Seq, r, page, run)
 		if err != nil {
 			return Done{}, fmt.Errorf("list: %w", err)
 		}
@@ -57,6 +59,11 @@ func (h *Handler) list(parent context.Context, in Input) (Done, error) {
 			st.Leaf++
 		}
 	}
+	// The store runs before the state: a crash in between lists the same
+	// pages again under the same keys.
+	if err := h.writeStoreRuns(parent, pl, run); err != nil {
+		return Done{}, fmt.Errorf("list: %w", err)
+	}
 	st.Done = st.Leaf >= len(leaves)
 	if err := h.putJSON(parent, listStateKey(pl.RunID), st); err != nil {
 		return Done{}, fmt.Errorf("list: %w", err)
@@ -64,10 +71,18 @@ func (h *Handler) list(parent context.Context, in Input) (Done, error) {
 	return Done{Done: st.Done}, nil
 }
 
+// storeRuns collects one list invocation's entries by partition; File in
+// each entry indexes files.
+type storeRuns struct {
+	first int // the first page's seq: the runs' batch number
+	files []delivered.FileRef
+	parts map[int][]delivered.Entry
+}
+
 // writePage writes one search page: its resources, one per line, to
-// listedKey(seq), and the entries of those in the leaf r to the store runs
-// of their partitions (batch seq). It returns the resources indexed.
-func (h *Handler) writePage(ctx context.Context, pl *Plan, seq int, r Range, page []json.RawMessage) (int64, error) {
+// listedKey(seq), and adds the entries of those in the leaf r to the
+// invocation's store runs. It returns the resources indexed.
+func (h *Handler) writePage(ctx context.Context, pl *Plan, seq int, r Range, page []json.RawMessage, run *storeRuns) (int64, error) {
 	var nd bytes.Buffer
 	for i, raw := range page {
 		start := nd.Len()
@@ -81,8 +96,8 @@ func (h *Handler) writePage(ctx context.Context, pl *Plan, seq int, r Range, pag
 	if err := h.put(ctx, key, nd.Bytes()); err != nil {
 		return 0, err
 	}
-	files := []delivered.FileRef{{Bucket: h.cfg.Bucket, Key: key}}
-	parts := map[int][]delivered.Entry{}
+	file := len(run.files)
+	run.files = append(run.files, delivered.FileRef{Bucket: h.cfg.Bucket, Key: key})
 	var n int64
 	rd := fhir.NewReader(bytes.NewReader(nd.Bytes()), fhir.Options{File: key, Validation: fhir.ValidateNone})
 	for {
@@ -105,29 +120,34 @@ func (h *Handler) writePage(ctx context.Context, pl *Plan, seq int, r Range, pag
 			v = events.ContentVersion(line.Raw)
 		}
 		e := delivered.Entry{Type: line.ResourceType, ID: line.ID, VersionID: v, LastUpdated: line.LastUpdated,
-			Offset: line.Offset, Length: int64(len(line.Raw))}
+			File: file, Offset: line.Offset, Length: int64(len(line.Raw))}
 		p := delivered.Partition(e.Type, e.ID, pl.Partitions)
-		parts[p] = append(parts[p], e)
+		run.parts[p] = append(run.parts[p], e)
 		n++
 	}
-	for p, es := range parts {
+	return n, nil
+}
+
+// writeStoreRuns writes the invocation's store runs, one per partition.
+func (h *Handler) writeStoreRuns(ctx context.Context, pl *Plan, run *storeRuns) error {
+	for p, es := range run.parts {
 		delivered.SortEntries(es)
 		var buf bytes.Buffer
 		w := delivered.NewWriter(&buf, true)
-		if err := w.Files(files); err != nil {
-			return 0, err
+		if err := w.Files(run.files); err != nil {
+			return err
 		}
 		for _, e := range es {
 			if err := w.Write(e); err != nil {
-				return 0, err
+				return err
 			}
 		}
 		if err := w.Close(); err != nil {
-			return 0, err
+			return err
 		}
-		if err := h.put(ctx, storeRunKey(pl.RunID, p, seq), buf.Bytes()); err != nil {
-			return 0, err
+		if err := h.put(ctx, storeRunKey(pl.RunID, p, run.first), buf.Bytes()); err != nil {
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }
