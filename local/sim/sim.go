@@ -110,7 +110,10 @@ type Reconciliations struct {
 	// while a reconciliation ran: what it cost the windows (nothing, unless
 	// it took the lock or the export slot).
 	WindowDelayMaxSeconds float64 `json:"windowDelayMaxSeconds"`
-	spans                 [][2]time.Time
+	// Errors are the failed ones' errors (execution error and cause, or
+	// why it could not be followed), the first five.
+	Errors []string `json:"errors,omitempty"`
+	spans  [][2]time.Time
 }
 
 // exportSlot sums the time the reconciliations' own export jobs held
@@ -149,12 +152,20 @@ func windowDelays(ticks []time.Time, jobs []fakehealthlake.JobInfo) Percentiles 
 	return percentiles(ds)
 }
 
+// note keeps a failure's reason (the first five).
+func (r *Reconciliations) note(why string) {
+	if len(r.Errors) < 5 {
+		r.Errors = append(r.Errors, why)
+	}
+}
+
 // add counts one ended reconciliation.
 func (r *Reconciliations) add(rec stack.Reconciliation, err error) {
 	r.Started++
 	switch {
 	case err != nil:
 		r.Failed++
+		r.note(err.Error())
 		return
 	case rec.Finished():
 		r.Succeeded++
@@ -173,6 +184,7 @@ func (r *Reconciliations) add(rec stack.Reconciliation, err error) {
 		r.Skipped++
 	default:
 		r.Failed++
+		r.note(rec.Status + " " + rec.Error + ": " + rec.Cause)
 	}
 	d := rec.Duration().Seconds()
 	if !rec.StartedAt.IsZero() && !rec.StoppedAt.IsZero() {

@@ -164,16 +164,31 @@ func (s *Stack) awaitExecution(ctx context.Context, arn string) (*sfnapi.Describ
 	})
 }
 
+// pollRetries is how many describe errors in a row pollUntilEnded bears.
+const pollRetries = 3
+
 // pollUntilEnded calls describe until the execution is neither RUNNING nor
 // PENDING_REDRIVE, pausing pollFirst after the first call and doubling the
 // pause up to pollMax.
 func pollUntilEnded(ctx context.Context, arn string, describe func(context.Context) (*sfnapi.DescribeExecutionOutput, error)) (*sfnapi.DescribeExecutionOutput, error) {
 	pause := pollFirst
+	failures := 0
 	for {
 		out, err := describe(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("stack: describe execution %s: %w", arn, err)
+			// A lost connection or a garbled answer is asked again, a few
+			// times in a row at most (a wait of hours outlives them).
+			if failures++; failures > pollRetries || ctx.Err() != nil {
+				return nil, fmt.Errorf("stack: describe execution %s: %w", arn, err)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
+			case <-time.After(pause):
+			}
+			continue
 		}
+		failures = 0
 		if out.Status != sfntypes.ExecutionStatusRunning && out.Status != "PENDING_REDRIVE" {
 			return out, nil
 		}

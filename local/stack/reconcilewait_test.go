@@ -181,3 +181,24 @@ func TestRunReconcilesBesideTheWindows(t *testing.T) {
 		t.Errorf("windows %+v: none committed beside the reconciliation", windows)
 	}
 }
+
+// TestPollBearsATransientDescribeError: one failed describe (a lost
+// connection, a garbled answer) is asked again; the wait goes on.
+func TestPollBearsATransientDescribeError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		out, err := pollUntilEnded(t.Context(), "arn:x", func(context.Context) (*sfnapi.DescribeExecutionOutput, error) {
+			calls++
+			switch calls {
+			case 1:
+				return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusRunning}, nil
+			case 2:
+				return nil, errors.New("read/write on closed pipe")
+			}
+			return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusSucceeded}, nil
+		})
+		if err != nil || out.Status != sfntypes.ExecutionStatusSucceeded || calls != 3 {
+			t.Fatalf("poll = %v, %v after %d calls; want SUCCEEDED after 3", out, err, calls)
+		}
+	})
+}
