@@ -165,7 +165,10 @@ func (s *Stack) awaitExecution(ctx context.Context, arn string) (*sfnapi.Describ
 }
 
 // pollRetries is how many describe errors in a row pollUntilEnded bears.
-const pollRetries = 3
+const pollRetries = 10
+
+// pollRetryPause is the pause before asking again after a describe error.
+const pollRetryPause = 5 * time.Second
 
 // pollUntilEnded calls describe until the execution is neither RUNNING nor
 // PENDING_REDRIVE, pausing pollFirst after the first call and doubling the
@@ -184,7 +187,7 @@ func pollUntilEnded(ctx context.Context, arn string, describe func(context.Conte
 			select {
 			case <-ctx.Done():
 				return nil, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
-			case <-time.After(pause):
+			case <-time.After(pollRetryPause):
 			}
 			continue
 		}
