@@ -541,7 +541,16 @@ func TestConcurrentSendsAreBoundedAndDeliverEverythingOnce(t *testing.T) {
 
 func TestConcurrentFailuresAreMergedIntoOneError(t *testing.T) {
 	r := newRig(t, fakeeventbridge.Options{})
+	// The first batch's retry waits until the second batch was sent, so
+	// the two failing batches are in flight together whatever the
+	// scheduling (under the race detector the first failure could
+	// otherwise end the Adds before the second batch goes out).
+	second := make(chan struct{})
+	var once sync.Once
 	r.em.SetEntryFault(func(call, index int, e fakeeventbridge.Entry) (string, string) {
+		if call >= 2 {
+			once.Do(func() { close(second) })
+		}
 		switch {
 		case strings.HasSuffix(e.Detail, `"n":3}`):
 			return "InternalFailure", ""
@@ -551,7 +560,13 @@ func TestConcurrentFailuresAreMergedIntoOneError(t *testing.T) {
 		return "", ""
 	})
 	p, _ := publish.New(r.client, publish.Config{EventBus: testBus, Concurrency: 2, MaxAttempts: 2,
-		Sleep: func(context.Context, time.Duration) error { return nil }})
+		Sleep: func(context.Context, time.Duration) error {
+			select {
+			case <-second:
+			case <-time.After(5 * time.Second):
+			}
+			return nil
+		}})
 	ctx := context.Background()
 	for i := 0; i < 20; i++ {
 		_ = p.Add(ctx, detailN(i), fmt.Sprintf("Patient/%d/_history/1", i))
