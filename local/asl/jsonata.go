@@ -13,6 +13,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"strings"
+	"sync"
 
 	jsonata "github.com/blues/jsonata-go"
 	"github.com/blues/jsonata-go/jtypes"
@@ -154,6 +155,11 @@ func (t *jtemplate) eval(states map[string]any, env *evalEnv) (any, error) {
 // definition's compiled expression only vouches for the syntax: binding
 // variables changes an expression, and concurrent Map iterations evaluate the
 // same one, so each evaluation compiles its own.
+// jsonataMu serialises JSONata evaluation: jsonata-go 1.5.4 names its
+// built-in callables while evaluating, a write shared by every expression
+// (the race detector finds it under parallel Map iterations).
+var jsonataMu sync.Mutex
+
 func evalJSONata(_ *jsonata.Expr, src string, states map[string]any, env *evalEnv) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -180,7 +186,9 @@ func evalJSONata(_ *jsonata.Expr, src string, states map[string]any, env *evalEn
 	// No context value: as in Step Functions, expressions reach the input
 	// through $states.input, and a bare field name or top-level $ is
 	// undefined.
+	jsonataMu.Lock()
 	res, err := e.Eval(nil)
+	jsonataMu.Unlock()
 	if errors.Is(err, jsonata.ErrUndefined) {
 		return nil, Errorf(ErrorQueryEvaluation, "The JSONata expression '%s' returned nothing (undefined)", src)
 	}
