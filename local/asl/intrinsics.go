@@ -490,6 +490,16 @@ func fnHash(args []any, _ []arg) (any, error) {
 	if !ok {
 		data = mustJSON(args[0])
 	}
+	sum, ok := hashHex(alg, data)
+	if !ok {
+		return nil, intrinsicErr("States.Hash", "unsupported algorithm %q", alg)
+	}
+	return sum, nil
+}
+
+// hashHex is the hex digest of data by one of the algorithms States.Hash
+// and JSONata's $hash accept (MD5, SHA-1, SHA-256, SHA-384, SHA-512).
+func hashHex(alg, data string) (string, bool) {
 	var h hash.Hash
 	switch alg {
 	case "MD5":
@@ -503,10 +513,10 @@ func fnHash(args []any, _ []arg) (any, error) {
 	case "SHA-512":
 		h = sha512.New()
 	default:
-		return nil, intrinsicErr("States.Hash", "unsupported algorithm %q", alg)
+		return "", false
 	}
 	h.Write([]byte(data))
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), true
 }
 
 func fnJSONMerge(args []any, _ []arg) (any, error) {

@@ -1,15 +1,9 @@
 package asl
 
 import (
-	"crypto/md5"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"math"
 	mrand "math/rand/v2"
 	"strings"
@@ -255,23 +249,11 @@ var sfnFunctions = map[string]jsonata.Extension{
 		return out, nil
 	}},
 	"hash": {Func: func(data, alg string) (string, error) {
-		var h hash.Hash
-		switch alg {
-		case "MD5":
-			h = md5.New()
-		case "SHA-1":
-			h = sha1.New()
-		case "SHA-256":
-			h = sha256.New()
-		case "SHA-384":
-			h = sha512.New384()
-		case "SHA-512":
-			h = sha512.New()
-		default:
+		sum, ok := hashHex(alg, data)
+		if !ok {
 			return "", fmt.Errorf("$hash: unsupported algorithm %q", alg)
 		}
-		h.Write([]byte(data))
-		return hex.EncodeToString(h.Sum(nil)), nil
+		return sum, nil
 	}},
 	"uuid": {Func: func() string { return newUUID() }},
 	// $random([seed]): 0 <= n < 1; the same seed gives the same number.
