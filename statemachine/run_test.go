@@ -269,7 +269,7 @@ func (h *harness) statesEntered(arn string) []string {
 }
 
 func acquired(runID string) map[string]any {
-	return map[string]any{"acquired": true, "reason": "", "runId": runID, "window": window, "exportWindow": exportWindow, "empty": false, "reuse": nil}
+	return map[string]any{"acquired": true, "reason": "", "runId": runID, "window": window, "exportWindow": exportWindow, "empty": false, "continues": false, "reuse": nil}
 }
 
 func commitOK(in map[string]any) map[string]any {
@@ -375,11 +375,13 @@ func TestDefinitionHappyPath(t *testing.T) {
 			t.Errorf("childStartTime = %v, want the child execution's start", p["childStartTime"])
 		}
 		delete(p, "childStartTime")
-		// One manifest batch with the run's context and the
-		// number of batches of its Map (prepare.Config.RateFor).
+		// One manifest batch with the run's context, the number of
+		// batches of its Map (prepare.Config.RateFor), the checkpoint
+		// window and whether the run continues a committed one (its
+		// overlap's repeats are skipped).
 		mustEqualJSON(t, "prepare-change payload", p, map[string]any{
 			"files": p["files"], "window": exportWindow, "export": map[string]any{"datastoreId": "ds", "jobId": "job1"}, "runId": "run-happy", "executionId": arn,
-			"batchCount": 3,
+			"batchCount": 3, "checkpoint": window, "continues": false,
 		})
 		for _, file := range fs {
 			seen[fmt.Sprint(file["key"])] = true

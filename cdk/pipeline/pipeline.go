@@ -57,17 +57,20 @@ const (
 	MetricExportErrors     = metrics.ExportErrors
 )
 
-// S3 prefixes of the artifact bucket (docs/ARCHITECTURE.md, "S3 layout").
+// S3 prefixes of the artifact bucket (docs/ARCHITECTURE.md, "S3 layout"):
+// the ones the roles are granted (internal/iampolicy).
 const (
-	PrefixExports    = "exports/"
-	PrefixManifests  = "manifests/"
-	PrefixMapResults = "map-results/"
-	PrefixClaimCheck = "claim-check/"
-	PrefixQuarantine = "quarantine/"
+	PrefixExports    = iampolicy.PrefixExports
+	PrefixManifests  = iampolicy.PrefixManifests
+	PrefixMapResults = iampolicy.PrefixMapResults
+	PrefixClaimCheck = iampolicy.PrefixClaimCheck
+	PrefixQuarantine = iampolicy.PrefixQuarantine
 	// PrefixDelivered holds what was published (the reconciliation's
-	// delivered index); PrefixReconcile the reconciliation's own objects.
-	PrefixDelivered = "delivered/"
-	PrefixReconcile = "reconcile/"
+	// delivered index); PrefixReconcile the reconciliation's own objects;
+	// PrefixOverlap what each window published in its last overlap.
+	PrefixDelivered = iampolicy.PrefixDelivered
+	PrefixReconcile = iampolicy.PrefixReconcile
+	PrefixOverlap   = iampolicy.PrefixOverlap
 )
 
 // StateMachineName returns the state machine's name for a stack name. It is
@@ -435,6 +438,8 @@ func (b *builder) artifactBucket() {
 			expire("expire-map-results", PrefixMapResults, p.MapResultsExpiryDays),
 			expire("expire-claim-checks", PrefixClaimCheck, p.ClaimChecksExpiryDays),
 			expire("expire-quarantine", PrefixQuarantine, p.QuarantineExpiryDays),
+			// Read by the next window only; kept as long as manifests.
+			expire("expire-overlap", PrefixOverlap, p.ManifestsExpiryDays),
 			// Settings, not parameters: Validate holds them to the
 			// reconciliation's interval (what the next one reads back).
 			expire("expire-delivered", PrefixDelivered, jsii.Number(b.set.DeliveredExpiryDays)),

@@ -120,7 +120,7 @@ func TestFreshAccountDefaultsAndTheirSettings(t *testing.T) {
 					}
 				}
 			}
-			for _, pref := range []string{PrefixExports, PrefixManifests, PrefixMapResults, PrefixClaimCheck, PrefixQuarantine, PrefixDelivered, PrefixReconcile} {
+			for _, pref := range []string{PrefixExports, PrefixManifests, PrefixMapResults, PrefixClaimCheck, PrefixQuarantine, PrefixDelivered, PrefixReconcile, PrefixOverlap} {
 				if _, ok := got[pref]; !ok {
 					t.Errorf("no lifecycle rule for %s", pref)
 				}

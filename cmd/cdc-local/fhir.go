@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,6 +42,9 @@ func runFHIR(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	rest := args
 	for len(rest) > 0 {
 		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
 			return exitUsage
 		}
 		if fs.NArg() == 0 {

@@ -9,7 +9,7 @@
 //	          [--sink stdout|file:PATH|http(s)://URL] [--safety-lag 0]
 //	          [--fault-rate P --fault-seed N] [--report FILE] [--state DIR]
 //	          [--latency FILE|off]
-//	cdc-local --simulate DURATION --workload FILE [--report FILE] [--scale S] [--latency FILE|off]
+//	cdc-local --simulate DURATION --workload FILE [--report FILE] [--scale S] [--latency FILE|off] [-v]
 //	cdc-local fhir METHOD PATH [--endpoint URL] < body
 //
 // The second form sends one SigV4-signed FHIR request to a running
@@ -26,8 +26,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -82,16 +84,18 @@ type config struct {
 	// latencyModel the model it gives (docs/LOCAL.md, "Latency model").
 	latency      string
 	latencyModel localaws.LatencyConfig
+	// set names the flags given on the command line (flag.FlagSet.Visit).
+	set map[string]bool
 }
 
-func parseFlags(args []string, stderr io.Writer) (config, error) {
-	var c config
+// newFlagSet returns cdc-local's flag set, parsing into c.
+func newFlagSet(c *config, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("cdc-local", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", stack.DefaultAddr, "listen address of the one local AWS endpoint")
 	fs.StringVar(&c.seed, "seed", "", "load every *.ndjson file in `DIR` (one resource per line, ids kept) instead of a generated sample")
 	fs.DurationVar(&c.every, "every", stack.DefaultEvery, "schedule: start a window this often")
-	fs.DurationVar(&c.reconcileEvery, "reconcile-every", 0, "schedule of the reconciliation (0: the deployed one, daily; negative: none); `cdcctl reconcile` starts one at any time")
+	fs.DurationVar(&c.reconcileEvery, "reconcile-every", 0, "schedule of the reconciliation (0: the deployed one, daily; negative: none); cdcctl reconcile starts one at any time")
 	fs.BoolVar(&c.once, "once", false, "seed, run one window, exit 0 if it succeeded and 1 if it failed")
 	fs.StringVar(&c.sink, "sink", "stdout", "where events go: stdout, file:PATH or an http(s):// URL (one line or one POST per event)")
 	fs.DurationVar(&c.safetyLag, "safety-lag", 0, "window safety lag (AWS default 2m; 0 locally)")
@@ -111,9 +115,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.workload, "workload", "", "workload `FILE` of --simulate (testdata/workloads/*.json)")
 	fs.Float64Var(&c.scale, "scale", 0, "--simulate: scale the workload's counts and rates (default: the workload's)")
 	fs.StringVar(&c.latency, "latency", "", "per-call latency model: `FILE` (JSON, merged over the defaults) or off; default: the AWS-derived defaults (docs/LOCAL.md)")
+	return fs
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := newFlagSet(&c, stderr)
+	// -h prints the flags to stdout, a parse error how to see them (run).
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -155,8 +169,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	c, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitUsage
+			usage(stdout)
+			return exitOK
 		}
+		fmt.Fprintln(stderr, "cdc-local:", err)
+		fmt.Fprintln(stderr, "run `cdc-local -h` for the flags")
+		return exitUsage
+	}
+	if err := checkModeFlags(c); err != nil {
 		fmt.Fprintln(stderr, "cdc-local:", err)
 		return exitUsage
 	}
@@ -203,20 +223,33 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if err := st.Persist(context.WithoutCancel(ctx)); err != nil {
 			fmt.Fprintln(stderr, "cdc-local:", err)
 		}
-		if w.Status != "SUCCEEDED" {
+		// The run record decides, as in the line above and `cdcctl status`.
+		if w.Outcome == report.OutcomeFailed || w.Outcome == report.OutcomeSkipped {
 			return exitFailed
 		}
 		return exitOK
 	}
 
 	banner(stderr, st, c)
-	err = st.Run(ctx, func(w report.Run, err error) {
-		if err != nil {
-			fmt.Fprintln(stderr, "cdc-local: window:", err)
-			return
-		}
-		printWindow(stderr, w)
-		lambdaSeconds(stderr, st, false)
+	// Windows and reconciliations started by hand (cdcctl run, cdcctl
+	// reconcile, aws stepfunctions start-execution) are reported here too.
+	var printMu sync.Mutex
+	err = st.RunWith(ctx, stack.RunOptions{
+		OnWindow: func(w report.Run, err error) {
+			printMu.Lock()
+			defer printMu.Unlock()
+			if err != nil {
+				fmt.Fprintln(stderr, "cdc-local: window:", err)
+				return
+			}
+			printWindow(stderr, w)
+			lambdaSeconds(stderr, st, false)
+		},
+		OnReconciliation: func(r stack.Reconciliation, err error) {
+			printMu.Lock()
+			defer printMu.Unlock()
+			printReconciliation(stderr, r, err)
+		},
 	})
 	if perr := st.Persist(context.WithoutCancel(ctx)); perr != nil {
 		fmt.Fprintln(stderr, "cdc-local:", perr)
@@ -227,6 +260,76 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintln(stderr, "cdc-local: stopped")
 	return exitOK
+}
+
+// usage prints how to call cdc-local and every flag (`cdc-local -h`).
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: cdc-local [flags]                                  the pipeline on one local endpoint (docs/LOCAL.md)")
+	fmt.Fprintln(w, "       cdc-local --simulate D --workload FILE [--report FILE] [--scale S] [--latency FILE|off] [-v]")
+	fmt.Fprintln(w, "                                                          simulated time (docs/SIMULATION.md)")
+	fmt.Fprintln(w, "       cdc-local fhir GET|PUT|POST|DELETE PATH [--endpoint URL] < body")
+	fmt.Fprintln(w)
+	var c config
+	fs := newFlagSet(&c, w)
+	fs.PrintDefaults()
+}
+
+// simulateRefuses says, for every flag --simulate does not honour, what
+// sets the same thing in a simulation. A flag not listed here and not in
+// simulateHonours is refused too (with a generic reason).
+var simulateRefuses = map[string]string{
+	"fault-rate":            "a simulation injects the workload's outages instead (healthLakeUnavailable, putEventsThrottling, lambdaCrash)",
+	"fault-seed":            "a simulation injects the workload's outages instead (healthLakeUnavailable, putEventsThrottling, lambdaCrash; the workload's seed)",
+	"addr":                  "a simulation serves nothing on the network (an in-memory endpoint)",
+	"seed":                  "the workload's initial load is the data store (initial.resources)",
+	"sample":                "the workload's initial load is the data store (initial.resources)",
+	"every":                 "the schedule is the workload's limits.every",
+	"reconcile-every":       "the reconciliation's schedule is the workload's limits.reconcileEvery (and reconciliations for ones on demand)",
+	"once":                  "a simulation runs the --simulate duration",
+	"sink":                  "a simulation observes the events itself; the report counts them",
+	"safety-lag":            "the safety lag is the workload's limits.safetyLag",
+	"state":                 "a simulation starts empty and keeps nothing",
+	"export-delay":          "the export model is the workload's limits.exportStartup and limits.exportPerMB",
+	"export-startup":        "the export model is the workload's limits.exportStartup",
+	"export-per-mb":         "the export model is the workload's limits.exportPerMB",
+	"export-visibility-lag": "the visibility lag is the workload's limits.visibilityLag",
+	"history-lag":           "the history lag is the workload's limits.historyLag",
+	"iam":                   "a simulation always enforces every principal's IAM statements",
+}
+
+// simulateHonours are the flags --simulate acts on.
+var simulateHonours = map[string]bool{"simulate": true, "workload": true, "report": true, "scale": true, "latency": true, "v": true}
+
+// onceIgnores are the flags --once has no use for: it runs one window at
+// once and no schedule.
+var onceIgnores = map[string]string{
+	"every":           "--once runs one window now and no schedule",
+	"reconcile-every": "--once runs one window now and no reconciliation (cdcctl reconcile starts one against a running cdc-local)",
+}
+
+// checkModeFlags refuses a flag given on the command line that the chosen
+// mode would silently ignore.
+func checkModeFlags(c config) error {
+	var names []string
+	for n := range c.set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		switch {
+		case c.simulate > 0 && !simulateHonours[n]:
+			why := simulateRefuses[n]
+			if why == "" {
+				why = "it configures the local endpoint, not the simulation"
+			}
+			return fmt.Errorf("--%s is not honoured by --simulate: %s; see docs/SIMULATION.md, \"Workload files\"", n, why)
+		case c.simulate == 0 && n == "scale":
+			return errors.New("--scale needs --simulate DURATION (it scales the workload)")
+		case c.simulate == 0 && c.once && onceIgnores[n] != "":
+			return fmt.Errorf("--%s is not honoured by --once: %s", n, onceIgnores[n])
+		}
+	}
+	return nil
 }
 
 // lambdaSeconds records the functions' run durations in the report (and
@@ -255,10 +358,35 @@ func printWindow(w io.Writer, win report.Run) {
 	}
 	took := win.FinishedAt.Sub(win.StartedAt).Round(time.Millisecond)
 	line := fmt.Sprintf("cdc-local: window %s %s%s: %d events in %s", win.RunID, win.Outcome, span, win.Events, took)
-	if win.Error != "" {
+	switch {
+	case win.Note != "" && win.Error != "":
+		line += " — " + win.Note + ": " + win.Error
+	case win.Note != "":
+		line += " — " + win.Note
+	case win.Error != "":
 		line += " — " + win.Error
 	}
 	fmt.Fprintln(w, line)
+}
+
+// printReconciliation prints how a reconciliation ended, with the counts
+// `cdcctl status` and `cdcctl reconcile status` show for it.
+func printReconciliation(w io.Writer, r stack.Reconciliation, err error) {
+	if err != nil {
+		fmt.Fprintln(w, "cdc-local: reconciliation:", err)
+		return
+	}
+	took := r.Duration().Round(time.Millisecond)
+	switch {
+	case r.Finished():
+		c := r.Last.Counts
+		fmt.Fprintf(w, "cdc-local: reconciliation %s SUCCEEDED in %s: %d deletes (%d hard), %d repairs, %d unconfirmed, %d resources listed, %d pending\n",
+			r.RunID, took, c.Deletes, c.HardDeletes, c.Repairs, c.Unconfirmed, c.Store, c.Pending)
+	case r.Skipped:
+		fmt.Fprintf(w, "cdc-local: reconciliation %s SKIPPED in %s: nothing compared (no checkpoint yet); the deletes and repairs wait for the next one\n", r.RunID, took)
+	default:
+		fmt.Fprintf(w, "cdc-local: reconciliation %s %s in %s — %s; nothing moved RECONCILE/STATE\n", r.RunID, r.Status, took, r.Error)
+	}
 }
 
 func banner(w io.Writer, st *stack.Stack, c config) {

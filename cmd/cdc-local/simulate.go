@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -18,11 +20,19 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/sim"
 )
 
+// progressEvery is how often (wall time) the simulation prints its
+// progress to stderr.
+var progressEvery = 5 * time.Second
+
 // runSimulate runs `cdc-local --simulate D --workload F`: the simulation
 // must run inside a testing/synctest bubble, which needs a test binary, so
-// it runs local/sim's TestSimulate through `go test` from the module's
+// it builds local/sim's test binary with `go test -c` from the module's
 // source (cdc-local is started with `go run`, so the toolchain and source
-// are at hand) and writes the report to --report (stdout without one).
+// are at hand) and runs its TestSimulate, whose progress lines (every
+// progressEvery of wall time) reach stderr as they come — `go test` would
+// hold a test's output until it ends. The report goes to --report (stdout
+// without one); the last line on stderr is the report's verdict, and a
+// FAIL verdict exits 1.
 func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
 	if c.workload == "" {
 		fmt.Fprintln(stderr, "cdc-local: --simulate needs --workload FILE")
@@ -58,8 +68,25 @@ func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cdc-local:", err)
 		return exitFailed
 	}
-	args := []string{"test", "-count=1", "-timeout=0", "-run", "^TestSimulate$", "./local/sim", "-args",
-		"-workload", workload, "-duration", c.simulate.String(), "-report", reportPath}
+	bin, err := os.MkdirTemp("", "cdc-local-sim-bin-*")
+	if err != nil {
+		fmt.Fprintln(stderr, "cdc-local:", err)
+		return exitFailed
+	}
+	defer os.RemoveAll(bin)
+	testBin := filepath.Join(bin, "sim.test")
+	build := exec.CommandContext(ctx, goBin, "test", "-c", "-o", testBin, "./local/sim")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(stderr, "cdc-local: build the simulation (go test -c ./local/sim): %v\n%s", err, out)
+		return exitFailed
+	}
+	args := []string{"-test.run", "^TestSimulate$", "-test.timeout", "0",
+		"-workload", workload, "-duration", c.simulate.String(), "-report", reportPath,
+		"-progress", progressEvery.String()}
+	if c.verbose {
+		args = append(args, "-log")
+	}
 	if c.scale > 0 {
 		args = append(args, "-scale", strconv.FormatFloat(c.scale, 'g', -1, 64))
 	}
@@ -75,12 +102,14 @@ func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
 		}
 		args = append(args, "-latency", abs)
 	}
-	fmt.Fprintf(stderr, "cdc-local: simulating %s of %s (go %s)\n", c.simulate, filepath.Base(workload), strings.Join(args, " "))
+	fmt.Fprintf(stderr, "cdc-local: simulating %s of %s (local/sim's TestSimulate %s)\n", c.simulate, filepath.Base(workload), strings.Join(args, " "))
 	began := time.Now()
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = stderr, stderr
+	cmd := exec.CommandContext(ctx, testBin, args...)
+	cmd.Dir = filepath.Join(root, "local", "sim") // where `go test` runs it
+	var testOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &testOut, stderr
 	if err := cmd.Run(); err != nil {
+		_, _ = stderr.Write(testOut.Bytes())
 		fmt.Fprintln(stderr, "cdc-local: simulation failed:", err)
 		return exitFailed
 	}
@@ -90,26 +119,44 @@ func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cdc-local:", err)
 		return exitFailed
 	}
-	printSimulationSummary(stderr, b)
+	pass := printSimulationSummary(stderr, b)
 	if c.report == "" {
 		_, _ = stdout.Write(b)
+	}
+	if !pass {
+		return exitFailed
 	}
 	return exitOK
 }
 
 // printSimulationSummary prints the report's latency model, the slowest
-// functions (closest to their timeout first) and its warnings.
-func printSimulationSummary(w io.Writer, b []byte) {
+// functions (closest to their timeout first), its warnings, the
+// explanations of figures that look like failures and, last, its verdict;
+// it returns whether the verdict passed.
+func printSimulationSummary(w io.Writer, b []byte) bool {
 	var rep struct {
 		LatencyModel   string                       `json:"latencyModel"`
 		ModelledDelays sim.ModelledDelays           `json:"modelledDelays"`
 		LambdaSeconds  map[string]lambdas.Durations `json:"lambdaSeconds"`
 		Warnings       []string                     `json:"warnings"`
+		Explanations   map[string]string            `json:"explanations"`
+		Verdict        sim.Verdict                  `json:"verdict"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		fmt.Fprintln(w, "cdc-local: report:", err)
-		return
+		return false
 	}
+	defer func() {
+		keys := make([]string, 0, len(rep.Explanations))
+		for k := range rep.Explanations {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "cdc-local: note %s: %s\n", k, rep.Explanations[k])
+		}
+		fmt.Fprintln(w, "cdc-local: verdict: "+rep.Verdict.Line)
+	}()
 	fmt.Fprintf(w, "cdc-local: latency model %s: %d modelled delays, %.0f s in all\n", rep.LatencyModel, rep.ModelledDelays.Calls, rep.ModelledDelays.Seconds)
 	for _, line := range report.Slowest(rep.LambdaSeconds, 5) {
 		fmt.Fprintln(w, "cdc-local: lambda", line)
@@ -117,6 +164,7 @@ func printSimulationSummary(w io.Writer, b []byte) {
 	for _, line := range rep.Warnings {
 		fmt.Fprintln(w, "cdc-local: WARNING", line)
 	}
+	return rep.Verdict.Pass
 }
 
 // goTool is the go command: the one on PATH (`go run ./cmd/cdc-local` was

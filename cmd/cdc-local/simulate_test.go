@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // --simulate and --workload go together, and a bad workload is refused with
@@ -33,5 +35,52 @@ func TestSimulateFlagsAreCheckedBeforeRunning(t *testing.T) {
 		if !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%v: stderr %q does not say %q", c.args, stderr.String(), c.want)
 		}
+	}
+}
+
+// `cdc-local --simulate` shows its progress on stderr while it runs and
+// ends with a one-line verdict; the report carries the verdict and the
+// explanations of figures that look like failures.
+func TestSimulateShowsProgressAndEndsWithAVerdict(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the simulation")
+	}
+	dir := t.TempDir()
+	wl := filepath.Join(dir, "tiny.json")
+	if err := os.WriteFile(wl, []byte(`{"name": "tiny", "duration": "20m", "drain": "30m", "seed": 5,
+		"limits": {"reconcileEvery": "off"},
+		"initial": {"resources": 30, "spreadOver": "10m", "types": ["Patient"]},
+		"streams": [{"resourceType": "Patient", "createsPerDay": 2880, "updatesPerDay": 2880, "deletesPerDay": 288}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := progressEvery
+	progressEvery = 100 * time.Millisecond
+	defer func() { progressEvery = old }()
+	reportPath := filepath.Join(dir, "report.json")
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"--simulate", "20m", "--workload", wl, "--report", reportPath}, nil, io.Discard, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "cdc-local: verdict: PASS — 0 lost, p95 ") {
+		t.Errorf("the last line is not the verdict: %q\n%s", last, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "progress: ") || !strings.Contains(stderr.String(), " simulated") || !strings.Contains(stderr.String(), " windows (") {
+		t.Errorf("no progress (simulated time, windows, events) on stderr:\n%s", stderr.String())
+	}
+	b, err := os.ReadFile(reportPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Verdict struct {
+			Pass bool   `json:"pass"`
+			Line string `json:"line"`
+		} `json:"verdict"`
+		Explanations map[string]string `json:"explanations"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || !rep.Verdict.Pass || rep.Explanations["deletes"] == "" {
+		t.Errorf("report verdict %+v, explanations %v (%v)", rep.Verdict, rep.Explanations, err)
 	}
 }

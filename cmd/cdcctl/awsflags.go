@@ -28,6 +28,27 @@ const (
 	envActor           = "CDC_ACTOR"
 )
 
+// stackOutputs names, for each variable cdcctl reads, the CloudFormation
+// output of the deployed stack that holds its value (cdk/pipeline,
+// builder.outputs; `aws cloudformation describe-stacks --stack-name
+// HealthLakeCdc --query 'Stacks[0].Outputs'`).
+var stackOutputs = map[string]string{
+	envTable:                    "TableName",
+	envStateMachineARN:          "StateMachineArn",
+	envReconcileStateMachineARN: "ReconcileStateMachineArn",
+	envBucket:                   "BucketName",
+	envStartQueueURL:            "StartQueueUrl",
+	envStartDLQURL:              "StartDeadLetterQueueUrl",
+	envRecheckQueueURL:          "RecheckQueueUrl",
+	envRecheckDLQURL:            "RecheckDeadLetterQueueUrl",
+}
+
+// setHint tells how to set a variable of stackOutputs and which output of
+// the stack holds its value.
+func setHint(env string) string {
+	return "set " + env + " (the stack output " + stackOutputs[env] + ")"
+}
+
 // awsFlags are the flags shared by status, replay, unlock and run.
 type awsFlags struct {
 	endpoint        string
@@ -45,8 +66,8 @@ func newAWSFlagSet(cmd string, stderr io.Writer) (*flag.FlagSet, *awsFlags) {
 	f := &awsFlags{}
 	fs.StringVar(&f.endpoint, "endpoint", os.Getenv(envEndpoint), "AWS endpoint URL of a local stack (default $AWS_ENDPOINT_URL; empty = AWS)")
 	fs.StringVar(&f.region, "region", "", "AWS region (default from the environment / profile)")
-	fs.StringVar(&f.table, "table", os.Getenv(envTable), "DynamoDB table of the RUN record (default $CDC_TABLE)")
-	fs.StringVar(&f.stateMachineARN, "state-machine-arn", os.Getenv(envStateMachineARN), "state machine ARN (default $CDC_STATE_MACHINE_ARN)")
+	fs.StringVar(&f.table, "table", os.Getenv(envTable), "DynamoDB table of the RUN record (default $CDC_TABLE, the stack output TableName)")
+	fs.StringVar(&f.stateMachineARN, "state-machine-arn", os.Getenv(envStateMachineARN), "state machine ARN (default $CDC_STATE_MACHINE_ARN, the stack output StateMachineArn)")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of text")
 	return fs, f
 }
@@ -97,7 +118,7 @@ func (f *awsFlags) awsConfig(ctx context.Context) (aws.Config, error) {
 // store opens the RUN record with an owner checker over Step Functions.
 func (f *awsFlags) store(cfg aws.Config) (*runlock.Store, error) {
 	if f.table == "" {
-		return nil, errors.New("no table: pass --table NAME or set CDC_TABLE (the stack output CdcTableName)")
+		return nil, errors.New("no table: pass --table NAME or " + setHint(envTable))
 	}
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// Local emulators send no X-Amz-Crc32 header, which this SDK version

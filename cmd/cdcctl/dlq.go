@@ -196,7 +196,7 @@ func resolveQueues(ctx context.Context, q queueSQS, queue, source string) (dlqUR
 		dlqURL, sourceURL = os.Getenv(dlqEnv), os.Getenv(srcEnv)
 		if dlqURL == "" {
 			if dlqURL, err = findQueue(ctx, q, queue, true); err != nil {
-				return "", "", fmt.Errorf("%w; set %s (and %s for --redrive)", err, dlqEnv, srcEnv)
+				return "", "", fmt.Errorf("%w; %s (and %s for --redrive)", err, setHint(dlqEnv), setHint(srcEnv))
 			}
 		}
 		if sourceURL == "" {
@@ -271,7 +271,7 @@ func sourceFromRedrivePolicy(ctx context.Context, q queueSQS, dlqURL string) (st
 	if err == nil && len(out.QueueUrls) == 1 {
 		return out.QueueUrls[0], nil
 	}
-	return "", fmt.Errorf("no source queue to redrive %s to: pass --source URL, or set %s / %s", dlqURL, envStartQueueURL, envRecheckQueueURL)
+	return "", fmt.Errorf("no source queue to redrive %s to: pass --source URL, or %s / %s", dlqURL, setHint(envStartQueueURL), setHint(envRecheckQueueURL))
 }
 
 func lastPathSegment(u string) string {

@@ -91,7 +91,7 @@ func runQuarantine(ctx context.Context, args []string, _ io.Reader, stdout, stde
 		return code
 	}
 	if *bucket == "" {
-		fmt.Fprintln(stderr, "cdcctl quarantine: no bucket: pass --bucket NAME or set CDC_BUCKET (the stack output BucketName)")
+		fmt.Fprintln(stderr, "cdcctl quarantine: no bucket: pass --bucket NAME or "+setHint(envBucket))
 		return exitUsage
 	}
 	if strings.Contains(*runID, "/") {

@@ -18,7 +18,7 @@ import (
 )
 
 // envReconcileStateMachineARN names the reconciliation's state machine (the
-// stack output; cdc-local serves it at /_local/config).
+// stack output ReconcileStateMachineArn; cdc-local serves it at /_local/config).
 const envReconcileStateMachineARN = "CDC_RECONCILE_STATE_MACHINE_ARN"
 
 func init() {
@@ -34,10 +34,9 @@ type reconcileView struct {
 	StartDate    string `json:"startDate,omitempty"`
 	// Status is the execution's status once it ended (--wait).
 	Status string `json:"status,omitempty"`
-	// Skipped: the execution ended without reconciling (a run held the lock
-	// for all of its 30-minute wait, no run has committed yet, or a
-	// multi-part export was being delivered); the schedule or an operator
-	// starts the next one.
+	// Skipped: the execution ended without reconciling (no run has
+	// committed a checkpoint yet); the schedule or an operator starts the
+	// next one.
 	Skipped bool `json:"skipped,omitempty"`
 	// LockHeldBy names the run holding the lock when this one started.
 	LockHeldBy string `json:"lockHeldBy,omitempty"`
@@ -77,7 +76,7 @@ type describeExecutionAPI interface {
 func runReconcile(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs, f := newAWSFlagSet("reconcile", stderr)
 	smARN := fs.String("reconcile-state-machine-arn", os.Getenv(envReconcileStateMachineARN),
-		"the reconciliation's state machine ARN (default $"+envReconcileStateMachineARN+")")
+		"the reconciliation's state machine ARN (default $"+envReconcileStateMachineARN+", the stack output ReconcileStateMachineArn)")
 	execName := fs.String("name", "", "execution name (default: reconcile-{time}); it becomes the reconciliation's run id")
 	wait := fs.Bool("wait", false, "wait until it ends and print its counts")
 	timeout := fs.Duration("timeout", 26*time.Hour, "with --wait: give up waiting after this long (the reconciliation goes on)")
@@ -102,7 +101,7 @@ func runReconcile(ctx context.Context, args []string, _ io.Reader, stdout, stder
 		name = "reconcile status"
 	}
 	if f.table == "" && (statusOnly || *wait) {
-		fmt.Fprintln(stderr, "cdcctl "+name+": no table: pass --table NAME or set CDC_TABLE (the stack output)")
+		fmt.Fprintln(stderr, "cdcctl "+name+": no table: pass --table NAME or "+setHint(envTable))
 		return exitUsage
 	}
 	cfg, err := f.awsConfig(ctx)
@@ -121,7 +120,7 @@ func runReconcile(ctx context.Context, args []string, _ io.Reader, stdout, stder
 	}
 
 	if *smARN == "" {
-		fmt.Fprintln(stderr, "cdcctl reconcile: no state machine: pass --reconcile-state-machine-arn ARN or set "+envReconcileStateMachineARN+" (the stack output)")
+		fmt.Fprintln(stderr, "cdcctl reconcile: no state machine: pass --reconcile-state-machine-arn ARN or "+setHint(envReconcileStateMachineARN))
 		return exitUsage
 	}
 	if *execName == "" {
@@ -198,13 +197,13 @@ func printReconcile(stdout, stderr io.Writer, asJSON bool, name string, v reconc
 	if v.ExecutionARN != "" {
 		fmt.Fprintf(stdout, "started %s at %s\n", v.ExecutionARN, orDash(v.StartDate))
 		if v.LockHeldBy != "" {
-			fmt.Fprintf(stdout, "note: run %s holds the lock; the reconciliation waits for it (at most 30 minutes, then it is skipped); see `cdcctl status`\n", v.LockHeldBy)
+			fmt.Fprintf(stdout, "note: run %s holds the lock; the reconciliation takes none and runs beside it; see `cdcctl status`\n", v.LockHeldBy)
 		}
 	}
 	if v.Status != "" {
 		switch {
 		case v.Skipped:
-			fmt.Fprintln(stdout, "skipped: a run held the lock for 30 minutes (or no run has committed yet, or a multi-part export is being delivered); nothing was compared. Start it again later")
+			fmt.Fprintln(stdout, "skipped: no run has committed a checkpoint yet; nothing was compared. Start it again after the first run (`cdcctl status`)")
 		default:
 			fmt.Fprintf(stdout, "ended %s\n", v.Status)
 		}

@@ -58,11 +58,11 @@ func TestReconcileStartsTheReconciliation(t *testing.T) {
 	if v.ExecutionARN != s.env.ARN("states", "execution:cdc-reconcile:reconcile-manual") || v.StartDate == "" {
 		t.Fatalf("reconcile = %+v", v)
 	}
-	// With a run holding the lock it says the reconciliation waits for it.
+	// With a run holding the lock it says the reconciliation runs beside it.
 	s.acquire(t, "run-3")
 	t.Setenv(envReconcileStateMachineARN, sm)
 	code, out, _ = s.cdcctl(t, "reconcile")
-	if code != exitOK || !strings.Contains(out, "run-3 holds the lock; the reconciliation waits for it") {
+	if code != exitOK || !strings.Contains(out, "run-3 holds the lock; the reconciliation takes none and runs beside it") {
 		t.Fatalf("reconcile with a held lock: exit %d\n%s", code, out)
 	}
 }

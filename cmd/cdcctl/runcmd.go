@@ -41,7 +41,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		return code
 	}
 	if f.stateMachineARN == "" {
-		fmt.Fprintln(stderr, "cdcctl run: no state machine: pass --state-machine-arn ARN or set CDC_STATE_MACHINE_ARN (the stack output)")
+		fmt.Fprintln(stderr, "cdcctl run: no state machine: pass --state-machine-arn ARN or "+setHint(envStateMachineARN))
 		return exitUsage
 	}
 	cfg, err := f.awsConfig(ctx)

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
@@ -37,6 +41,43 @@ type statusView struct {
 	History     []runlock.HistoryRecord `json:"history"`
 	// LocalMetrics holds cdc-local's metric totals (only against a local endpoint).
 	LocalMetrics *localMetrics `json:"localMetrics,omitempty"`
+	// Reconciliation is the last reconciliation: the newest execution of
+	// its state machine (when its ARN is known) and the last finished one
+	// (RECONCILE/STATE) with its counts.
+	Reconciliation *reconcileStatusView `json:"reconciliation,omitempty"`
+	// Executions are the recent executions of the pipeline's state machine
+	// whose status the run history does not show: failed before taking the
+	// lock (no run record), or failed after their run committed (when the
+	// state machine's ARN is known). ExecutionsError says why they could
+	// not be listed.
+	Executions      []executionNote `json:"executions,omitempty"`
+	ExecutionsError string          `json:"executionsError,omitempty"`
+}
+
+// reconcileStatusView is the reconciliation part of `cdcctl status`.
+type reconcileStatusView struct {
+	// Outcome is the newest reconciliation's: SUCCEEDED (it finished:
+	// RECONCILE/STATE names it), RUNNING, SKIPPED, FAILED, TIMED_OUT,
+	// ABORTED, or NONE before the first.
+	Outcome string `json:"outcome"`
+	// Latest is the newest execution of the reconciliation's state machine.
+	Latest *executionNote `json:"latest,omitempty"`
+	// Last is the last finished reconciliation and its counts.
+	Last *reconcileSummary `json:"last,omitempty"`
+}
+
+// executionNote is one execution and what its run record says.
+type executionNote struct {
+	RunID     string `json:"runId"`
+	Status    string `json:"status"`
+	StartDate string `json:"startDate,omitempty"`
+	StopDate  string `json:"stopDate,omitempty"`
+	// Error is the execution's error name (no PHI), when it failed.
+	Error string `json:"error,omitempty"`
+	// RunOutcome is the outcome its run record shows; "" when it has none.
+	RunOutcome string `json:"runOutcome,omitempty"`
+	// Note says what happened, in the words of cdc-local's window line.
+	Note string `json:"note,omitempty"`
 }
 
 type lockView struct {
@@ -80,6 +121,16 @@ func runStatus(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 			LeaseUntil: events.FormatTime(l.LeaseUntil), Window: l.Window, ExportWindow: l.ExportWindow, OwnerStatus: l.Liveness.Status,
 			Live: l.Liveness.Live, Liveness: l.Liveness}
 	}
+	sfnc := sfn.NewFromConfig(cfg)
+	if f.stateMachineARN != "" {
+		if v.Executions, err = unrecordedExecutions(ctx, sfnc, f.stateMachineARN, st.History, max(*limit, 0)); err != nil {
+			v.ExecutionsError = oneLine(f.explain(err), 300)
+		}
+	}
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = f.endpoint != "" })
+	if v.Reconciliation, err = reconciliationStatus(ctx, db, sfnc, f.table, os.Getenv(envReconcileStateMachineARN)); err != nil {
+		return fail(stderr, "status", f.explain(err))
+	}
 	lm, haveLocal := fetchLocalMetrics(ctx, f.endpoint)
 	if haveLocal {
 		v.LocalMetrics = lm
@@ -90,18 +141,19 @@ func runStatus(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		}
 		return exitOK
 	}
-	printStatus(stdout, st, f.table)
+	printStatus(stdout, st, v)
 	if haveLocal {
 		printLocalMetrics(stdout, lm)
 	}
 	return exitOK
 }
 
-func printStatus(w io.Writer, st runlock.Status, table string) {
-	fmt.Fprintf(w, "table        %s\n", table)
+func printStatus(w io.Writer, st runlock.Status, v statusView) {
+	fmt.Fprintf(w, "table        %s\n", v.Table)
 	if !st.Exists {
 		fmt.Fprintln(w, "checkpoint   none yet: the first run creates it from CDC_INITIAL_CHECKPOINT,")
 		fmt.Fprintln(w, "             or set one now with `cdcctl replay --since T`")
+		printExecutions(w, v)
 		return
 	}
 	fmt.Fprintf(w, "checkpoint   %s (lag %s)\n", events.FormatTime(st.Checkpoint), roundDur(st.Lag))
@@ -145,6 +197,8 @@ func printStatus(w io.Writer, st runlock.Status, table string) {
 		fmt.Fprintf(w, " (last %s)", events.FormatTime(st.LastSkippedAt))
 	}
 	fmt.Fprintf(w, ", take-overs %d\n", st.Takeovers)
+	printReconciliationStatus(w, v.Reconciliation)
+	defer printExecutions(w, v)
 	if len(st.History) == 0 {
 		return
 	}

@@ -1,7 +1,9 @@
 // Package change decides the fate of each line of an export file: it becomes
 // an event, is skipped because its meta.lastUpdated lies outside the run's
-// window, is dropped by the resource-type filter, or is quarantined with a
-// reason. Every line ends as exactly one of these.
+// window, is dropped by the resource-type filter, is skipped as a repeat of
+// a version the previous window already published (KindRepeat, decided by
+// prepare-change), or is quarantined with a reason. Every line ends as
+// exactly one of these.
 package change
 
 import (
@@ -24,6 +26,9 @@ const (
 	KindFiltered
 	// KindQuarantined: the line cannot become an event; it is kept with a reason.
 	KindQuarantined
+	// KindRepeat: the line's version lies in the run's overlap and the
+	// previous window already published it; it is skipped, not sent again.
+	KindRepeat
 )
 
 // String returns the kind's name as used in counts: "event", "outsideWindow",
@@ -38,6 +43,8 @@ func (k Kind) String() string {
 		return "filtered"
 	case KindQuarantined:
 		return "quarantined"
+	case KindRepeat:
+		return "overlapSkipped"
 	}
 	return "unknown"
 }
@@ -181,7 +188,7 @@ func IsTypeName(s string) bool {
 }
 
 // Counts tallies the outcomes of the lines of one file. Lines counts
-// non-blank lines (each ends as exactly one of Events, OutsideWindow,
+// non-blank lines (each ends as exactly one of Events, OutsideWindow, OverlapSkipped,
 // Filtered, Quarantined); Blank counts blank lines, which carry nothing.
 type Counts struct {
 	Lines         int64 `json:"lines"`
@@ -189,7 +196,9 @@ type Counts struct {
 	OutsideWindow int64 `json:"outsideWindow"`
 	Filtered      int64 `json:"filtered"`
 	Quarantined   int64 `json:"quarantined"`
-	Blank         int64 `json:"blank"`
+	// OverlapSkipped counts KindRepeat lines.
+	OverlapSkipped int64 `json:"overlapSkipped"`
+	Blank          int64 `json:"blank"`
 }
 
 // Add counts one non-blank line of kind k.
@@ -204,10 +213,12 @@ func (c *Counts) Add(k Kind) {
 		c.Filtered++
 	case KindQuarantined:
 		c.Quarantined++
+	case KindRepeat:
+		c.OverlapSkipped++
 	}
 }
 
 // Balanced reports whether every counted line ended as exactly one outcome.
 func (c Counts) Balanced() bool {
-	return c.Lines == c.Events+c.OutsideWindow+c.Filtered+c.Quarantined
+	return c.Lines == c.Events+c.OutsideWindow+c.Filtered+c.Quarantined+c.OverlapSkipped
 }

@@ -222,3 +222,16 @@ func TestTrailingDataIsQuarantined(t *testing.T) {
 		t.Fatalf("Classify = %v, %q", kind, reason)
 	}
 }
+
+func TestRepeatsBalanceTheCounts(t *testing.T) {
+	var c Counts
+	for _, k := range []Kind{KindEvent, KindRepeat, KindRepeat, KindOutsideWindow} {
+		c.Add(k)
+	}
+	if c.OverlapSkipped != 2 || c.Events != 1 || c.Lines != 4 || !c.Balanced() {
+		t.Errorf("counts %+v: want 2 overlap-skipped of 4 lines, balanced", c)
+	}
+	if KindRepeat.String() != "overlapSkipped" {
+		t.Errorf("KindRepeat.String() = %q", KindRepeat.String())
+	}
+}

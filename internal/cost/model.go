@@ -60,8 +60,8 @@ func ThisDesign() Design {
 			SQSRequests:       7, // start message, two re-check messages, their deletes, heartbeats are free (SFN)
 			DynamoWriteUnits:  6, // lock, ledger claim, ledger job, checkpoint commit, history, replay-safe release
 			DynamoReadUnits:   2,
-			S3PutListRequests: 3, // manifest, ResultWriter manifest and results
-			S3GetRequests:     3, // ItemReader, ResultWriter read-back at commit
+			S3PutListRequests: 6, // manifest, ResultWriter manifest and results; the batch's delivered-index and overlap objects, the overlap listing (one batch)
+			S3GetRequests:     4, // ItemReader, ResultWriter read-back at commit, the previous window's overlap object
 		},
 		PerFile: Usage{
 			ExpressRequests:   1,

@@ -74,7 +74,7 @@ type Footprint struct {
 // defaults.
 func ThisFootprint() Footprint {
 	return Footprint{
-		CustomMetrics: 16,
+		CustomMetrics: 17,
 		Alarms:        10,
 		Dashboards:    1,
 		KMSKeys:       1,
@@ -107,10 +107,14 @@ type Volume struct {
 	ChangesPerDay    float64
 	RunsPerDay       float64
 	AvgResourceBytes float64 // average exported NDJSON line
-	// Redelivery is events delivered (and lines exported) per change, ≥ 1:
-	// in steady state 1 + overlap ÷ schedule interval (the overlap's
-	// duplicates, same eventIds), 1.2 with the defaults.
-	Redelivery         float64
+	// Redelivery is events delivered per change, ≥ 1: 1 in steady state
+	// (the overlap's repeats are skipped, docs/RUNLOCK.md "Overlap"); more
+	// with retries and replays.
+	Redelivery float64
+	// ExportedPerChange is lines exported (and read) per change, ≥
+	// Redelivery: 1 + overlap ÷ schedule interval in steady state (the
+	// overlap is still exported), 1.2 with the defaults. 0 = Redelivery.
+	ExportedPerChange  float64
 	ClaimCheckFraction float64 // share of changes whose resource is claim-checked
 	AvgClaimCheckBytes float64
 	QuarantineFraction float64
@@ -131,6 +135,7 @@ func gb(b float64) float64 { return b / 1e9 }
 // at steady state: what a day adds times the days it is kept.
 func Monthly(d Design, f Footprint, v Volume, p Prices, mp MonthlyPrices) Bill {
 	ratio := math.Max(v.Redelivery, 1)
+	exported := math.Max(v.ExportedPerChange, ratio)
 	perWindow := 0.0
 	if v.RunsPerDay > 0 {
 		perWindow = v.ChangesPerDay / v.RunsPerDay
@@ -138,7 +143,7 @@ func Monthly(d Design, f Footprint, v Volume, p Prices, mp MonthlyPrices) Bill {
 	filesPerDay := d.Files(perWindow) * v.RunsPerDay
 	bill := Price(d.Daily(v.ChangesPerDay*ratio, v.RunsPerDay).Scale(DaysPerMonth), p)
 
-	exportBytesDay := v.ChangesPerDay * ratio * v.AvgResourceBytes
+	exportBytesDay := v.ChangesPerDay * exported * v.AvgResourceBytes
 	eventBytesDay := v.ChangesPerDay * ratio * (math.Min(v.AvgResourceBytes, 256*1024) + envelopeBytes)
 	claimBytesDay := v.ChangesPerDay * v.ClaimCheckFraction * v.AvgClaimCheckBytes
 	quarantineBytesDay := v.ChangesPerDay * v.QuarantineFraction * v.AvgResourceBytes
@@ -176,4 +181,12 @@ func Monthly(d Design, f Footprint, v Volume, p Prices, mp MonthlyPrices) Bill {
 func FixedMonthly(f Footprint, mp MonthlyPrices) float64 {
 	return float64(f.CustomMetrics)*mp.CustomMetricMonth + float64(f.Alarms)*mp.AlarmMonth +
 		float64(f.Dashboards)*mp.DashboardMonth + float64(f.KMSKeys)*mp.KMSKeyMonth
+}
+
+// Floor is the least a month at b's volume can cost: PutEvents of the
+// distinct events, the archive of them, and the fixed items — what any
+// pipeline publishing each change once to an archived bus pays. b must be
+// priced with Volume.Redelivery 1 (each change published once).
+func Floor(b Bill, f Footprint, mp MonthlyPrices) float64 {
+	return b.Items["eventBridge"] + b.Items["eventArchiveIngestion"] + b.Items["eventArchiveStorage"] + FixedMonthly(f, mp)
 }

@@ -321,3 +321,48 @@ func DeliveredKey(day time.Time, runID, fileKey string) string {
 func DayPrefix(day time.Time) string {
 	return DeliveredPrefix + day.UTC().Format(DayLayout) + "/"
 }
+
+// OverlapPrefix is where each window keeps the versions it published in the
+// last overlap of its checkpoint window: the lines the next window's export
+// reads again (docs/RUNLOCK.md, "Overlap"). The next window skips them as
+// repeats.
+const OverlapPrefix = "overlap/"
+
+// OverlapDir is the folder of the overlap objects of the windows whose
+// checkpoint window ends at until: "overlap/{until}/", until in RFC 3339
+// with milliseconds — the next window's since, as stored.
+func OverlapDir(until time.Time) string {
+	return OverlapPrefix + events.FormatTime(until) + "/"
+}
+
+// OverlapKey is the overlap object one invocation of run runID writes for
+// the batch named by batchKey (its first file's key):
+// "overlap/{until}/{runId}/{sha-256 of batchKey, hex}.tsv.gz". A retried
+// invocation rewrites the same object.
+func OverlapKey(until time.Time, runID, batchKey string) string {
+	sum := sha256.Sum256([]byte(batchKey))
+	return OverlapDir(until) + runID + "/" + hex.EncodeToString(sum[:]) + ".tsv.gz"
+}
+
+// Version names one resource version: what an eventId names.
+type Version struct{ Type, ID, VersionID string }
+
+// Set is a set of resource versions. The zero value is empty and ready.
+type Set struct{ m map[Version]struct{} }
+
+// Add puts e's version in the set.
+func (s *Set) Add(e Entry) {
+	if s.m == nil {
+		s.m = map[Version]struct{}{}
+	}
+	s.m[Version{e.Type, e.ID, e.VersionID}] = struct{}{}
+}
+
+// Has reports whether v is in the set.
+func (s *Set) Has(v Version) bool {
+	_, ok := s.m[v]
+	return ok
+}
+
+// Len is the number of versions in the set.
+func (s *Set) Len() int { return len(s.m) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -161,5 +162,28 @@ func TestSortLarge(t *testing.T) {
 		if CompareKey(&es[i-1], &es[i]) >= 0 {
 			t.Fatalf("entries %d and %d out of order or duplicate", i-1, i)
 		}
+	}
+}
+
+func TestOverlapKeysAndSet(t *testing.T) {
+	until := time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)
+	if got, want := OverlapDir(until), "overlap/2026-11-21T10:05:00.000Z/"; got != want {
+		t.Errorf("OverlapDir = %q, want %q", got, want)
+	}
+	k1, k2 := OverlapKey(until, "run-1", "exports/a/Patient-1.ndjson"), OverlapKey(until, "run-1", "exports/a/Observation-1.ndjson")
+	if !strings.HasPrefix(k1, OverlapDir(until)+"run-1/") || !strings.HasSuffix(k1, ".tsv.gz") || k1 == k2 {
+		t.Errorf("OverlapKey: %q and %q", k1, k2)
+	}
+	if strings.Contains(k1, "Patient") {
+		t.Errorf("OverlapKey %q carries the file name; it must carry only its hash", k1)
+	}
+	var s Set
+	if s.Has(Version{"Patient", "p1", "1"}) || s.Len() != 0 {
+		t.Fatal("the zero Set is not empty")
+	}
+	s.Add(Entry{Type: "Patient", ID: "p1", VersionID: "2", LastUpdated: "2026-11-21T10:04:30.000Z"})
+	s.Add(Entry{Type: "Patient", ID: "p1", VersionID: "2", LastUpdated: "2026-11-21T10:04:30.000Z"})
+	if !s.Has(Version{"Patient", "p1", "2"}) || s.Has(Version{"Patient", "p1", "1"}) || s.Has(Version{"Observation", "p1", "2"}) || s.Len() != 1 {
+		t.Errorf("Set after adding Patient/p1/_history/2 twice: len %d", s.Len())
 	}
 }

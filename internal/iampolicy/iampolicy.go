@@ -121,6 +121,10 @@ const (
 	// store runs, indexes and plans (docs/RECONCILE.md).
 	PrefixDelivered = "delivered/"
 	PrefixReconcile = "reconcile/"
+	// PrefixOverlap holds, per window, the versions it published in the
+	// last overlap of its window, which the next window skips as repeats
+	// (docs/RUNLOCK.md, "Overlap").
+	PrefixOverlap = "overlap/"
 )
 
 // Partition-key values of the table's items by owner (docs/ARCHITECTURE.md,
@@ -257,13 +261,21 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 			logs(),
 			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
 			{Sid: "ReadExports", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixExports)}},
-			// ... and the delivered index, one object per file (docs/RECONCILE.md).
+			// ... and the delivered index, one object per batch (docs/RECONCILE.md).
 			{Sid: "WriteClaimChecksAndQuarantine", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixClaimCheck), r.Objects(PrefixQuarantine), r.Objects(PrefixDelivered)}},
 			// Quarantine objects are written by multipart upload; a failed
 			// upload is aborted (issue 11.11).
 			{Sid: "AbortQuarantineUpload", Actions: []string{"s3:AbortMultipartUpload"}, Resources: []string{r.Objects(PrefixQuarantine)},
 				NotExercised: "only a failed multipart upload is aborted; local/stack TestIAMAbortQuarantineUpload makes that call as prepare-change"},
 			{Sid: "PublishChanges", Actions: []string{"events:PutEvents"}, Resources: []string{r.EventBusARN}},
+			// Each batch writes the versions it published in the next
+			// window's overlap, and reads the previous window's to skip
+			// what it published (docs/RUNLOCK.md, "Overlap").
+			{Sid: "OverlapIndex", Actions: []string{"s3:GetObject", "s3:PutObject"}, Resources: []string{r.Objects(PrefixOverlap)}},
+			{
+				Sid: "ListOverlapIndex", Actions: []string{"s3:ListBucket"}, Resources: []string{r.BucketARN},
+				Conditions: Conditions{"StringLike": {"s3:prefix": {PrefixOverlap + "*"}}},
+			},
 			// The window's deletions from the type-level history
 			// (GET {Type}/_history?_since=…: GetHistoryByResourceId, the one
 			// history action SAR names).

@@ -39,6 +39,9 @@ const (
 	// `$import`, another pipeline's or a customer's export) in HealthLake's
 	// one export slot (docs/DEPLOY.md).
 	ExportQueuedSeconds = "ExportQueuedSeconds"
+	// OverlapSkipped counts lines of a window's overlap not published again
+	// because the previous window had published their version.
+	OverlapSkipped = "OverlapSkipped"
 )
 
 // Units used by the pipeline's metrics.

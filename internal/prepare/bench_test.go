@@ -89,6 +89,11 @@ func (m *memS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s
 	return &s3.GetObjectOutput{Body: io.NopCloser(open())}, nil
 }
 
+// ListObjectsV2 lists nothing: a benchmark batch has no previous window.
+func (m *memS3) ListObjectsV2(context.Context, *s3.ListObjectsV2Input, ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	return &s3.ListObjectsV2Output{}, nil
+}
+
 func (m *memS3) drain(r io.Reader) {
 	n, _ := io.Copy(io.Discard, r)
 	m.written.Add(n)

@@ -17,7 +17,8 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 )
 
-// readDelivered returns the lines of a file's delivered-index object.
+// readDelivered returns the lines of the delivered-index object of the
+// batch whose first file is fileKey.
 func readDelivered(t *testing.T, r *rig, runID, fileKey string) []string {
 	t.Helper()
 	var got []string
@@ -54,17 +55,23 @@ func TestDeliveredIndexRecordsOnlyAcceptedEvents(t *testing.T) {
 	if out.Events != 3 || out.Rejected != 1 {
 		t.Fatalf("summary %+v", out)
 	}
-	want1 := []string{"Patient|a0|1|2026-11-21T09:30:00Z", "Patient|a1|2|2026-11-21T09:31:00.5+00:00"}
-	if got := readDelivered(t, r, "run-1", k1); strings.Join(got, " ") != strings.Join(want1, " ") {
-		t.Errorf("delivered index of file 1: %v, want %v", got, want1)
+	// One object for the batch, named by its first file, with every
+	// accepted event of its files and nothing else.
+	want := []string{"Patient|a0|1|2026-11-21T09:30:00Z", "Patient|a1|2|2026-11-21T09:31:00.5+00:00", "Patient|b0|7|2026-11-21T09:59:00Z"}
+	if got := readDelivered(t, r, "run-1", k1); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("delivered index of the batch: %v, want %v", got, want)
 	}
-	if got := readDelivered(t, r, "run-1", k2); len(got) != 1 || got[0] != "Patient|b0|7|2026-11-21T09:59:00Z" {
-		t.Errorf("delivered index of file 2: %v", got)
+	if keys := r.list(t, delivered.DeliveredPrefix); len(keys) != 1 {
+		t.Errorf("delivered objects %v, want one for the batch", keys)
 	}
-	// A file that published nothing has no object.
-	keys := r.list(t, delivered.DeliveredPrefix)
-	if len(keys) != 2 {
-		t.Errorf("delivered objects %v, want the two files with events", keys)
+	// A batch that published nothing writes no object.
+	r2 := newRig(t, 0)
+	r2.put(t, k3, []byte(patient("old2", "1", "2026-11-21T08:00:00Z", 0)+"\n"))
+	if out, err := invoke(t, r2.handler(t, nil), batchInput(k3)); err != nil || out.Events != 0 {
+		t.Fatalf("batch of an old file: %+v, %v", out, err)
+	}
+	if keys := r2.list(t, delivered.DeliveredPrefix); len(keys) != 0 {
+		t.Errorf("delivered objects %v for a batch without events", keys)
 	}
 }
 

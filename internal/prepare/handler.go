@@ -55,6 +55,14 @@ type Input struct {
 	// whatever the attempt, so a retried attempt stops taking lines that much
 	// earlier (Config.internalDeadline). "" = unknown.
 	ChildStartTime string `json:"childStartTime,omitempty"`
+	// Checkpoint is the run's checkpoint window (since, until]; Window
+	// reaches back before it by the overlap. Nil (an older payload): no
+	// overlap handling.
+	Checkpoint *events.Window `json:"checkpoint,omitempty"`
+	// Continues: the previous window was committed up to Checkpoint.Since
+	// (runlock.Acquisition.Continues), so the versions it published in this
+	// run's overlap are skipped, not published again.
+	Continues bool `json:"continues,omitempty"`
 }
 
 // MaxListedQuarantineKeys bounds Output.QuarantineKeys; Output.QuarantineObjects
@@ -64,7 +72,8 @@ const MaxListedQuarantineKeys = 10
 // Output is the summary of one invocation, totals over its files. It holds
 // counts and a bounded list of keys only, so it stays far below the 256 KiB
 // state limit for any batch. Lines counts non-blank lines; each ends as
-// exactly one of Events, OutsideWindow, Filtered and Quarantined.
+// exactly one of Events, OutsideWindow, OverlapSkipped, Filtered and
+// Quarantined.
 type Output struct {
 	Files         int64 `json:"files"`
 	Lines         int64 `json:"lines"`
@@ -89,11 +98,15 @@ type Output struct {
 	// 5xx) and were retried.
 	Throttled int64 `json:"throttled"`
 	Chunks    int64 `json:"chunks"`
+	// OverlapSkipped counts lines of the overlap whose version the previous
+	// window had published: not sent again.
+	OverlapSkipped int64 `json:"overlapSkipped"`
 }
 
 // S3API is the part of the S3 client the handler uses.
 type S3API interface {
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	S3ListAPI
 	S3WriteAPI
 }
 
@@ -230,6 +243,17 @@ func (in Input) childEnd() time.Time {
 	return t.Add(ExpressLimit)
 }
 
+// eventWindow is the window events carry: the run's checkpoint window, the
+// one `cdcctl status` and the run history show (the export window when the
+// payload has none). A version the overlap delivers late has its
+// lastUpdated up to the overlap before its since.
+func (in Input) eventWindow() events.Window {
+	if in.Checkpoint != nil {
+		return *in.Checkpoint
+	}
+	return in.Window
+}
+
 // check returns the invocation's input checked.
 func (in Input) check() error {
 	if len(in.Files) == 0 {
@@ -247,6 +271,8 @@ func (in Input) check() error {
 		return fmt.Errorf("prepare-change: input window %s is empty", in.Window)
 	case in.RunID == "":
 		return errors.New("prepare-change: input runId is required")
+	case in.Checkpoint != nil && (in.Checkpoint.Until != in.Window.Until || in.Checkpoint.Since.Before(in.Window.Since)):
+		return fmt.Errorf("prepare-change: input checkpoint window %s does not end the export window %s", in.Checkpoint, in.Window)
 	}
 	return nil
 }
@@ -259,12 +285,11 @@ type fileState struct {
 	counts   change.Counts
 	blank    int64
 	bytes    int64
-	rejected int64    // lines quarantined after EventBridge rejected their event
-	key      string   // the quarantine object, once written
-	rec      recorder // the delivered-index object (D4)
-	pending  int      // events handed to the publisher without an outcome
-	readDone bool     // every line read
-	closed   bool     // quarantine object closed
+	rejected int64  // lines quarantined after EventBridge rejected their event
+	key      string // the quarantine object, once written
+	pending  int    // events handed to the publisher without an outcome
+	readDone bool   // every line read
+	closed   bool   // quarantine object closed
 }
 
 // lineRef is the token an event carries through the publisher: where its
@@ -285,6 +310,8 @@ type batch struct {
 	in       Input
 	pub      *publish.Publisher
 	em       *publish.Emitter
+	rec      recorder // the batch's delivered-index object (D4)
+	ov       *overlap
 	files    []*fileState
 	outcomes []publish.Outcome // reused buffer
 	free     []*lineRef        // tokens whose event was accepted, for reuse
@@ -325,9 +352,12 @@ func (b *batch) run(parent context.Context) error {
 	b.em = &publish.Emitter{
 		Publisher:  pub,
 		ClaimCheck: &publish.ClaimCheck{S3: h.s3, Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID},
-		Window:     b.in.Window,
+		Window:     b.in.eventWindow(),
 		Export:     b.in.Export,
 		CheckJSON:  h.cfg.Validation == fhir.ValidateNone,
+	}
+	if b.ov, err = h.overlapOf(ctx, b.in); err != nil {
+		return b.failure(parent, ctx, err)
 	}
 	defer func() {
 		for _, fs := range b.files {
@@ -365,6 +395,16 @@ func (b *batch) run(parent context.Context) error {
 			return fmt.Errorf("prepare-change: line counts of %s do not balance: %+v", fs.ref.Key, fs.counts)
 		}
 	}
+	// What the batch published, once every event has its outcome: one
+	// delivered-index object (the reconciliation reads it) and the overlap
+	// object (the next window reads it).
+	dkey := delivered.DeliveredKey(time.Now(), b.in.RunID, b.in.Files[0].Key)
+	if err := b.rec.write(ctx, h.s3, h.cfg.Bucket, h.cfg.KMSKeyID, dkey); err != nil {
+		return b.failure(parent, ctx, &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)})
+	}
+	if err := b.ov.write(ctx, h, b.in); err != nil {
+		return b.failure(parent, ctx, &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)})
+	}
 	return nil
 }
 
@@ -396,8 +436,19 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 			return &ReadFailed{Err: fmt.Errorf("prepare-change: read s3://%s/%s after line %d: %w", f.Bucket, f.Key, fs.counts.Lines, err)}
 		}
 		kind, reason := cls.Classify(line)
+		var versionID string
 		if kind == change.KindEvent {
-			tok := b.token(fs, line)
+			versionID = versionOf(line)
+			repeat, err := b.ov.repeat(line, versionID)
+			if err != nil {
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of s3://%s/%s line %d: %w", f.Bucket, f.Key, line.Number, err)}
+			}
+			if repeat {
+				kind = change.KindRepeat
+			}
+		}
+		if kind == change.KindEvent {
+			tok := b.token(fs, line, versionID)
 			fs.pending++
 			r := events.Resource{ResourceType: line.ResourceType, ID: line.ID, VersionID: line.VersionID, LastUpdated: line.LastUpdated, Raw: line.Raw}
 			_, err := b.em.Emit(ctx, r, tok)
@@ -426,8 +477,18 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 	}
 }
 
-// token returns the token of line's event, reusing one whose event was accepted.
-func (b *batch) token(fs *fileState, line *fhir.Line) *lineRef {
+// versionOf is the version line's eventId carries: meta.versionId, else a
+// hash of the content.
+func versionOf(line *fhir.Line) string {
+	if line.VersionID != "" {
+		return line.VersionID
+	}
+	return events.ContentVersion(line.Raw)
+}
+
+// token returns the token of line's event (of version versionID), reusing
+// one whose event was accepted.
+func (b *batch) token(fs *fileState, line *fhir.Line, versionID string) *lineRef {
 	var tok *lineRef
 	if n := len(b.free); n > 0 {
 		tok, b.free = b.free[n-1], b.free[:n-1]
@@ -436,10 +497,7 @@ func (b *batch) token(fs *fileState, line *fhir.Line) *lineRef {
 	}
 	raw := tok.raw[:0]
 	*tok = lineRef{file: fs, number: line.Number, offset: line.Offset,
-		typ: line.ResourceType, id: line.ID, versionID: line.VersionID, lastUpdated: line.LastUpdated}
-	if tok.versionID == "" { // the version the eventId carries
-		tok.versionID = events.ContentVersion(line.Raw)
-	}
+		typ: line.ResourceType, id: line.ID, versionID: versionID, lastUpdated: line.LastUpdated}
 	if b.h.cfg.Validation == fhir.ValidateNone {
 		tok.raw = append(raw, line.Raw...)
 	}
@@ -460,8 +518,11 @@ func (b *batch) settle(ctx context.Context) error {
 		fs := lr.file
 		fs.pending--
 		if o.Code == "" {
-			if err := fs.rec.add(delivered.Entry{Type: lr.typ, ID: lr.id, VersionID: lr.versionID, LastUpdated: lr.lastUpdated}); err != nil {
+			if err := b.rec.add(delivered.Entry{Type: lr.typ, ID: lr.id, VersionID: lr.versionID, LastUpdated: lr.lastUpdated}); err != nil {
 				return &PublishFailed{Err: fmt.Errorf("prepare-change: delivered index of %s line %d: %w", fs.ref.Key, lr.number, err)}
+			}
+			if err := b.ov.keep(lr.typ, lr.id, lr.versionID, lr.lastUpdated); err != nil {
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of %s line %d: %w", fs.ref.Key, lr.number, err)}
 			}
 			b.free = append(b.free, lr) // accepted: the token is free again
 			continue
@@ -490,9 +551,6 @@ func (b *batch) closeReady(ctx context.Context) error {
 		if !fs.closed && fs.readDone && fs.pending == 0 {
 			key, err := fs.q.close(ctx)
 			if err != nil {
-				return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
-			}
-			if err := fs.rec.write(ctx, b.h.s3, b.h.cfg.Bucket, b.h.cfg.KMSKeyID, b.in.RunID, fs.ref.Key); err != nil {
 				return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
 			}
 			fs.key, fs.closed = key, true
@@ -551,6 +609,7 @@ func (b *batch) summary() Output {
 		out.Events += c.Events
 		out.OutsideWindow += c.OutsideWindow
 		out.Quarantined += c.Quarantined
+		out.OverlapSkipped += c.OverlapSkipped
 		out.Filtered += c.Filtered
 		out.Blank += fs.blank
 		out.Bytes += fs.bytes
@@ -585,7 +644,7 @@ func (h *Handler) observe(in Input, out Output, perType map[string]int64, took t
 	if h.cfg.Logger != nil {
 		log := logging.Run(h.cfg.Logger, in.ExecutionID, in.RunID, in.Export.JobID, in.Window.String())
 		attrs := []any{"files", out.Files, "lines", out.Lines, "events", out.Events, "outsideWindow", out.OutsideWindow,
-			"quarantined", out.Quarantined, "claimChecked", out.ClaimChecked, "putEventsCalls", out.PutEventsCalls,
+			"quarantined", out.Quarantined, "overlapSkipped", out.OverlapSkipped, "claimChecked", out.ClaimChecked, "putEventsCalls", out.PutEventsCalls,
 			"entriesRetried", out.EntriesRetried, "throttled", out.Throttled, "bytes", out.Bytes, "durationMs", took.Milliseconds()}
 		if err != nil {
 			log.Error("prepare-change failed", append(attrs, "error", err.Error())...)
@@ -608,6 +667,7 @@ func (h *Handler) observe(in Input, out Output, perType map[string]int64, took t
 		metrics.Count(metrics.EntriesFailed, failed),
 		metrics.Count(metrics.QuarantinedLines, out.Quarantined),
 		metrics.Count(metrics.ClaimChecks, out.ClaimChecked),
+		metrics.Count(metrics.OverlapSkipped, out.OverlapSkipped),
 	}, nil, props)
 	types := make([]string, 0, len(perType))
 	for t := range perType {

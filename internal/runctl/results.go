@@ -30,6 +30,8 @@ type Summary struct {
 	ClaimChecked  int64  `json:"claimChecked"`
 	Bytes         int64  `json:"bytes"`
 	QuarantineKey string `json:"quarantineKey,omitempty"`
+	// OverlapSkipped: lines of the overlap the previous window had published.
+	OverlapSkipped int64 `json:"overlapSkipped"`
 }
 
 // MapResults reads a Distributed Map's ResultWriter output: the manifest
@@ -146,7 +148,7 @@ func (m MapResults) Summaries(ctx context.Context, bucket, key string) (runlock.
 				files = *s.Files
 			}
 			c = c.Add(runlock.Counts{Files: files, Lines: s.Lines, Events: s.Events, OutsideWindow: s.OutsideWindow,
-				Quarantined: s.Quarantined, ClaimChecked: s.ClaimChecked, Bytes: s.Bytes})
+				Quarantined: s.Quarantined, ClaimChecked: s.ClaimChecked, Bytes: s.Bytes, OverlapSkipped: s.OverlapSkipped})
 			return nil
 		})
 		if err != nil {

@@ -64,6 +64,10 @@ type AcquireOutput struct {
 	Window       *events.Window `json:"window"`
 	ExportWindow *events.Window `json:"exportWindow"`
 	Empty        bool           `json:"empty"`
+	// Continues: the checkpoint was set by a run's commit, so the map
+	// children skip the versions that run already published in this run's
+	// overlap (runlock.Acquisition.Continues); false after a replay.
+	Continues bool `json:"continues"`
 	// Reuse is the next part of an export a previous run started (the
 	// state machine then skips the export), null otherwise.
 	Reuse *manifest.Export `json:"reuse"`
@@ -228,7 +232,7 @@ func (h *Handler) acquire(ctx context.Context, in Input) (AcquireOutput, error) 
 	}
 	if a.Acquired {
 		w, ew := a.Window, a.ExportWindow
-		out.Window, out.ExportWindow, out.Empty, out.Reuse = &w, &ew, a.Empty, a.Reuse
+		out.Window, out.ExportWindow, out.Empty, out.Reuse, out.Continues = &w, &ew, a.Empty, a.Reuse, a.Continues
 		h.emit(in, h.lag(a.Checkpoint)...)
 	} else {
 		// A refused run still reports the lag: a lock held too long shows as a growing lag.

@@ -138,7 +138,7 @@ func TestAcquireOutputMatchesTheContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"acquired": true, "runId": "run-1", "empty": false, "refusal": "",
+	want := map[string]any{"acquired": true, "runId": "run-1", "empty": false, "refusal": "", "continues": false,
 		"window":       map[string]any{"since": "2026-11-21T09:00:00.000Z", "until": "2026-11-21T09:58:00.000Z"},
 		"exportWindow": map[string]any{"since": "2026-11-21T08:59:00.000Z", "until": "2026-11-21T09:58:00.000Z"},
 		"reuse":        nil}
@@ -147,8 +147,8 @@ func TestAcquireOutputMatchesTheContract(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	if _, ok := got["reason"]; !ok || len(got) != 8 {
-		t.Errorf("output keys = %v, want acquired, reason, refusal, runId, window, exportWindow, empty, reuse (contract C3)", got)
+	if _, ok := got["reason"]; !ok || len(got) != 9 {
+		t.Errorf("output keys = %v, want acquired, reason, refusal, runId, window, exportWindow, empty, continues, reuse (contract C3)", got)
 	}
 	f.owners.set(arn("run-2"), "RUNNING")
 	got, err = f.invoke(t, acquirePayload("run-2"))

@@ -40,6 +40,11 @@ type Acquisition struct {
 	Reuse *manifest.Export
 	// Empty: the window holds no instant; commit at once.
 	Empty bool
+	// Continues: a run's commit set the checkpoint (not a replay, not the
+	// record's creation), so the run before this one delivered its export
+	// window up to Window.Since, and this run may skip the versions it
+	// already published in the overlap (docs/RUNLOCK.md, "Overlap").
+	Continues bool
 	// Refusal says, machine-readably, why the lock was refused ("" when
 	// acquired): RefusalLockHeld (a live run holds it; it will be free once
 	// that run ends).
@@ -105,7 +110,7 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			prev, prevOutcome := uncleanPrevious(st)
 			a := Acquisition{Acquired: true, Reason: "already held by this run", RunID: st.runID,
 				Window: st.window, ExportWindow: s.heldExportWindow(st), Empty: st.window.Empty(), Checkpoint: st.checkpoint,
-				PreviousRunID: prev, PreviousOutcome: prevOutcome}
+				PreviousRunID: prev, PreviousOutcome: prevOutcome, Continues: st.committed}
 			if st.pending != nil {
 				e := st.pending.Next
 				a.Reuse = &e
@@ -165,7 +170,7 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			return Acquisition{}, fmt.Errorf("acquire: write RUN/STATE: %w", err)
 		}
 		a := Acquisition{Acquired: true, RunID: req.RunID, Window: w, ExportWindow: ew, Reuse: reuse, Empty: w.Empty(),
-			Reason: "acquired", Checkpoint: checkpoint}
+			Reason: "acquired", Checkpoint: checkpoint, Continues: st.exists && st.committed}
 		if reuse != nil {
 			a.Reason = fmt.Sprintf("acquired; delivers part %d of %d of the export of run %s", reuse.Part+1, reuse.Parts, reuse.ManifestRunID)
 		}

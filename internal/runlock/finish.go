@@ -197,12 +197,18 @@ func (s *Store) releaseWrite(st state, now time.Time, outcome Outcome, reason st
 	if pc.newKey {
 		update += ", #rk = :rk"
 	}
+	if checkpoint.After(st.checkpoint) {
+		// Delivered up to the new checkpoint: the next window may skip what
+		// this run published in its overlap (docs/RUNLOCK.md, "Overlap").
+		update += ", #cpBy = :commit"
+	}
 	cond := "#owner = :owner AND #version = :v AND #cp = :oldcp"
 	names := lockNames(map[string]string{"#cp": attrCheckpoint, "#lastRunId": attrLastRunID, "#lastOutcome": attrLastOutcome,
-		"#lastEndedAt": attrLastEndedAt, "#lastReason": attrLastReason})
+		"#lastEndedAt": attrLastEndedAt, "#lastReason": attrLastReason, "#cpBy": attrCheckpointBy})
 	values := map[string]types.AttributeValue{
 		":cp": tm(checkpoint), ":oldcp": tm(st.checkpoint), ":one": n(1), ":run": str(st.runID), ":outcome": str(string(outcome)),
 		":now": tm(now), ":reason": str(reason), ":owner": str(st.owner), ":v": n(st.version), ":none": str(""),
+		":commit": str(checkpointByCommit),
 	}
 	if pc.set != nil {
 		values[":pending"] = pendingAV(*pc.set)

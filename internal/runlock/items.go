@@ -30,6 +30,10 @@ const (
 	// the pipeline is responsible for starts after it (the reconciliation
 	// repairs nothing older).
 	attrOrigin = "origin"
+	// attrCheckpointBy says what set the checkpoint: checkpointByCommit (a
+	// run delivered up to it, so the next window may skip what that run
+	// already published in its overlap) or checkpointByReplay.
+	attrCheckpointBy = "checkpointBy"
 	// STATE: the lock, present only while a run holds it.
 	attrOwner       = "owner"
 	attrRunID       = "runId"
@@ -85,6 +89,12 @@ const (
 	attrJobID     = "jobId"
 	attrJobStatus = "status"
 	attrStartedAt = "startedAt"
+)
+
+// Values of attrCheckpointBy.
+const (
+	checkpointByCommit = "commit"
+	checkpointByReplay = "replay"
 )
 
 type item = map[string]types.AttributeValue
@@ -168,6 +178,9 @@ type Counts struct {
 	Quarantined   int64 `json:"quarantined"`
 	ClaimChecked  int64 `json:"claimChecked"`
 	Bytes         int64 `json:"bytes"`
+	// OverlapSkipped counts lines of the overlap not published again: the
+	// previous window had published their version.
+	OverlapSkipped int64 `json:"overlapSkipped"`
 	// FailedFiles counts children that did not succeed (failed or pending).
 	FailedFiles int64 `json:"failedFiles"`
 }
@@ -178,7 +191,7 @@ func (c Counts) Add(o Counts) Counts {
 		Files: c.Files + o.Files, Lines: c.Lines + o.Lines, Events: c.Events + o.Events,
 		OutsideWindow: c.OutsideWindow + o.OutsideWindow, Quarantined: c.Quarantined + o.Quarantined,
 		ClaimChecked: c.ClaimChecked + o.ClaimChecked, Bytes: c.Bytes + o.Bytes,
-		FailedFiles: c.FailedFiles + o.FailedFiles,
+		OverlapSkipped: c.OverlapSkipped + o.OverlapSkipped, FailedFiles: c.FailedFiles + o.FailedFiles,
 	}
 }
 
@@ -187,6 +200,7 @@ func countsAV(c Counts) types.AttributeValue {
 		"files": n(c.Files), "lines": n(c.Lines), "events": n(c.Events),
 		"outsideWindow": n(c.OutsideWindow), "quarantined": n(c.Quarantined),
 		"claimChecked": n(c.ClaimChecked), "bytes": n(c.Bytes), "failedFiles": n(c.FailedFiles),
+		"overlapSkipped": n(c.OverlapSkipped),
 	}}
 }
 
@@ -200,6 +214,7 @@ func countsOf(it item) Counts {
 		Files: getN(v, "files"), Lines: getN(v, "lines"), Events: getN(v, "events"),
 		OutsideWindow: getN(v, "outsideWindow"), Quarantined: getN(v, "quarantined"),
 		ClaimChecked: getN(v, "claimChecked"), Bytes: getN(v, "bytes"), FailedFiles: getN(v, "failedFiles"),
+		OverlapSkipped: getN(v, "overlapSkipped"),
 	}
 }
 
@@ -209,6 +224,9 @@ type state struct {
 	version    int64
 	checkpoint time.Time
 	createdAt  time.Time
+	// committed: a run's commit set the checkpoint (not a replay, not the
+	// record's creation).
+	committed bool
 
 	owner      string
 	runID      string
@@ -257,6 +275,7 @@ func decodeState(it item) (state, error) {
 	st.version = getN(it, attrVersion)
 	st.checkpoint = get(attrCheckpoint)
 	st.createdAt = get(attrCreatedAt)
+	st.committed = getS(it, attrCheckpointBy) == checkpointByCommit
 	st.owner = getS(it, attrOwner)
 	st.runID = getS(it, attrRunID)
 	st.startTime = get(attrStartTime)

@@ -89,6 +89,7 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			it[attrLastReplayAt] = tm(now)
 			it[attrLastReplayBy] = str(req.Actor)
 			it[attrLastReplayTo] = tm(since)
+			it[attrCheckpointBy] = str(checkpointByReplay)
 			key, kerr := newRedactKey()
 			if kerr != nil {
 				return ReplayResult{}, fmt.Errorf("replay: redaction key: %w", kerr)
@@ -103,12 +104,14 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			// A replay drops any pending export: the next run exports its
 			// window afresh.
 			update := "SET #cp = :to, #version = #version + :one, #rAt = :now, #rBy = :by, #rFrom = :from, #rTo = :to"
-			update += ", #rReason = :reason, #pending = :none"
+			// ... and the window after it skips nothing as already delivered.
+			update += ", #rReason = :reason, #pending = :none, #cpBy = :replay"
 			cond := "#version = :v AND #cp = :from AND " + lockFree
 			names, values := used(map[string]string{"#cp": attrCheckpoint, "#version": attrVersion, "#rAt": attrLastReplayAt,
 				"#rBy": attrLastReplayBy, "#rFrom": attrLastReplayFrom, "#rTo": attrLastReplayTo, "#rReason": attrLastReplayReason,
-				"#owner": attrOwner, "#pending": attrPending}, map[string]types.AttributeValue{":to": tm(since), ":one": n(1), ":now": tm(now),
-				":by": str(req.Actor), ":from": tm(st.checkpoint), ":reason": str(rec.Reason), ":v": n(st.version), ":none": str("")}, update, cond)
+				"#owner": attrOwner, "#pending": attrPending, "#cpBy": attrCheckpointBy}, map[string]types.AttributeValue{":to": tm(since), ":one": n(1), ":now": tm(now),
+				":by": str(req.Actor), ":from": tm(st.checkpoint), ":reason": str(rec.Reason), ":v": n(st.version), ":none": str(""),
+				":replay": str(checkpointByReplay)}, update, cond)
 			stateWrite = types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.cfg.Table), Key: stateKey(),
 				UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
 				ExpressionAttributeNames: names, ExpressionAttributeValues: values}}

@@ -652,3 +652,48 @@ func TestUsedKeepsOnlyMentionedPlaceholders(t *testing.T) {
 		t.Errorf("nothing mentioned: %v %v, want nil maps (DynamoDB rejects empty ones)", n, v)
 	}
 }
+
+// TestContinuesOnlyAfterACommit: acquire says a window continues a
+// delivered one (its overlap's repeats may be skipped) only when a run's
+// commit set the checkpoint — not on a fresh record, not after a failed run
+// that left it, not after a replay, and again after the next commit.
+func TestContinuesOnlyAfterACommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	commit := func(name string) {
+		t.Helper()
+		if _, err := f.store.Commit(ctx, CommitRequest{Owner: arn(name), RunID: name}); err != nil {
+			t.Fatalf("commit %s: %v", name, err)
+		}
+		f.owners.set(arn(name), "SUCCEEDED")
+		f.clock.Advance(5 * time.Minute)
+	}
+	if a := f.start(t, "run-1"); a.Continues {
+		t.Fatalf("first window on a fresh record continues: %+v", a)
+	}
+	commit("run-1")
+	if a := f.start(t, "run-2"); !a.Continues {
+		t.Fatalf("window after a commit does not continue: %+v", a)
+	}
+	if a, err := f.store.Acquire(ctx, AcquireRequest{Owner: arn("run-2"), RunID: "run-2"}); err != nil || !a.Continues {
+		t.Fatalf("the holder's retried acquire: %+v, %v", a, err)
+	}
+	if _, err := f.store.Fail(ctx, FailRequest{Owner: arn("run-2"), RunID: "run-2", Reason: "States.TaskFailed"}); err != nil {
+		t.Fatal(err)
+	}
+	f.owners.set(arn("run-2"), "FAILED")
+	if a := f.start(t, "run-3"); !a.Continues {
+		t.Fatalf("rerun after a failure (checkpoint still a commit's) does not continue: %+v", a)
+	}
+	commit("run-3")
+	if _, err := f.store.Replay(ctx, ReplayRequest{Since: t0.Add(-3 * time.Hour), Actor: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.start(t, "run-4"); a.Continues {
+		t.Fatalf("window after a replay continues: %+v", a)
+	}
+	commit("run-4")
+	if a := f.start(t, "run-5"); !a.Continues {
+		t.Fatalf("window after the replayed window's commit does not continue: %+v", a)
+	}
+}

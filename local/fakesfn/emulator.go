@@ -53,6 +53,10 @@ type Options struct {
 	// OnTransition, when set, is called for each state transition of every
 	// execution (parent and Distributed Map children).
 	OnTransition func(executionARN, stateName string)
+	// OnStart, when set, is called once for each execution started through
+	// StartExecution (the API or the Go method; not Distributed Map
+	// children), after it started, with its ARN and its state machine's.
+	OnStart func(executionARN, stateMachineARN string)
 }
 
 // Emulator is an in-memory Step Functions service.

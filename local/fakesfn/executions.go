@@ -119,26 +119,36 @@ func (e *Emulator) StartExecution(ctx context.Context, stateMachineARN, name, in
 }
 
 func (e *Emulator) start(smARN, name, input string) (*execution, error) {
+	ex, created, err := e.startLocked(smARN, name, input)
+	if err == nil && created && e.opts.OnStart != nil {
+		e.opts.OnStart(ex.x.Info().ARN, smARN)
+	}
+	return ex, err
+}
+
+// startLocked starts the execution under the emulator's lock; created is
+// false for an idempotent retry of a running one.
+func (e *Emulator) startLocked(smARN, name, input string) (ex *execution, created bool, err error) {
 	if name == "" {
 		name = requestID()
 	}
 	if !nameRE.MatchString(name) {
-		return nil, errf("InvalidName", "Invalid Name: '%s'", name)
+		return nil, false, errf("InvalidName", "Invalid Name: '%s'", name)
 	}
 	if input == "" {
 		input = "{}"
 	}
 	if len(input) > asl.MaxPayloadBytes {
-		return nil, errf("InvalidExecutionInput", "Invalid execution input: larger than %d bytes", asl.MaxPayloadBytes)
+		return nil, false, errf("InvalidExecutionInput", "Invalid execution input: larger than %d bytes", asl.MaxPayloadBytes)
 	}
 	if _, err := asl.ParseJSON(input); err != nil {
-		return nil, errf("InvalidExecutionInput", "Invalid State Machine Execution Input: '%v'", err)
+		return nil, false, errf("InvalidExecutionInput", "Invalid State Machine Execution Input: '%v'", err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	sm, ok := e.machines[smARN]
 	if !ok {
-		return nil, errf("StateMachineDoesNotExist", "State Machine Does Not Exist: '%s'", smARN)
+		return nil, false, errf("StateMachineDoesNotExist", "State Machine Does Not Exist: '%s'", smARN)
 	}
 	arn := e.ExecutionARN(sm.name, name)
 	if sm.typ == asl.TypeExpress {
@@ -147,21 +157,21 @@ func (e *Emulator) start(smARN, name, input string) (*execution, error) {
 	if old, ok := e.executions[arn]; ok {
 		info := old.x.Info()
 		if info.Status == asl.StatusRunning && info.Input == input {
-			return old, nil // idempotent retry of the same request
+			return old, false, nil // idempotent retry of the same request
 		}
-		return nil, errf("ExecutionAlreadyExists", "Execution Already Exists: '%s'", arn)
+		return nil, false, errf("ExecutionAlreadyExists", "Execution Already Exists: '%s'", arn)
 	}
 	x, err := e.runner().Start(withRole(e.ctx, sm.roleARN), sm.machine, asl.StartInput{
 		ExecutionARN: arn, Name: name, StateMachineARN: sm.arn, StateMachineName: sm.name,
 		RoleARN: sm.roleARN, Type: sm.typ, Input: input,
 	})
 	if err != nil {
-		return nil, errf("InvalidExecutionInput", "%v", err)
+		return nil, false, errf("InvalidExecutionInput", "%v", err)
 	}
-	ex := &execution{x: x, sm: sm}
+	ex = &execution{x: x, sm: sm}
 	e.executions[arn] = ex
 	e.order = append(e.order, ex)
-	return ex, nil
+	return ex, true, nil
 }
 
 // Execution returns an execution (parent or Distributed Map child) by ARN:

@@ -45,12 +45,20 @@ type Run struct {
 	Window  *Span  `json:"window,omitempty"`
 	// Events counts the events delivered while the window ran.
 	Events int64 `json:"events"`
+	// OverlapSkipped counts the lines of the window's overlap it did not
+	// publish again: the previous window had (the run's history counts).
+	OverlapSkipped int64 `json:"overlapSkipped,omitempty"`
 	// Checkpoint is lastRunTime after the window.
 	Checkpoint string `json:"checkpoint,omitempty"`
 	// Error and Cause are the execution's failure (error names and messages
 	// carry no resource data).
 	Error string `json:"error,omitempty"`
 	Cause string `json:"cause,omitempty"`
+	// Note explains an outcome that Status alone would misstate: a run
+	// that committed before its execution failed (the run record, and so
+	// `cdcctl status`, says SUCCEEDED), or an execution that failed before
+	// taking the lock (no run record at all).
+	Note string `json:"note,omitempty"`
 }
 
 // Cost is the usage the emulators counted, priced at list prices, and the

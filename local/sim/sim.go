@@ -38,6 +38,9 @@ type Options struct {
 	// Latency replaces the workload's latency model (cdc-local --latency:
 	// a file merged over the defaults, or off); nil keeps the workload's.
 	Latency *localaws.LatencyConfig
+	// Progress, when set, is updated as the run goes on (simulated time,
+	// windows, events), for a reader outside the bubble.
+	Progress *Progress
 }
 
 // ModelledDelays counts the delays the latency model added: gateway calls,
@@ -55,6 +58,10 @@ type Runs struct {
 	Empty     int64 `json:"empty"`
 	Failed    int64 `json:"failed"`
 	Skipped   int64 `json:"skipped"`
+	// OverlapSkipped counts the overlap's lines the windows did not publish
+	// again, their version published by the window before (every run's
+	// history counts): each one a duplicate delivery avoided.
+	OverlapSkipped int64 `json:"overlapSkipped"`
 }
 
 // Throttled counts PutEvents calls answered ThrottlingException.
@@ -241,15 +248,23 @@ type Report struct {
 	// ExportedLines counts the lines of every export job's files (read
 	// back from S3), DeliveredEvents the distinct eventIds delivered,
 	// Deliveries every delivery.
-	ExportedLines        int64      `json:"exportedLines"`
-	ExportJobs           int64      `json:"exportJobs"`
-	ExportedMiB          float64    `json:"exportedMiB"`
-	DeliveredEvents      int64      `json:"deliveredEvents"`
-	Deliveries           int64      `json:"deliveries"`
-	ExportedPerDelivered float64    `json:"exportedPerDelivered"`
-	Duplicates           Duplicates `json:"duplicates"`
-	Throttled            Throttled  `json:"throttled"`
-	Runs                 Runs       `json:"runs"`
+	ExportedLines        int64   `json:"exportedLines"`
+	ExportJobs           int64   `json:"exportJobs"`
+	ExportedMiB          float64 `json:"exportedMiB"`
+	DeliveredEvents      int64   `json:"deliveredEvents"`
+	Deliveries           int64   `json:"deliveries"`
+	ExportedPerDelivered float64 `json:"exportedPerDelivered"`
+	// ExportedByCause splits ExportedLines by why they were exported
+	// (stack.ExportedByCause): window, overlap, beyondUntil, replay, other
+	// (the reconciliation's or an operator's jobs, a snapshot's older lines).
+	ExportedByCause stack.ExportedByCause `json:"exportedByCause"`
+	// WindowExportedPerDelivered is the windows' own lines (window, overlap,
+	// beyond until) per distinct event delivered: what the 5-minute path
+	// alone reads per event, without replays and other jobs.
+	WindowExportedPerDelivered float64    `json:"windowExportedPerDelivered"`
+	Duplicates                 Duplicates `json:"duplicates"`
+	Throttled                  Throttled  `json:"throttled"`
+	Runs                       Runs       `json:"runs"`
 	// Reconciliations are the scheduled and on-demand reconciliations.
 	Reconciliations Reconciliations `json:"reconciliations"`
 	// Replays lists the virtual offsets (seconds) at which replays were
@@ -275,6 +290,11 @@ type Report struct {
 	// Warnings is the verdict's list of concerns: every function whose
 	// longest run exceeded 80 % of its timeout (report.TimeoutShare).
 	Warnings []string `json:"warnings,omitempty"`
+	// Verdict judges the run in one line (verdict.go); Explanations says,
+	// for each figure that could be misread as a failure, what it means
+	// (keyed by the figure's JSON path).
+	Verdict      Verdict           `json:"verdict"`
+	Explanations map[string]string `json:"explanations,omitempty"`
 }
 
 var simSeq atomic.Int64
@@ -301,6 +321,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	}
 	lim := effectiveLimits(w.Limits)
 	latency, latencyName := latencyModel(w, o)
+	o.Progress.start(dur)
 
 	var pinned atomic.Pointer[time.Time]
 	now := func() time.Time {
@@ -428,6 +449,9 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 				if !win.StartedAt.IsZero() {
 					ticks = append(ticks, win.StartedAt)
 				}
+				runs.OverlapSkipped += win.OverlapSkipped
+				distinct, _ := st.Delivered.Counts()
+				o.Progress.window(win, err, int64(distinct))
 				switch {
 				case err != nil || win.Outcome == report.OutcomeFailed:
 					runs.Failed++
@@ -457,6 +481,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 			_ = stopSchedule()
 			return Report{}, fmt.Errorf("sim: %w", ctx.Err())
 		}
+		o.Progress.at(t + time.Second)
 	}
 	// Drain: windows go on until the checkpoint has passed the last write
 	// and no export is pending, or the drain limit.
@@ -471,6 +496,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		if !sleepUntil(ctx, time.Now().Add(10*time.Second)) {
 			break
 		}
+		o.Progress.at(dur + time.Since(end))
 	}
 	drainTime := time.Since(end)
 	if err := stopSchedule(); err != nil {
@@ -535,8 +561,11 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	}
 	lines, bytes, jobs := ex.Lines, ex.Bytes, ex.Jobs
 	rep.ExportedLines, rep.ExportJobs, rep.ExportedMiB = lines, jobs, float64(bytes)/(1<<20)
+	rep.ExportedByCause = ex.ByCause
 	if rep.DeliveredEvents > 0 {
 		rep.ExportedPerDelivered = float64(lines) / float64(rep.DeliveredEvents)
+		c := ex.ByCause
+		rep.WindowExportedPerDelivered = float64(c.Window+c.Overlap+c.BeyondUntil) / float64(rep.DeliveredEvents)
 	}
 	exportTime := lim.ExportStartup.D().Seconds()
 	if jobs > 0 {
@@ -547,6 +576,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	rep.Throttled = Throttled{Calls: eb.ThrottledCalls, Quota: eb.QuotaThrottledCalls, Injected: eb.ThrottledCalls - eb.QuotaThrottledCalls}
 	c := st.Cost()
 	rep.Cost, rep.USDPerMillionChanges, rep.USDPerMonth = &c, c.USDPerMillionChanges, c.USDPerMonth
+	rep.Verdict, rep.Explanations = judge(rep, w)
 	return rep, nil
 }
 

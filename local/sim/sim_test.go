@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -90,6 +92,16 @@ func TestSimulate(t *testing.T) {
 	if *flagLog {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	if !*flagLog {
+		// The emulators' HTTP servers log through the standard logger
+		// (e.g. minidyn's superfluous WriteHeader): only with -log.
+		log.SetOutput(io.Discard)
+		defer log.SetOutput(os.Stderr)
+	}
+	if *flagProgress > 0 {
+		o.Progress = &Progress{}
+		defer showProgress(os.Stderr, o.Progress, *flagProgress)()
+	}
 	if *flagHeap != "" && *flagHeapEvery > 0 {
 		stop := make(chan struct{})
 		done := make(chan struct{})
@@ -120,9 +132,9 @@ func TestShortSteadyLosesNothingWithinTheLatencyBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := simulate(t, w, Options{Duration: 2 * time.Hour, Scale: 0.1})
-	t.Logf("wall %.1fs: %d creates, %d updates, %d deletes; %d delivered; latency %+v (bound %.0fs); runs %+v; duplicates %+v; exported/delivered %.3f",
+	t.Logf("wall %.1fs: %d creates, %d updates, %d deletes; %d delivered; latency %+v (bound %.0fs); runs %+v; duplicates %+v; exported/delivered %.3f (%d jobs, by cause %+v)",
 		rep.WallSeconds, rep.Writes.Creates, rep.Writes.Updates, rep.Writes.Deletes, rep.DeliveredEvents,
-		rep.LatencySeconds, rep.LatencyBoundSeconds, rep.Runs, rep.Duplicates, rep.ExportedPerDelivered)
+		rep.LatencySeconds, rep.LatencyBoundSeconds, rep.Runs, rep.Duplicates, rep.ExportedPerDelivered, rep.ExportJobs, rep.ExportedByCause)
 	t.Logf("latency model %s: %d modelled delays, %.0fs; slowest functions: %v; warnings: %v",
 		rep.LatencyModel, rep.ModelledDelays.Calls, rep.ModelledDelays.Seconds, report.Slowest(rep.LambdaSeconds, 5), rep.Warnings)
 	if rep.LatencyModel != "default" || rep.ModelledDelays.Calls == 0 {
@@ -148,6 +160,11 @@ func TestShortSteadyLosesNothingWithinTheLatencyBound(t *testing.T) {
 	}
 	if rep.Runs.Failed != 0 || rep.Runs.Succeeded == 0 {
 		t.Errorf("runs = %+v, want all succeeded", rep.Runs)
+	}
+	// Each version once: with no failure, retry or replay, the overlap's
+	// repeats are skipped (counted), not delivered again.
+	if rep.Duplicates.Total*1000 > rep.Deliveries || rep.Runs.OverlapSkipped == 0 {
+		t.Errorf("duplicates %+v of %d deliveries (want ≤ 0.1 %%), %d overlap lines skipped (want > 0)", rep.Duplicates, rep.Deliveries, rep.Runs.OverlapSkipped)
 	}
 }
 

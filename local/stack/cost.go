@@ -88,7 +88,12 @@ func (s *Stack) monthly(u cost.Usage, changes int64) (cost.Bill, bool) {
 	if windows == 0 {
 		return cost.Bill{}, false
 	}
-	d := cost.Design{PerWindow: u.Scale(1 / windows)}
+	// The local event-source mappings poll every second with one poller
+	// (so that Stop is quick); the deployed ones long-poll (20 s, five
+	// pollers a queue: the model's always-on usage). The month prices the
+	// deployed polling, not the local receives.
+	u.SQSRequests = max(0, u.SQSRequests-float64(s.Env.Gateway.Calls()["sqs:ReceiveMessage"]))
+	d := cost.Design{PerWindow: u.Scale(1 / windows), PerDay: cost.ThisDesign().PerDay}
 	fp := cost.ThisFootprint()
 	fp.CustomMetrics = len(s.Metrics.Totals())
 	eb := s.EventBridge.Stats()

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -97,6 +98,7 @@ func (s *Stack) StartExecution(ctx context.Context) (string, error) {
 func (s *Stack) startScheduled(ctx context.Context, machine, prefix string) (string, error) {
 	name := fmt.Sprintf("%s-%s-%d", prefix, s.opts.Now().UTC().Format("20060102T150405.000Z"), execSeq.Add(1))
 	name = strings.ReplaceAll(name, ".", "")
+	s.noteOwnStart(name)
 	out, err := sfnapi.NewFromConfig(s.principalConfig(iampolicy.Scheduler)).StartExecution(ctx, &sfnapi.StartExecutionInput{
 		StateMachineArn: aws.String(machine),
 		Name:            aws.String(name),
@@ -124,17 +126,23 @@ func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsB
 	s.recordExportNotice(ctx, w.RunID)
 	if rec, ok := s.history(ctx, w.RunID); ok {
 		w.Window = &report.Span{Since: events.FormatTime(rec.Window.Since), Until: events.FormatTime(rec.Window.Until)}
-		if w.Outcome != report.OutcomeFailed {
-			switch rec.Outcome {
-			case runlock.OutcomeEmpty:
-				w.Outcome = report.OutcomeEmpty
-			case runlock.OutcomeSucceeded:
-				w.Outcome = report.OutcomeCommitted
-			}
+		w.OverlapSkipped = rec.Counts.OverlapSkipped
+		s.noteJobRun(rec)
+		// The run record decides, as in `cdcctl status`: a run that
+		// committed stays committed when its execution failed afterwards
+		// (HandleFailure leaves a committed record as it is).
+		switch rec.Outcome {
+		case runlock.OutcomeEmpty:
+			w.Outcome = report.OutcomeEmpty
+		case runlock.OutcomeSucceeded, runlock.OutcomePartial:
+			w.Outcome = report.OutcomeCommitted
 		}
-	} else if w.Outcome != report.OutcomeFailed {
+		w.Note = outcomeNote(w, rec.Outcome)
+	} else if w.Outcome != report.OutcomeFailed && !tookLock(out) {
 		// A run that never took the lock has no history item.
 		w.Outcome = report.OutcomeSkipped
+	} else {
+		w.Note = outcomeNote(w, "")
 	}
 	if cp, ok := s.checkpoint(ctx); ok {
 		w.Checkpoint = events.FormatTime(cp)
@@ -206,11 +214,40 @@ func pollUntilEnded(ctx context.Context, arn string, describe func(context.Conte
 
 // outcomeOf reads an ended execution: failed unless it succeeded; a
 // succeeded one is refined from the run's history item.
+// tookLock reports whether a succeeded execution's output says it held the
+// lock ({"lock": {"acquired": true, ...}}): the answer when its run record
+// could not be read. A refused run ends in Skipped with acquired false.
+func tookLock(out *sfnapi.DescribeExecutionOutput) bool {
+	var o struct {
+		Lock struct {
+			Acquired bool `json:"acquired"`
+		} `json:"lock"`
+	}
+	return json.Unmarshal([]byte(aws.ToString(out.Output)), &o) == nil && o.Lock.Acquired
+}
+
 func outcomeOf(out *sfnapi.DescribeExecutionOutput) string {
 	if out.Status != sfntypes.ExecutionStatusSucceeded {
 		return report.OutcomeFailed
 	}
 	return report.OutcomeCommitted
+}
+
+// outcomeNote explains a window whose execution status and run record
+// (recorded, "" for none) tell different stories; "" when they agree.
+func outcomeNote(w report.Run, recorded runlock.Outcome) string {
+	if w.Status == string(sfntypes.ExecutionStatusSucceeded) {
+		return ""
+	}
+	switch {
+	case recorded == "":
+		return "failed before taking the lock: no run record, the checkpoint did not move; the next window retries"
+	case w.Outcome != report.OutcomeFailed:
+		return "the execution ended " + w.Status + " after the run committed (its run record says " + string(recorded) + ")"
+	case recorded == runlock.OutcomeRunning:
+		return "the run record still says RUNNING: an ended execution holds the lock; the next window takes it over (or `cdcctl unlock`)"
+	}
+	return ""
 }
 
 // RunOnce runs one window now and waits for it. The error reports a failure
@@ -278,6 +315,9 @@ func (s *Stack) RunWith(ctx context.Context, h RunOptions) error {
 			}
 		}()
 	}
+	// Executions started by hand are followed like the scheduled ones.
+	byHand, stopWatch := s.watchHandStarted()
+	defer stopWatch()
 	launch()
 	for {
 		select {
@@ -286,6 +326,12 @@ func (s *Stack) RunWith(ctx context.Context, h RunOptions) error {
 				<-done
 			}
 			return nil
+		case m := <-byHand:
+			inflight++
+			go func() {
+				defer func() { done <- struct{}{} }()
+				s.followHandStarted(context.WithoutCancel(ctx), m, h)
+			}()
 		case <-done:
 			inflight--
 		case <-t.C:
@@ -312,9 +358,27 @@ func (s *Stack) history(ctx context.Context, runID string) (runlock.HistoryRecor
 	if err != nil {
 		return runlock.HistoryRecord{}, false
 	}
-	recs, err := store.History(ctx, 50)
-	if err != nil {
-		return runlock.HistoryRecord{}, false
+	// A transient error (the in-memory network's closed pipe, see
+	// awaitExecution) is asked again: a run not found here is reported as
+	// skipped, and its export would count as no window's.
+	// The run asked for is almost always among the newest few: a small
+	// page first (a small answer also meets that fault less often).
+	var recs []runlock.HistoryRecord
+	pause := time.Second
+	for attempt := 0; ; attempt++ {
+		recs, err = store.History(ctx, 10)
+		if err == nil && !hasRun(recs, runID) {
+			recs, err = store.History(ctx, 50)
+		}
+		if err == nil {
+			break
+		}
+		if attempt == 7 || ctx.Err() != nil {
+			s.log.Warn("run history not read", "runId", runID, "error", err.Error())
+			return runlock.HistoryRecord{}, false
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Second)
 	}
 	for _, r := range recs {
 		if r.RunID == runID {
@@ -322,6 +386,15 @@ func (s *Stack) history(ctx context.Context, runID string) (runlock.HistoryRecor
 		}
 	}
 	return runlock.HistoryRecord{}, false
+}
+
+func hasRun(recs []runlock.HistoryRecord, runID string) bool {
+	for _, r := range recs {
+		if r.RunID == runID {
+			return true
+		}
+	}
+	return false
 }
 
 // checkpoint reads lastRunTime and notes whether it ever moved backwards.

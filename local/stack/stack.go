@@ -300,11 +300,20 @@ type Stack struct {
 	httpc       *http.Client
 	clock       *seedClock
 
+	// own names the executions the stack starts itself; watch, while a
+	// RunWith goes on, receives the others (handstarted.go).
+	own   sync.Map
+	watch atomic.Pointer[func(handStarted)]
+
 	mu          sync.Mutex
 	checkpoints []time.Time
 	backwards   bool
-	closers     []func()
-	closed      bool
+	// jobRuns is the run window of each export job a window started, for
+	// Exported's split by cause; covered the latest until a run committed.
+	jobRuns map[string]jobRun
+	covered time.Time
+	closers []func()
+	closed  bool
 }
 
 // LocalConfig returns cfg with the retry behaviour the local stack uses: more
@@ -491,6 +500,7 @@ func (s *Stack) startEmulators() error {
 		Region: env.Region, AccountID: env.AccountID,
 		Lambda: invoker, SQS: machineSQS, S3: machineS3, TimeScale: s.opts.TimeScale,
 		OnTransition: s.onTransition,
+		OnStart:      s.onExecutionStart,
 	})
 	env.Gateway.Handle(localaws.ServiceSFN, s.SFN)
 	env.Gateway.HandleLocal(LocalMetricsPath, http.HandlerFunc(s.serveMetrics))

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
+)
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitForText(t *testing.T, b *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr never said %q:\n%s", want, b.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// A window started by hand (`aws stepfunctions start-execution`, `cdcctl
+// run`) gets the same "window … committed …" line as a scheduled one, and
+// a reconciliation started by hand (`cdcctl reconcile`) its own line with
+// its outcome and counts.
+func TestWindowsStartedByHandAreLoggedLikeScheduledOnes(t *testing.T) {
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", addr, "--sample", "2", "--every", "1h", "--reconcile-every", "-1s", "--latency", "off",
+			"--sink", "file:" + t.TempDir() + "/events.ndjson"}, nil, &syncBuffer{}, &stderr)
+	}()
+	waitForText(t, &stderr, "cdc-local: window local-")
+	cfg := localaws.Env{URL: "http://" + addr, Region: localaws.DefaultRegion}
+	awsCfg := cfg.Config()
+	sfnc := sfnapi.NewFromConfig(awsCfg)
+	sm := fmt.Sprintf("arn:aws:states:%s:%s:stateMachine:%s", localaws.DefaultRegion, localaws.DefaultAccount, stack.DefaultName)
+	if _, err := sfnc.StartExecution(ctx, &sfnapi.StartExecutionInput{StateMachineArn: aws.String(sm), Name: aws.String("manual-by-hand")}); err != nil {
+		t.Fatal(err)
+	}
+	waitForText(t, &stderr, "cdc-local: window manual-by-hand ")
+	line := lineWith(stderr.String(), "cdc-local: window manual-by-hand ")
+	if !strings.Contains(line, " empty (") && !strings.Contains(line, " committed (") {
+		t.Errorf("the window started by hand is not logged like a scheduled one: %q", line)
+	}
+	if _, err := sfnc.StartExecution(ctx, &sfnapi.StartExecutionInput{StateMachineArn: aws.String(sm + "-reconcile"), Name: aws.String("reconcile-by-hand")}); err != nil {
+		t.Fatal(err)
+	}
+	waitForText(t, &stderr, "cdc-local: reconciliation reconcile-by-hand ")
+	if line := lineWith(stderr.String(), "cdc-local: reconciliation reconcile-by-hand "); !strings.Contains(line, "SUCCEEDED") || !strings.Contains(line, "deletes") || !strings.Contains(line, "repairs") {
+		t.Errorf("reconciliation line %q lacks its outcome and counts", line)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+}
+
+func lineWith(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// crashSecondRunLock crashes run-lock's second invocation (the commit)
+// after its side effects.
+type crashSecondRunLock struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *crashSecondRunLock) CrashBefore(string) bool { return false }
+func (c *crashSecondRunLock) CrashAfter(fn string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fn != stack.FnRunLock {
+		return false
+	}
+	c.n++
+	return c.n == 2
+}
+
+// Under faults the window's line says what its run record (and so
+// `cdcctl status`) says: a run that committed before its execution failed
+// is committed, and the line adds that the execution failed afterwards.
+func TestWindowLineSaysWhatTheRunRecordSays(t *testing.T) {
+	ctx := context.Background()
+	st, err := stack.Start(ctx, stack.Options{Addr: "127.0.0.1:0", Name: fmt.Sprintf("wlog-%d", time.Now().UnixNano()%1e9), SampleSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	st.Lambdas.SetFaults(&crashSecondRunLock{})
+	w, err := st.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	printWindow(&b, w)
+	line := b.String()
+	if !strings.Contains(line, "window "+w.RunID+" committed (") || !strings.Contains(line, "execution ended FAILED after the run committed") {
+		t.Errorf("line %q: want committed, and that the execution then failed", line)
+	}
+}
