@@ -134,6 +134,7 @@ const (
 	PKExportLedger = "EXPORT#*"    // exportjob: EXPORT#{runId}/JOB
 	PKExportJob    = "EXPORTJOB#*" // exportjob: EXPORTJOB#{jobId}/RUN
 	PKReconcile    = "RECONCILE"   // reconcile: RECONCILE/STATE
+	PKShare        = "RATE#*"      // prepare-change: RATE#{runId}/CHILDREN (internal/share)
 )
 
 // LeadingKeys is DynamoDB's condition key: the partition-key values of the
@@ -276,6 +277,10 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 				Sid: "ListOverlapIndex", Actions: []string{"s3:ListBucket"}, Resources: []string{r.BucketARN},
 				Conditions: Conditions{"StringLike": {"s3:prefix": {PrefixOverlap + "*"}}},
 			},
+			// The run's PutEvents share, divided among the children
+			// publishing at once (internal/share): its own item only.
+			{Sid: "SharePutEventsRate", Actions: []string{"dynamodb:UpdateItem"}, Resources: []string{r.TableARN},
+				Conditions: OwnItems(PKShare)},
 			// The window's deletions from the type-level history
 			// (GET {Type}/_history?_since=…: GetHistoryByResourceId, the one
 			// history action SAR names).

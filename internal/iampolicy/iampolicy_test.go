@@ -110,6 +110,8 @@ func TestDynamoDBStatementsAreLimitedToOwnItems(t *testing.T) {
 		StartExport: {PKExportLedger, PKExportJob},
 		CheckExport: {PKExportLedger, PKExportJob},
 		Reconcile:   {PKReconcile, PKRun}, // RUN: read only, the checkpoint
+		// Its run's PutEvents share item, nothing else.
+		PrepareChange: {PKShare},
 	}
 	for _, p := range All() {
 		var got []string

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
@@ -18,6 +19,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/share"
 )
 
 // DefaultQuarantineRawBytes caps the raw bytes one quarantine record keeps.
@@ -68,6 +70,14 @@ type Config struct {
 	// (CDC_WINDOW_DELETES=false): the action "deletes" answers done at
 	// once, and deletions reach consumers through the reconciliation only.
 	NoWindowDeletes bool
+	// Share, when set, divides the Map's whole PutEvents share (Publish.Rate
+	// × MapMaxConcurrency) among the run's children publishing at once:
+	// each beats on the board every SharePeriod (share.DefaultPeriod when
+	// 0) and publishes at its part (internal/share). NewFromEnv sets it
+	// when CDC_TABLE is set. Nil: each child keeps the rate
+	// RateFor gives it at its start.
+	Share       *share.Board
+	SharePeriod time.Duration
 }
 
 // ConfigFromEnv reads the configuration from the environment variables of
@@ -161,6 +171,9 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 	}
 	cfg.Logger, cfg.Metrics = rt.Logger, rt.Metrics
 	s3c, eb := awsclient.NewS3(rt.AWS), eventbridge.NewFromConfig(rt.AWS)
+	if table := strings.TrimSpace(getenv("CDC_TABLE")); table != "" {
+		cfg.Share = &share.Board{DB: dynamodb.NewFromConfig(rt.AWS), Table: table}
+	}
 	h, err := New(s3c, eb, cfg)
 	if err != nil {
 		return nil, err

@@ -101,6 +101,9 @@ type Output struct {
 	// OverlapSkipped counts lines of the overlap whose version the previous
 	// window had published: not sent again.
 	OverlapSkipped int64 `json:"overlapSkipped"`
+	// ShareLive is the most children of the run the batch shared the
+	// PutEvents share with, itself included (0: not shared).
+	ShareLive int `json:"shareLive,omitempty"`
 }
 
 // S3API is the part of the S3 client the handler uses.
@@ -311,6 +314,7 @@ type batch struct {
 	pub      *publish.Publisher
 	em       *publish.Emitter
 	rec      recorder // the batch's delivered-index object (D4)
+	maxLive  int      // most children sharing the PutEvents share at once (0: not shared)
 	ov       *overlap
 	files    []*fileState
 	outcomes []publish.Outcome // reused buffer
@@ -349,6 +353,9 @@ func (b *batch) run(parent context.Context) error {
 	}
 	b.pub = pub
 	defer func() { _ = pub.Wait() }() // no send outlives the invocation, also on error
+	if stop := b.shareRate(ctx); stop != nil {
+		defer stop()
+	}
 	b.em = &publish.Emitter{
 		Publisher:  pub,
 		ClaimCheck: &publish.ClaimCheck{S3: h.s3, Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID},
@@ -621,6 +628,7 @@ func (b *batch) summary() Output {
 			}
 		}
 	}
+	out.ShareLive = b.maxLive
 	if b.pub != nil {
 		ps := b.pub.Stats()
 		out.ClaimChecked = b.em.ClaimChecked()

@@ -641,3 +641,22 @@ func (p *Publisher) send(ctx context.Context, batch []pending) (st Stats, outs [
 	}
 	return st, outs, nil
 }
+
+// SetRate changes the most PutEvents requests per second the publisher
+// sends from now on (a Map child's share as its siblings start and finish,
+// internal/share). It does nothing for a publisher built without a rate
+// (unlimited) or for a rate ≤ 0.
+func (p *Publisher) SetRate(rate float64) {
+	if p.bucket == nil || rate <= 0 {
+		return
+	}
+	p.bucket.setRate(rate)
+}
+
+// Rate is the publisher's current rate, 0 when unlimited.
+func (p *Publisher) Rate() float64 {
+	if p.bucket == nil {
+		return 0
+	}
+	return p.bucket.currentRate()
+}

@@ -44,3 +44,23 @@ func (b *bucket) wait(ctx context.Context, sleep func(context.Context, time.Dura
 	}
 	return sleep(ctx, d)
 }
+
+// setRate changes the refill rate from now on: the tokens earned so far at
+// the old rate are kept.
+func (b *bucket) setRate(rate float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	b.rate = rate
+}
+
+// currentRate is the refill rate.
+func (b *bucket) currentRate() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rate
+}

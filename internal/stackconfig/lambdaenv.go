@@ -35,8 +35,9 @@ var lambdaVars = map[string][]string{
 	StartExport: {EnvTable, EnvDatastoreID, EnvHealthLakeEndpoint, EnvExportRoleARN, EnvKMSKeyID,
 		EnvRecheckQueueURL, EnvResourceTypes},
 	CheckExport: {EnvTable, EnvDatastoreID, EnvHealthLakeEndpoint, EnvRecheckQueueURL},
-	// The endpoint for the delete scan's history reads.
-	PrepareChange: {EnvHealthLakeEndpoint, EnvKMSKeyID, EnvResourceTypes, EnvExcludeTypes, EnvEventBus,
+	// The endpoint for the delete scan's history reads; the table for the
+	// PutEvents share (internal/share).
+	PrepareChange: {EnvTable, EnvHealthLakeEndpoint, EnvKMSKeyID, EnvResourceTypes, EnvExcludeTypes, EnvEventBus,
 		EnvEventSource, EnvDetailType, EnvMaxEntryBytes, EnvValidate},
 	Reconcile: {EnvTable, EnvDatastoreID, EnvHealthLakeEndpoint, EnvKMSKeyID, EnvResourceTypes, EnvExcludeTypes,
 		EnvEventBus, EnvEventSource, EnvDetailType},

@@ -188,14 +188,16 @@ func pollUntilEnded(ctx context.Context, arn string, describe func(context.Conte
 		out, err := describe(ctx)
 		if err != nil {
 			// A lost connection or a garbled answer is asked again, a few
-			// times in a row at most (a wait of hours outlives them).
+			// times in a row at most, further apart each time (a wait of
+			// hours outlives them; the in-memory network's closed-pipe
+			// fault comes in streaks).
 			if failures++; failures > pollRetries || ctx.Err() != nil {
 				return nil, fmt.Errorf("stack: describe execution %s: %w", arn, err)
 			}
 			select {
 			case <-ctx.Done():
 				return nil, fmt.Errorf("stack: wait for %s: %w", arn, ctx.Err())
-			case <-time.After(pollRetryPause):
+			case <-time.After(min(pollRetryPause<<(failures-1), time.Minute)):
 			}
 			continue
 		}
@@ -212,8 +214,6 @@ func pollUntilEnded(ctx context.Context, arn string, describe func(context.Conte
 	}
 }
 
-// outcomeOf reads an ended execution: failed unless it succeeded; a
-// succeeded one is refined from the run's history item.
 // tookLock reports whether a succeeded execution's output says it held the
 // lock ({"lock": {"acquired": true, ...}}): the answer when its run record
 // could not be read. A refused run ends in Skipped with acquired false.
@@ -226,6 +226,8 @@ func tookLock(out *sfnapi.DescribeExecutionOutput) bool {
 	return json.Unmarshal([]byte(aws.ToString(out.Output)), &o) == nil && o.Lock.Acquired
 }
 
+// outcomeOf reads an ended execution: failed unless it succeeded; a
+// succeeded one is refined from the run's history item.
 func outcomeOf(out *sfnapi.DescribeExecutionOutput) string {
 	if out.Status != sfntypes.ExecutionStatusSucceeded {
 		return report.OutcomeFailed

@@ -58,6 +58,17 @@ func TestEachPrincipalTouchesOnlyItsOwnItemsEndToEnd(t *testing.T) {
 	denied("prepare-change reads an export ledger item", get(iampolicy.PrepareChange, "EXPORT#x", "JOB"))
 	denied("run-lock reads RECONCILE/STATE", get(iampolicy.RunLock, "RECONCILE", "STATE"))
 	denied("reconcile reads an export ledger item", get(iampolicy.Reconcile, "EXPORT#x", "JOB"))
+	beat := func(p iampolicy.Principal, pk string) error {
+		_, err := dynamodb.NewFromConfig(st.principalConfig(p)).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(st.Res.Table), Key: key(pk, "CHILDREN"),
+			UpdateExpression:          aws.String("SET c_x = :t"),
+			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":t": &ddbtypes.AttributeValueMemberN{Value: "1"}},
+		})
+		return err
+	}
+	denied("prepare-change writes an export ledger item as a share beat", beat(iampolicy.PrepareChange, "EXPORT#x"))
+	denied("start-export beats on a run's PutEvents share", beat(iampolicy.StartExport, "RATE#x"))
+	allowed("prepare-change beats on its run's PutEvents share", beat(iampolicy.PrepareChange, "RATE#x"))
 	allowed("start-export reads its ledger", get(iampolicy.StartExport, "EXPORT#x", "JOB"))
 	allowed("run-lock reads RUN/STATE", get(iampolicy.RunLock, "RUN", "STATE"))
 	allowed("reconcile reads RUN/STATE (the checkpoint)", get(iampolicy.Reconcile, "RUN", "STATE"))

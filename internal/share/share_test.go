@@ -1,0 +1,76 @@
+package share_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/share"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+)
+
+func TestOfDividesTheShareAmongLiveChildren(t *testing.T) {
+	for _, c := range []struct {
+		total float64
+		live  int
+		want  float64
+	}{{200, 10, 20}, {200, 2, 100}, {200, 1, 200}, {200, 0, 200}} {
+		if got := share.Of(c.total, c.live); got != c.want {
+			t.Errorf("Of(%v, %d) = %v, want %v", c.total, c.live, got, c.want)
+		}
+	}
+	if share.ChildID("exports/a") == share.ChildID("exports/b") || share.ChildID("exports/a") != share.ChildID("exports/a") {
+		t.Error("ChildID is not a stable name per batch")
+	}
+}
+
+// TestBoardCountsLiveChildren: over real DynamoDB requests (minidyn), beats
+// count the children of one run only, a retried child is counted once, a
+// child that leaves or whose lease expires stops counting.
+func TestBoardCountsLiveChildren(t *testing.T) {
+	env := localaws.StartTest(t)
+	db := dynamodb.NewFromConfig(env.Config())
+	ctx := context.Background()
+	if err := runlock.CreateTable(ctx, db, "cdc"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	b := &share.Board{DB: db, Table: "cdc", Lease: 6 * time.Second, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	beat := func(run, child string) int {
+		t.Helper()
+		n, err := b.Beat(ctx, run, child)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := beat("run-1", "a"); n != 1 {
+		t.Fatalf("first beat: %d live", n)
+	}
+	beat("run-1", "b")
+	beat("run-2", "x") // another run's children do not count
+	if n := beat("run-1", "c"); n != 3 {
+		t.Fatalf("three children: %d live", n)
+	}
+	if n := beat("run-1", "c"); n != 3 {
+		t.Fatalf("a retried child counted twice: %d live", n)
+	}
+	if err := b.Leave(ctx, "run-1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if n := beat("run-1", "a"); n != 2 {
+		t.Fatalf("after b left: %d live", n)
+	}
+	advance(4 * time.Second)
+	beat("run-1", "a") // c last beat 4 s ago: still live
+	advance(3 * time.Second)
+	if n := beat("run-1", "a"); n != 1 {
+		t.Fatalf("c's lease expired 1 s ago: %d live, want only a", n)
+	}
+}
