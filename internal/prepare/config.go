@@ -216,3 +216,22 @@ func (c Config) internalDeadline(ctx context.Context, childEnd time.Time) (conte
 	}
 	return context.WithDeadline(ctx, dl.Add(-c.DeadlineMargin))
 }
+
+// maxPutConcurrency bounds the PutEvents calls one invocation keeps in
+// flight (each holds a request of up to 256 KB).
+const maxPutConcurrency = 32
+
+// putLatencyBudget is the PutEvents round trip the in-flight calls must
+// cover: with n calls in flight an invocation sends at most n ÷ round trip
+// requests a second.
+const putLatencyBudget = 40 * time.Millisecond
+
+// concurrencyFor returns the calls one invocation keeps in flight: enough to
+// reach the rate it may get when it publishes alone under the share
+// (Publish.Rate × MapMaxConcurrency) at a putLatencyBudget round trip, at
+// least configured, at most maxPutConcurrency.
+func (c Config) concurrencyFor(configured int) int {
+	most := c.Publish.Rate * float64(max(c.MapMaxConcurrency, 1))
+	need := int(most*putLatencyBudget.Seconds()) + 1
+	return min(max(configured, need), max(configured, maxPutConcurrency))
+}

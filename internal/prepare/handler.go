@@ -347,6 +347,7 @@ func (b *batch) run(parent context.Context) error {
 	defer cancel()
 	pcfg := h.cfg.Publish
 	pcfg.Rate = h.cfg.RateFor(b.in.BatchCount)
+	pcfg.Concurrency = h.cfg.concurrencyFor(pcfg.Concurrency)
 	pub, err := publish.New(h.eb, pcfg)
 	if err != nil {
 		return fmt.Errorf("prepare-change: %w", err)

@@ -192,3 +192,27 @@ func TestRetryInsideTheMapChildStopsBeforeTheChildEnds(t *testing.T) {
 		t.Fatalf("without childStartTime: %+v %v", out, err)
 	}
 }
+
+// TestConcurrencyCoversTheWholeShare: an invocation keeps enough PutEvents
+// calls in flight to send the whole share alone at a 40 ms round trip,
+// never fewer than configured, at most 32.
+func TestConcurrencyCoversTheWholeShare(t *testing.T) {
+	for _, c := range []struct {
+		rate       float64
+		mapConc    int
+		configured int
+		want       int
+	}{
+		{20, 10, 4, 9},   // quota 400: 200 requests/s × 40 ms = 8, +1
+		{120, 10, 4, 32}, // quota 2,400: 1,200 × 40 ms = 48: capped
+		{2, 10, 4, 4},    // a small share: the configured 4
+		{20, 10, 40, 40}, // configured above the cap stays
+		{0, 10, 4, 4},    // no rate: the configured
+	} {
+		cfg := prepare.Config{MapMaxConcurrency: c.mapConc}
+		cfg.Publish.Rate = c.rate
+		if got := prepare.ConcurrencyFor(cfg, c.configured); got != c.want {
+			t.Errorf("rate %v × %d, configured %d: %d in flight, want %d", c.rate, c.mapConc, c.configured, got, c.want)
+		}
+	}
+}
