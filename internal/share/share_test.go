@@ -23,8 +23,9 @@ func TestOfDividesTheShareAmongLiveChildren(t *testing.T) {
 			t.Errorf("Of(%v, %d) = %v, want %v", c.total, c.live, got, c.want)
 		}
 	}
-	if share.ChildID("exports/a") == share.ChildID("exports/b") || share.ChildID("exports/a") != share.ChildID("exports/a") {
-		t.Error("ChildID is not a stable name per batch")
+	a, again, b := share.ChildID("exports/a"), share.ChildID("exports/a"), share.ChildID("exports/b")
+	if a == b || a != again || len(a) != 16 {
+		t.Errorf("ChildID: %q, %q, %q; want a stable 16-hex name per batch", a, again, b)
 	}
 }
 
