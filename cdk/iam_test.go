@@ -256,7 +256,8 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 	}
 	// S3 writes per role: exactly these prefixes.
 	writes := map[string][]string{
-		"PrepareChangeRole":    {obj(PrefixClaimCheck), obj(PrefixQuarantine), obj(iampolicy.PrefixDelivered)}, // the delivered index (docs/RECONCILE.md)
+		// the delivered index (docs/RECONCILE.md) and the next window's overlap (docs/RUNLOCK.md, "Overlap")
+		"PrepareChangeRole":    {obj(PrefixClaimCheck), obj(PrefixQuarantine), obj(iampolicy.PrefixDelivered), obj(iampolicy.PrefixOverlap)},
 		"CheckExportRole":      {obj(PrefixManifests), obj(PrefixQuarantine)},
 		"HealthLakeExportRole": {obj(PrefixExports)},
 		"StateMachineRole":     {obj(PrefixMapResults)},
@@ -285,12 +286,18 @@ func TestLeastPrivilegePerFunction(t *testing.T) {
 			t.Errorf("%s may write to the bucket: %v", role, got[role])
 		}
 	}
-	// Only the Lambdas that own the RUN record and export ledger touch the table.
+	// Only the Lambdas that own the RUN record and export ledger touch the
+	// table, and prepare-change its run's PutEvents share item (RATE#{runId},
+	// internal/share) with UpdateItem alone.
 	for _, s := range statements() {
 		for _, a := range s.Actions {
 			if strings.HasPrefix(a, "dynamodb:") && s.Effect == "Allow" {
 				switch s.Owner {
 				case "RunLockRole", "StartExportRole", "CheckExportRole", "ReconcileRole": // reconcile: RECONCILE/STATE
+				case "PrepareChangeRole":
+					if a != "dynamodb:UpdateItem" || !leadingKeysOnly(s, iampolicy.PKShare) {
+						t.Errorf("%s may use DynamoDB beyond its share item (%s)", s.Owner, a)
+					}
 				default:
 					t.Errorf("%s may use DynamoDB (%s)", s.Owner, a)
 				}
@@ -489,4 +496,13 @@ func allowsAcross(owner, resource string, actions ...string) bool {
 // built from its fixed name (the same value as its Ref).
 func stateMachineArnText() string {
 	return "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:" + StateMachineName(stackName)
+}
+
+// leadingKeysOnly reports whether s limits DynamoDB to items whose partition
+// key matches pattern: ForAllValues:StringLike on dynamodb:LeadingKeys with
+// only that pattern, and the key required (Null false).
+func leadingKeysOnly(s statement, pattern string) bool {
+	keys := asList(path(s.Raw, "Condition", "ForAllValues:StringLike", iampolicy.LeadingKeys))
+	null := asList(path(s.Raw, "Condition", "Null", iampolicy.LeadingKeys))
+	return len(keys) == 1 && flatten(keys[0]) == pattern && len(null) == 1 && flatten(null[0]) == "false"
 }
