@@ -12,10 +12,12 @@ LAMBDAS   := start-export check-export prepare-change run-lock reconcile
 FUZZTIME  ?= 5s
 BENCHTIME ?= 1x
 # Packages whose code or tests run goroutines, tested again under the race
-# detector by `make test` (test-race; about 2.5 minutes from a cold build
-# cache on 2 cores). The end-to-end packages (local/stack, local/sim) stay
-# out: they take minutes without -race already; run them with
-# `go test -race` by hand when changing their own goroutines.
+# detector by `make ci` (test-race: about 4.5 minutes from a cold build cache
+# on 2 cores — every dependency is compiled a second time with -race, which
+# is why it is CI's step and not part of `make test`). The end-to-end
+# packages (local/stack, local/sim) stay out: they take minutes without
+# -race already; run them with `go test -race` by hand when changing their
+# own goroutines.
 RACE_PKGS := ./internal/publish ./internal/prepare ./internal/deletes ./internal/exportjob ./internal/runlock ./internal/metrics \
 	./local/lambdas ./local/esm ./local/fakeeventbridge ./local/fakesfn ./local/fakehealthlake ./local/localaws ./local/asl \
 	./local/sink ./local/faults
@@ -23,16 +25,24 @@ RACE_PKGS := ./internal/publish ./internal/prepare ./internal/deletes ./internal
 # jsii expects the Node major version here to silence its end-of-life banner.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: all test test-go test-race test-fuzz test-cdk validate-asl lint bench build synth fuzz clean testdata
+.PHONY: all ci test test-go test-race test-fuzz test-cdk validate-asl lint bench build synth fuzz clean testdata
 
 all: build test
 
-## test: unit, emulator and end-to-end tests, the race detector, brief fuzzing, CDK assertions, ASL validation
-test: testdata test-go test-race test-fuzz validate-asl test-cdk
+## test: unit, emulator and end-to-end tests, brief fuzzing, CDK assertions, ASL validation
+test: testdata test-go test-fuzz validate-asl test-cdk
 
+## ci: what CI runs (.ci/run): lint, test, and the race detector
+ci: lint test test-race
+
+# The CDK module's downloads and the ASL validator's npm install need the
+# network, not the CPU: they run beside the Go tests (their output to
+# .tools/prefetch.log), and test-cdk finds them done.
 test-go:
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	@mkdir -p $(TOOLS)
+	@( cd cdk && $(GO) mod download ) > $(TOOLS)/prefetch.log 2>&1 & \
+	( [ -x $(TOOLS)/node_modules/.bin/asl-validator ] || npm install --prefix "$(TOOLS)" --no-audit --no-fund --silent asl-validator@$(ASL_VALIDATOR_VERSION) ) >> $(TOOLS)/prefetch.log 2>&1 & \
+	$(GO) test -count=1 -timeout 20m ./...; rc=$$?; wait; exit $$rc
 
 ## test-race: the packages that run goroutines (RACE_PKGS) under the race detector
 test-race:

@@ -366,3 +366,45 @@ func (s *Set) Has(v Version) bool {
 
 // Len is the number of versions in the set.
 func (s *Set) Len() int { return len(s.m) }
+
+// FastPathPrefix is where the fast path (internal/fastpath) records the
+// versions it published from HealthLake's Subscription notifications, one
+// object per invocation; the windows read them to skip what the fast path
+// already delivered (docs/FASTPATH.md).
+const FastPathPrefix = "fastpath/"
+
+// fastPathHour names an hour's folder under FastPathPrefix.
+const fastPathHour = "2006-01-02T15"
+
+// FastPathHourPrefix is the folder of the fast-path objects written in the
+// hour (UTC) of t: "fastpath/{YYYY-MM-DDTHH}/".
+func FastPathHourPrefix(t time.Time) string {
+	return FastPathPrefix + t.UTC().Format(fastPathHour) + "/"
+}
+
+// FastPathKey is the object one fast-path invocation writes at t, named by
+// unique (its request id): "fastpath/{YYYY-MM-DDTHH}/{t in RFC 3339 with
+// milliseconds}-{sha-256 of unique, first 16 hex}.tsv.gz". Keys sort by
+// write time within an hour, so a reader can start after a time
+// (FastPathStartAfter).
+func FastPathKey(t time.Time, unique string) string {
+	sum := sha256.Sum256([]byte(unique))
+	return FastPathHourPrefix(t) + events.FormatTime(t) + "-" + hex.EncodeToString(sum[:8]) + ".tsv.gz"
+}
+
+// FastPathStartAfter is the ListObjectsV2 StartAfter that skips the objects
+// of from's hour written before from.
+func FastPathStartAfter(from time.Time) string {
+	return FastPathHourPrefix(from) + events.FormatTime(from)
+}
+
+// FastPathHours returns the hour folders holding objects written in
+// [from, to], oldest first (at least from's).
+func FastPathHours(from, to time.Time) []string {
+	from, to = from.UTC().Truncate(time.Hour), to.UTC()
+	out := []string{FastPathHourPrefix(from)}
+	for h := from.Add(time.Hour); !h.After(to); h = h.Add(time.Hour) {
+		out = append(out, FastPathHourPrefix(h))
+	}
+	return out
+}

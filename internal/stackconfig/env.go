@@ -20,6 +20,10 @@ const (
 	EnvMaxWindow           = "CDC_MAX_WINDOW"
 	EnvReconcilePartitions = "CDC_RECONCILE_PARTITIONS"
 	EnvWindowDeletes       = "CDC_WINDOW_DELETES"
+	// EnvFastPath ("true") tells prepare-change that the Subscriptions fast
+	// path runs: windows skip what it delivered and count what it missed
+	// (docs/FASTPATH.md).
+	EnvFastPath = "CDC_FAST_PATH"
 )
 
 // Env returns the environment variables of the named Lambda that come from
