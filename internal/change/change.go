@@ -2,8 +2,9 @@
 // an event, is skipped because its meta.lastUpdated lies outside the run's
 // window, is dropped by the resource-type filter, is skipped as a repeat of
 // a version the previous window already published (KindRepeat, decided by
-// prepare-change), or is quarantined with a reason. Every line ends as
-// exactly one of these.
+// prepare-change), is skipped because the Subscriptions fast path already
+// published its version (KindFastPath, decided by prepare-change), or is
+// quarantined with a reason. Every line ends as exactly one of these.
 package change
 
 import (
@@ -29,10 +30,13 @@ const (
 	// KindRepeat: the line's version lies in the run's overlap and the
 	// previous window already published it; it is skipped, not sent again.
 	KindRepeat
+	// KindFastPath: the Subscriptions fast path already published the
+	// line's version (docs/FASTPATH.md); it is skipped, not sent again.
+	KindFastPath
 )
 
 // String returns the kind's name as used in counts: "event", "outsideWindow",
-// "filtered" or "quarantined".
+// "filtered", "quarantined", "overlapSkipped" or "fastPathSkipped".
 func (k Kind) String() string {
 	switch k {
 	case KindEvent:
@@ -45,6 +49,8 @@ func (k Kind) String() string {
 		return "quarantined"
 	case KindRepeat:
 		return "overlapSkipped"
+	case KindFastPath:
+		return "fastPathSkipped"
 	}
 	return "unknown"
 }
@@ -189,7 +195,7 @@ func IsTypeName(s string) bool {
 
 // Counts tallies the outcomes of the lines of one file. Lines counts
 // non-blank lines (each ends as exactly one of Events, OutsideWindow, OverlapSkipped,
-// Filtered, Quarantined); Blank counts blank lines, which carry nothing.
+// FastPathSkipped, Filtered, Quarantined); Blank counts blank lines, which carry nothing.
 type Counts struct {
 	Lines         int64 `json:"lines"`
 	Events        int64 `json:"events"`
@@ -198,7 +204,9 @@ type Counts struct {
 	Quarantined   int64 `json:"quarantined"`
 	// OverlapSkipped counts KindRepeat lines.
 	OverlapSkipped int64 `json:"overlapSkipped"`
-	Blank          int64 `json:"blank"`
+	// FastPathSkipped counts KindFastPath lines.
+	FastPathSkipped int64 `json:"fastPathSkipped"`
+	Blank           int64 `json:"blank"`
 }
 
 // Add counts one non-blank line of kind k.
@@ -215,10 +223,12 @@ func (c *Counts) Add(k Kind) {
 		c.Quarantined++
 	case KindRepeat:
 		c.OverlapSkipped++
+	case KindFastPath:
+		c.FastPathSkipped++
 	}
 }
 
 // Balanced reports whether every counted line ended as exactly one outcome.
 func (c Counts) Balanced() bool {
-	return c.Lines == c.Events+c.OutsideWindow+c.Filtered+c.Quarantined+c.OverlapSkipped
+	return c.Lines == c.Events+c.OutsideWindow+c.Filtered+c.Quarantined+c.OverlapSkipped+c.FastPathSkipped
 }

@@ -235,3 +235,16 @@ func TestRepeatsBalanceTheCounts(t *testing.T) {
 		t.Errorf("KindRepeat.String() = %q", KindRepeat.String())
 	}
 }
+
+func TestFastPathSkipsBalanceTheCounts(t *testing.T) {
+	var c Counts
+	for _, k := range []Kind{KindFastPath, KindEvent, KindFastPath, KindRepeat, KindFastPath} {
+		c.Add(k)
+	}
+	if c.FastPathSkipped != 3 || c.OverlapSkipped != 1 || c.Events != 1 || c.Lines != 5 || !c.Balanced() {
+		t.Errorf("counts %+v: want 3 fast-path-skipped, 1 overlap-skipped of 5 lines, balanced", c)
+	}
+	if KindFastPath.String() != "fastPathSkipped" {
+		t.Errorf("KindFastPath.String() = %q", KindFastPath.String())
+	}
+}

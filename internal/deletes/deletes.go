@@ -60,7 +60,11 @@ type Input struct {
 	Export      events.ExportRef `json:"export"`
 	RunID       string           `json:"runId"`
 	ExecutionID string           `json:"executionId,omitempty"`
-	Cursor      *Cursor          `json:"cursor"`
+	// Continues: the run continues the committed window before it
+	// (runlock's acquire), so the deletes the fast path published are
+	// skipped; after a replay they are published again on purpose.
+	Continues bool    `json:"continues,omitempty"`
+	Cursor    *Cursor `json:"cursor"`
 }
 
 // Cursor is where a scan stands: the types still to read, each with the
@@ -93,6 +97,12 @@ type Totals struct {
 	// NeverAnnounced counts resources created and deleted inside the
 	// window: no export saw them, no delete goes out.
 	NeverAnnounced int64 `json:"neverAnnounced"`
+	// FastPathSkipped counts deletes the Subscriptions fast path had
+	// already published (docs/FASTPATH.md): recorded, not sent again.
+	// FastPathMissed counts the deletes published while the fast path's
+	// record was consulted: deletions it did not deliver in time.
+	FastPathSkipped int64 `json:"fastPathSkipped,omitempty"`
+	FastPathMissed  int64 `json:"fastPathMissed,omitempty"`
 }
 
 // Output is an invocation's answer: done, or the cursor to call again with.
@@ -120,8 +130,13 @@ type Config struct {
 	Publish publish.Config
 	// Bucket and KMSKeyID: where the delivered-index object is written.
 	Bucket, KMSKeyID string
-	Logger           *slog.Logger
-	Metrics          *metrics.Recorder
+	// FastPath, when set, returns the versions the Subscriptions fast path
+	// published since the window's since (nil: consult nothing); the scan
+	// skips those deletes (docs/FASTPATH.md). prepare-change sets it when
+	// CDC_FAST_PATH is on.
+	FastPath func(ctx context.Context, since time.Time, continues bool) (*delivered.Set, error)
+	Logger   *slog.Logger
+	Metrics  *metrics.Recorder
 }
 
 // DefaultPageSize is the `_count` of a history page unless configured.
@@ -219,6 +234,11 @@ func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 	}
 	s := &scan{f: f, in: in, pub: pub, pubCtx: parent, seen: map[string]bool{}, totals: cur.Totals}
 	next := s.run(ctx, cur.Pending)
+	if s.err == nil && len(s.found) > 0 && f.cfg.FastPath != nil {
+		if s.fast, err = f.cfg.FastPath(ctx, in.Window.Since, in.Continues); err != nil {
+			s.err = fmt.Errorf("delete scan: the fast path's record objects: %w", err)
+		}
+	}
 	if s.err == nil {
 		if err := s.publishAll(); err != nil {
 			s.err = err
@@ -256,6 +276,7 @@ type scan struct {
 	progress int64 // pages read by this invocation
 	err      error
 	detail   []byte
+	fast     *delivered.Set // what the fast path published; nil: not consulted
 }
 
 // run reads the pending types' history with bounded parallelism until they
@@ -429,6 +450,15 @@ func (s *scan) publish(e healthlake.HistoryEntry) error {
 // publishAll publishes the queued deletes; the caller flushes.
 func (s *scan) publishAll() error {
 	for _, e := range s.found {
+		rec := delivered.Entry{Type: e.ResourceType, ID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated, Deleted: true}
+		if s.fast != nil {
+			if s.fast.Has(delivered.Version{Type: e.ResourceType, ID: e.ID, VersionID: e.VersionID}) {
+				s.totals.FastPathSkipped++
+				s.record = append(s.record, rec)
+				continue
+			}
+			s.totals.FastPathMissed++
+		}
 		d := events.Deletion{ResourceType: e.ResourceType, ResourceID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated,
 			Window: s.in.Window, Export: s.in.Export}
 		s.detail = events.AppendDeleteDetail(s.detail[:0], d)
@@ -436,7 +466,7 @@ func (s *scan) publishAll() error {
 			return fmt.Errorf("delete scan: publish a delete of a %s: %w", e.ResourceType, err)
 		}
 		s.totals.Deletes++
-		s.record = append(s.record, delivered.Entry{Type: e.ResourceType, ID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated, Deleted: true})
+		s.record = append(s.record, rec)
 	}
 	return nil
 }
@@ -492,7 +522,8 @@ func (f *Finder) observe(in Input, out Output, took time.Duration, err error) {
 	if f.cfg.Logger != nil {
 		log := logging.Run(f.cfg.Logger, in.ExecutionID, in.RunID, in.Export.JobID, in.Window.String())
 		attrs := []any{"done", out.Done, "types", out.Totals.Types, "pages", out.Totals.Pages, "entries", out.Totals.Entries,
-			"deletes", out.Totals.Deletes, "outsideWindow", out.Totals.Outside, "neverAnnounced", out.Totals.NeverAnnounced, "durationMs", took.Milliseconds()}
+			"deletes", out.Totals.Deletes, "outsideWindow", out.Totals.Outside, "neverAnnounced", out.Totals.NeverAnnounced,
+			"fastPathSkipped", out.Totals.FastPathSkipped, "fastPathMissed", out.Totals.FastPathMissed, "durationMs", took.Milliseconds()}
 		if out.Cursor != nil {
 			attrs = append(attrs, "typesPending", len(out.Cursor.Pending))
 		}
@@ -509,5 +540,15 @@ func (f *Finder) observe(in Input, out Output, took time.Duration, err error) {
 		}
 		props := map[string]any{"executionId": in.ExecutionID, "runId": in.RunID, "jobId": in.Export.JobID, "operation": events.OperationDelete}
 		_ = f.cfg.Metrics.Emit([]metrics.Value{metrics.Count(metrics.EventsPublished, out.Totals.Deletes-prev)}, nil, props)
+		if f.cfg.FastPath != nil && in.Continues {
+			var prevSkipped, prevMissed int64
+			if in.Cursor != nil {
+				prevSkipped, prevMissed = in.Cursor.Totals.FastPathSkipped, in.Cursor.Totals.FastPathMissed
+			}
+			_ = f.cfg.Metrics.Emit([]metrics.Value{
+				metrics.Count(metrics.FastPathSkipped, out.Totals.FastPathSkipped-prevSkipped),
+				metrics.Count(metrics.FastPathMissed, out.Totals.FastPathMissed-prevMissed),
+			}, nil, props)
+		}
 	}
 }

@@ -351,3 +351,60 @@ func (f *failingHistory) TypeHistoryPage(ctx context.Context, ds, typ string, si
 	}
 	return f.api.TypeHistoryPage(ctx, ds, typ, since, count, next)
 }
+
+// TestFindSkipsTheDeletesTheFastPathPublished: with the fast path's record
+// consulted (a run that continues the committed window), a delete whose
+// version the fast path published is recorded in the delivered index but
+// not published again, and the others count as missed by the fast path;
+// after a replay (continues false) every delete goes out again.
+func TestFindSkipsTheDeletesTheFastPathPublished(t *testing.T) {
+	r := newRig(t)
+	r.load("Patient", "p1")
+	r.load("Patient", "p2")
+	since := r.mark()
+	viaFast := r.del("Patient", "p1")
+	missed := r.del("Patient", "p2")
+	w := events.Window{Since: since, Until: r.mark()}
+	var asked []bool
+	fast := func(_ context.Context, from time.Time, continues bool) (*delivered.Set, error) {
+		asked = append(asked, continues)
+		if !continues || !from.Equal(since) {
+			return nil, nil
+		}
+		set := &delivered.Set{}
+		parts := strings.Split(viaFast, "/")
+		set.Add(delivered.Entry{Type: parts[0], ID: parts[1], VersionID: parts[3]})
+		return set, nil
+	}
+	f, err := deletes.New(r.hc, r.eb, r.s3, deletes.Config{
+		Types: []string{"Patient"}, Publish: publish.Config{EventBus: bus}, Bucket: bucket, FastPath: fast,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := input(w, nil)
+	in.Continues = true
+	out, err := f.Find(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.published(w); strings.Join(got, " ") != missed {
+		t.Errorf("published %v, want only %s (the fast path published %s)", got, missed, viaFast)
+	}
+	if out.Totals.Deletes != 1 || out.Totals.FastPathSkipped != 1 || out.Totals.FastPathMissed != 1 {
+		t.Errorf("totals %+v: want 1 delete published (missed by the fast path), 1 skipped", out.Totals)
+	}
+	if rec := r.recorded("run-1", 0); len(rec) != 2 {
+		t.Errorf("delivered index holds %d entries, want both deletes (consumers have both)", len(rec))
+	}
+
+	r.sink.Reset()
+	in.Continues, in.RunID = false, "run-2"
+	out, err = f.Find(context.Background(), in)
+	if err != nil || out.Totals.Deletes != 2 || out.Totals.FastPathSkipped != 0 || out.Totals.FastPathMissed != 0 {
+		t.Fatalf("after a replay: %+v, %v; want both deletes published again", out.Totals, err)
+	}
+	if len(asked) != 2 || !asked[0] || asked[1] {
+		t.Errorf("the fast path was asked with continues %v, want [true false]", asked)
+	}
+}

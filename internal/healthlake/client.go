@@ -448,8 +448,8 @@ func (c *Client) once(ctx context.Context, method, path string, query url.Values
 	if body != nil {
 		req.Header.Set("Content-Type", "application/fhir+json")
 	}
-	if method == http.MethodPost {
-		req.Header.Set("Prefer", "respond-async")
+	if p := preferHeader(ctx, method); p != "" {
+		req.Header.Set("Prefer", p)
 	}
 	if method == http.MethodGet && (strings.Contains(path, "/_history") || strongRead(ctx)) {
 		req.Header.Set(HistoryConsistencyHeader, "strong")
@@ -471,5 +471,6 @@ func (c *Client) once(ctx context.Context, method, path string, query url.Values
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("read answer: %w", err)
 	}
+	keepAnswerHeader(ctx, resp.Header)
 	return resp.StatusCode, respBody, errorType(resp.Header.Get("X-Amzn-ErrorType")), nil
 }

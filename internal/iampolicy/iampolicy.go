@@ -31,6 +31,12 @@ const (
 	// reconciliation state machine's (docs/RECONCILE.md).
 	Reconcile             Principal = "reconcile"
 	ReconcileStateMachine Principal = "reconcile-state-machine"
+	// FastPath is the fast-path Lambda's role (internal/fastpath), which
+	// turns HealthLake's Subscription notifications into change events;
+	// FastPathSetup the role that creates the SubscriptionTopic and the
+	// Subscription in the data store (docs/FASTPATH.md).
+	FastPath      Principal = "fast-path"
+	FastPathSetup Principal = "fast-path-setup"
 )
 
 // Principals lists every principal, Lambdas first.
@@ -47,8 +53,15 @@ func Lambdas() []Principal { return []Principal{StartExport, CheckExport, Prepar
 // only when those fields are set (a stack that deploys no reconciliation).
 func ReconcilePrincipals() []Principal { return []Principal{Reconcile, ReconcileStateMachine} }
 
-// All lists the pipeline's principals and the reconciliation's.
-func All() []Principal { return append(Principals(), ReconcilePrincipals()...) }
+// FastPathPrincipals lists the Subscriptions fast path's principals; their
+// statements need the FastPath* fields of Resources.
+func FastPathPrincipals() []Principal { return []Principal{FastPath, FastPathSetup} }
+
+// All lists the pipeline's principals, the reconciliation's and the fast
+// path's.
+func All() []Principal {
+	return append(append(Principals(), ReconcilePrincipals()...), FastPathPrincipals()...)
+}
 
 // Conditions is an IAM Condition block: operator → key → values.
 type Conditions map[string]map[string][]string
@@ -101,7 +114,15 @@ type Resources struct {
 	// set or all empty (no reconciliation deployed).
 	ReconcileFunctionARN, ReconcileStateMachineARN       string
 	ReconcileExecutionsARN, ReconcileMapRunExecutionsARN string
+
+	// FastPathQueueARN is the queue the fast-path Lambda consumes: HealthLake's
+	// Subscription notifications, routed from the notification bus
+	// (docs/FASTPATH.md). Set only where the fast path is deployed.
+	FastPathQueueARN string
 }
+
+// HasFastPath reports whether the fast path's resources are set.
+func (r Resources) HasFastPath() bool { return r.FastPathQueueARN != "" }
 
 // HasReconcile reports whether the reconciliation's resources are set.
 func (r Resources) HasReconcile() bool {
@@ -125,6 +146,8 @@ const (
 	// last overlap of its window, which the next window skips as repeats
 	// (docs/RUNLOCK.md, "Overlap").
 	PrefixOverlap = "overlap/"
+	// PrefixFastPath holds the fast path's record objects (docs/FASTPATH.md).
+	PrefixFastPath = "fastpath/"
 )
 
 // Partition-key values of the table's items by owner (docs/ARCHITECTURE.md,
@@ -357,8 +380,47 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 			{Sid: "ManageMapRuns", Actions: []string{"states:DescribeExecution", "states:StopExecution"}, Resources: []string{r.ReconcileExecutionsARN, r.ReconcileMapRunExecutionsARN},
 				NotExercised: "the Distributed Map's child executions run inside the local interpreter, not through DescribeExecution/StopExecution"},
 		}
+	case FastPath:
+		out = []Statement{
+			logs(),
+			consume(r.FastPathQueueARN),
+			// The queue, claim-checks and its record objects are under the
+			// stack's key.
+			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
+			{Sid: "PublishChanges", Actions: []string{"events:PutEvents"}, Resources: []string{r.EventBusARN}},
+			// What it published, one object per invocation (the windows read
+			// them to skip those versions), and claim-checks of large
+			// resources.
+			{Sid: "WriteRecords", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixFastPath), r.Objects(PrefixClaimCheck)}},
+			// An id-only notification (or a full-resource one over 256 KB,
+			// which HealthLake sends id-only) is read back by version: vread
+			// is VersionReadResource in the Service Authorization Reference.
+			{Sid: "ReadVersions", Actions: []string{"healthlake:VersionReadResource"}, Resources: []string{r.DatastoreARN}},
+		}
+	case FastPathSetup:
+		out = []Statement{
+			logs(),
+			// SubscriptionTopic and Subscription are FHIR resources of the
+			// data store: created, read (status), updated and deleted with
+			// the generic FHIR actions (HealthLake has no subscription
+			// actions of its own), found by search.
+			{Sid: "ManageSubscription", Actions: []string{
+				"healthlake:CreateResource", "healthlake:ReadResource", "healthlake:UpdateResource",
+				"healthlake:DeleteResource", "healthlake:SearchWithGet",
+			}, Resources: []string{r.DatastoreARN}},
+		}
 	default:
 		return nil, fmt.Errorf("iampolicy: unknown principal %q", p)
+	}
+	if p == PrepareChange && r.HasFastPath() {
+		// A window skips what the fast path published: it lists and reads
+		// the fast path's record objects of its span (docs/FASTPATH.md).
+		out = append(out,
+			Statement{Sid: "ReadFastPathRecords", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixFastPath)}},
+			Statement{
+				Sid: "ListFastPathRecords", Actions: []string{"s3:ListBucket"}, Resources: []string{r.BucketARN},
+				Conditions: Conditions{"StringLike": {"s3:prefix": {PrefixFastPath + "*"}}},
+			})
 	}
 	if r.HasReconcile() && (r.ReconcileFunctionARN == "" || r.ReconcileStateMachineARN == "" ||
 		r.ReconcileExecutionsARN == "" || r.ReconcileMapRunExecutionsARN == "") {

@@ -11,7 +11,7 @@ import (
 func testResources() Resources {
 	arn := func(svc, res string) string { return "arn:aws:" + svc + ":us-east-1:111122223333:" + res }
 	logs := map[Principal]string{}
-	for _, p := range append(Lambdas(), Reconcile) {
+	for _, p := range append(append(Lambdas(), Reconcile), FastPathPrincipals()...) {
 		logs[p] = arn("logs", "log-group:/aws/lambda/"+string(p)+":*")
 	}
 	return Resources{
@@ -24,6 +24,7 @@ func testResources() Resources {
 		ExportRoleARN: "arn:aws:iam::111122223333:role/export", LogGroupARNs: logs,
 		ReconcileFunctionARN: arn("lambda", "function:reconcile"), ReconcileStateMachineARN: arn("states", "stateMachine:rec"),
 		ReconcileExecutionsARN: arn("states", "execution:rec:*"), ReconcileMapRunExecutionsARN: arn("states", "execution:rec/*"),
+		FastPathQueueARN: arn("sqs", "fast-path"),
 	}
 }
 

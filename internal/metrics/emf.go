@@ -42,6 +42,12 @@ const (
 	// OverlapSkipped counts lines of a window's overlap not published again
 	// because the previous window had published their version.
 	OverlapSkipped = "OverlapSkipped"
+	// FastPathSkipped counts exported lines a window did not publish
+	// because the Subscriptions fast path had (docs/FASTPATH.md);
+	// FastPathMissed the versions a window published that the fast path had
+	// not delivered by then — lost, late or never notified (its alarm).
+	FastPathSkipped = "FastPathSkipped"
+	FastPathMissed  = "FastPathMissed"
 )
 
 // Units used by the pipeline's metrics.

@@ -70,6 +70,15 @@ type Config struct {
 	// (CDC_WINDOW_DELETES=false): the action "deletes" answers done at
 	// once, and deletions reach consumers through the reconciliation only.
 	NoWindowDeletes bool
+	// FastPath (CDC_FAST_PATH=true): the Subscriptions fast path runs
+	// (docs/FASTPATH.md). A window that continues the committed one skips
+	// the versions the fast path recorded (fastPathSkipped) and counts what
+	// it publishes as FastPathMissed; the delete scan skips the deletes the
+	// fast path published.
+	FastPath bool
+	// Now is the clock that bounds the fast path's record objects read (the
+	// newest a window may meet are written now); nil: time.Now.
+	Now func() time.Time
 	// Share, when set, divides the Map's whole PutEvents share (Publish.Rate
 	// × MapMaxConcurrency) among the run's children publishing at once:
 	// each beats on the board every SharePeriod (share.DefaultPeriod when
@@ -128,6 +137,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("prepare-change configuration: CDC_WINDOW_DELETES=%q is not true or false", s)
 		}
 		cfg.NoWindowDeletes = !on
+	}
+	if s := strings.TrimSpace(getenv("CDC_FAST_PATH")); s != "" {
+		on, err := strconv.ParseBool(s)
+		if err != nil {
+			return Config{}, fmt.Errorf("prepare-change configuration: CDC_FAST_PATH=%q is not true or false", s)
+		}
+		cfg.FastPath = on
 	}
 	if s := strings.TrimSpace(getenv("CDC_MAP_MAX_CONCURRENCY")); s != "" {
 		n, err := strconv.Atoi(s)

@@ -72,8 +72,8 @@ const MaxListedQuarantineKeys = 10
 // Output is the summary of one invocation, totals over its files. It holds
 // counts and a bounded list of keys only, so it stays far below the 256 KiB
 // state limit for any batch. Lines counts non-blank lines; each ends as
-// exactly one of Events, OutsideWindow, OverlapSkipped, Filtered and
-// Quarantined.
+// exactly one of Events, OutsideWindow, OverlapSkipped, FastPathSkipped,
+// Filtered and Quarantined.
 type Output struct {
 	Files         int64 `json:"files"`
 	Lines         int64 `json:"lines"`
@@ -101,6 +101,12 @@ type Output struct {
 	// OverlapSkipped counts lines of the overlap whose version the previous
 	// window had published: not sent again.
 	OverlapSkipped int64 `json:"overlapSkipped"`
+	// FastPathSkipped counts lines whose version the Subscriptions fast path
+	// had published (docs/FASTPATH.md): not sent again. FastPathMissed
+	// counts the events a window published while it consulted the fast
+	// path's record: versions the fast path did not deliver in time.
+	FastPathSkipped int64 `json:"fastPathSkipped,omitempty"`
+	FastPathMissed  int64 `json:"fastPathMissed,omitempty"`
 	// ShareLive is the most children of the run the batch shared the
 	// PutEvents share with, itself included (0: not shared).
 	ShareLive int `json:"shareLive,omitempty"`
@@ -132,6 +138,7 @@ func (h *Handler) EnableDeleteScan(hl deletes.HistoryAPI) error {
 	f, err := deletes.New(hl, h.eb, h.s3, deletes.Config{
 		Types: h.cfg.ScanTypes(), DeadlineMargin: h.cfg.DeadlineMargin, Publish: pcfg,
 		Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID, Logger: h.cfg.Logger, Metrics: h.cfg.Metrics,
+		FastPath: h.FastPathSet,
 	})
 	if err != nil {
 		return fmt.Errorf("prepare-change: %w", err)
@@ -316,6 +323,7 @@ type batch struct {
 	rec      recorder // the batch's delivered-index object (D4)
 	maxLive  int      // most children sharing the PutEvents share at once (0: not shared)
 	ov       *overlap
+	fp       *delivered.Set // what the fast path published; nil: not consulted
 	files    []*fileState
 	outcomes []publish.Outcome // reused buffer
 	free     []*lineRef        // tokens whose event was accepted, for reuse
@@ -366,6 +374,9 @@ func (b *batch) run(parent context.Context) error {
 	}
 	if b.ov, err = h.overlapOf(ctx, b.in); err != nil {
 		return b.failure(parent, ctx, err)
+	}
+	if b.fp, err = h.FastPathSet(ctx, b.in.Window.Since, b.in.Continues && b.in.Checkpoint != nil); err != nil {
+		return b.failure(parent, ctx, &ReadFailed{Err: fmt.Errorf("prepare-change: the fast path's record objects: %w", err)})
 	}
 	defer func() {
 		for _, fs := range b.files {
@@ -453,6 +464,19 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 			}
 			if repeat {
 				kind = change.KindRepeat
+			}
+		}
+		if kind == change.KindEvent && b.fp != nil && b.fp.Has(delivered.Version{Type: line.ResourceType, ID: line.ID, VersionID: versionID}) {
+			// Delivered by the fast path: recorded as delivered (the
+			// reconciliation reads the index) and kept for the next
+			// window's overlap, not published again.
+			kind = change.KindFastPath
+			e := delivered.Entry{Type: line.ResourceType, ID: line.ID, VersionID: versionID, LastUpdated: line.LastUpdated}
+			if err := b.rec.add(e); err != nil {
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: delivered index of s3://%s/%s line %d: %w", f.Bucket, f.Key, line.Number, err)}
+			}
+			if err := b.ov.keep(e.Type, e.ID, e.VersionID, e.LastUpdated); err != nil {
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of s3://%s/%s line %d: %w", f.Bucket, f.Key, line.Number, err)}
 			}
 		}
 		if kind == change.KindEvent {
@@ -618,6 +642,7 @@ func (b *batch) summary() Output {
 		out.OutsideWindow += c.OutsideWindow
 		out.Quarantined += c.Quarantined
 		out.OverlapSkipped += c.OverlapSkipped
+		out.FastPathSkipped += c.FastPathSkipped
 		out.Filtered += c.Filtered
 		out.Blank += fs.blank
 		out.Bytes += fs.bytes
@@ -628,6 +653,9 @@ func (b *batch) summary() Output {
 				out.QuarantineKeys = append(out.QuarantineKeys, fs.key)
 			}
 		}
+	}
+	if b.fp != nil {
+		out.FastPathMissed = out.Events
 	}
 	out.ShareLive = b.maxLive
 	if b.pub != nil {
@@ -653,7 +681,8 @@ func (h *Handler) observe(in Input, out Output, perType map[string]int64, took t
 	if h.cfg.Logger != nil {
 		log := logging.Run(h.cfg.Logger, in.ExecutionID, in.RunID, in.Export.JobID, in.Window.String())
 		attrs := []any{"files", out.Files, "lines", out.Lines, "events", out.Events, "outsideWindow", out.OutsideWindow,
-			"quarantined", out.Quarantined, "overlapSkipped", out.OverlapSkipped, "claimChecked", out.ClaimChecked, "putEventsCalls", out.PutEventsCalls,
+			"quarantined", out.Quarantined, "overlapSkipped", out.OverlapSkipped, "fastPathSkipped", out.FastPathSkipped,
+			"fastPathMissed", out.FastPathMissed, "claimChecked", out.ClaimChecked, "putEventsCalls", out.PutEventsCalls,
 			"entriesRetried", out.EntriesRetried, "throttled", out.Throttled, "bytes", out.Bytes, "durationMs", took.Milliseconds()}
 		if err != nil {
 			log.Error("prepare-change failed", append(attrs, "error", err.Error())...)
@@ -678,6 +707,12 @@ func (h *Handler) observe(in Input, out Output, perType map[string]int64, took t
 		metrics.Count(metrics.ClaimChecks, out.ClaimChecked),
 		metrics.Count(metrics.OverlapSkipped, out.OverlapSkipped),
 	}, nil, props)
+	if h.cfg.FastPath {
+		_ = h.cfg.Metrics.Emit([]metrics.Value{
+			metrics.Count(metrics.FastPathSkipped, out.FastPathSkipped),
+			metrics.Count(metrics.FastPathMissed, out.FastPathMissed),
+		}, nil, props)
+	}
 	types := make([]string, 0, len(perType))
 	for t := range perType {
 		types = append(types, t)

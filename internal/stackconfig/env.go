@@ -40,6 +40,7 @@ func (c Config) Env(name string) map[string]string {
 			// fewer children than MaxConcurrency (prepare.Config.RateFor).
 			EnvMapMaxConcurrency: strconv.Itoa(c.MapMaxConcurrency),
 			EnvWindowDeletes:     strconv.FormatBool(c.WindowDeletes),
+			EnvFastPath:          strconv.FormatBool(c.FastPath),
 		}
 	case CheckExport:
 		return map[string]string{
@@ -66,6 +67,8 @@ func (c Config) Env(name string) map[string]string {
 			EnvPutEventsRate:       strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
 			EnvReconcilePartitions: strconv.Itoa(c.ReconcilePartitions),
 		}
+	case FastPath:
+		return map[string]string{EnvPutEventsRate: strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64)}
 	case RunLock:
 		return map[string]string{
 			EnvLockLease: dur(c.Lease()),

@@ -41,6 +41,10 @@ var lambdaVars = map[string][]string{
 		EnvEventSource, EnvDetailType, EnvMaxEntryBytes, EnvValidate},
 	Reconcile: {EnvTable, EnvDatastoreID, EnvHealthLakeEndpoint, EnvKMSKeyID, EnvResourceTypes, EnvExcludeTypes,
 		EnvEventBus, EnvEventSource, EnvDetailType},
+	// The fast path publishes as prepare-change does, reads versions back
+	// from the data store, and records what it published under the key.
+	FastPath: {EnvDatastoreID, EnvHealthLakeEndpoint, EnvKMSKeyID, EnvResourceTypes, EnvExcludeTypes, EnvEventBus,
+		EnvEventSource, EnvDetailType, EnvMaxEntryBytes},
 }
 
 // value is the Resources field a variable of lambdaVars takes.

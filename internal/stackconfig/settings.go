@@ -60,6 +60,8 @@ func (c *Config) fields() []field {
 		field{"DeliveredExpiryDays", "lifecycle expiry of delivered/ (what the reconciliation reads back), in days", &c.DeliveredExpiryDays},
 		field{"ReconcileExpiryDays", "lifecycle expiry of reconcile/ (the reconciliation's own objects and index), in days", &c.ReconcileExpiryDays},
 		field{"WindowDeletes", "true: every window publishes the deletions in it from the types' HealthLake history; false: only the reconciliation publishes deletes", &c.WindowDeletes},
+		field{"FastPath", "true deploys the HealthLake Subscriptions fast path: changes published within seconds, the windows skip what it delivered (docs/FASTPATH.md)", &c.FastPath},
+		field{"FastPathPayload", "the fast path Subscription's payload: full-resource or id-only (every version read back with vread)", &c.FastPathPayload},
 		field{"ReservedConcurrency", "true reserves concurrency for every Lambda (ReservedConcurrencyTotal: 31 with the defaults); the account's concurrency quota must exceed that by 100", &c.ReservedConcurrency},
 	)
 }

@@ -30,6 +30,11 @@ const (
 	// Reconcile is the reconciliation's Lambda (docs/RECONCILE.md); it is
 	// not one of Lambdas(), which are the pipeline's four.
 	Reconcile = "reconcile"
+	// FastPath is the Subscriptions fast path's Lambda (docs/FASTPATH.md),
+	// deployed only when the FastPath setting is on; FastPathSetup the
+	// custom resource that creates its SubscriptionTopic and Subscription.
+	FastPath      = "fast-path"
+	FastPathSetup = "fast-path-setup"
 )
 
 // Limits AWS documents, which Validate enforces.
@@ -173,6 +178,21 @@ type Config struct {
 	// reconciliation: the fallback for a data store whose type-level
 	// history is unavailable.
 	WindowDeletes bool
+
+	// FastPath deploys the Subscriptions fast path (docs/FASTPATH.md): a
+	// HealthLake Subscription on the pipeline's types delivers each change
+	// to a notification bus within seconds, the fast-path Lambda publishes
+	// it as the v1 event, and every window skips what it delivered and
+	// counts what it missed (FastPathMissed). Off by default.
+	FastPath bool
+	// FastPathPayload is the Subscription's payload content: "full-resource"
+	// (the resource rides in the notification; over 256 KB HealthLake sends
+	// it id-only) or "id-only" (every version is read back with vread).
+	FastPathPayload string
+	// FastPathFunction is the fast-path Lambda (an SQS event-source
+	// mapping's consumer: its queue's visibility timeout is 6 × its timeout);
+	// FastPathSetupFunction the custom resource that keeps the Subscription.
+	FastPathFunction, FastPathSetupFunction Function
 }
 
 // DefaultPutEventsQuota is the lowest default PutEvents quota that
@@ -217,9 +237,12 @@ func Default() Config {
 		ReconcileHour:       3,
 		ReconcileTimeZone:   "UTC",
 
-		DeliveredExpiryDays: 35,
-		ReconcileExpiryDays: 30,
-		WindowDeletes:       true,
+		DeliveredExpiryDays:   35,
+		ReconcileExpiryDays:   30,
+		WindowDeletes:         true,
+		FastPathPayload:       "full-resource",
+		FastPathFunction:      Function{Timeout: 60 * time.Second, MemoryMB: 512},
+		FastPathSetupFunction: Function{Timeout: 120 * time.Second, MemoryMB: 256},
 	}
 }
 
@@ -313,6 +336,10 @@ func (c Config) Function(name string) (Function, bool) {
 		return c.RunLock, true
 	case Reconcile:
 		return c.Reconcile, true
+	case FastPath:
+		return c.FastPathFunction, true
+	case FastPathSetup:
+		return c.FastPathSetupFunction, true
 	}
 	return Function{}, false
 }
@@ -409,6 +436,9 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
+	if c.FastPathPayload != "full-resource" && c.FastPathPayload != "id-only" {
+		bad("FastPathPayload %q: want full-resource or id-only (the payloads HealthLake documents)", c.FastPathPayload)
+	}
 	for _, name := range Lambdas() {
 		fn, _ := c.Function(name)
 		switch {

@@ -147,7 +147,8 @@ func (e *Emulator) runDelete(j *deleteJob) {
 			continue
 		}
 		cur := ds.current(ri)
-		ds.appendVersion(ri, version{ms: e.stamp(cur.ms), vid: cur.vid + 1, prev: ds.res[ri].last, res: ri})
+		v := ds.appendVersion(ri, version{ms: e.stamp(cur.ms), vid: cur.vid + 1, prev: ds.res[ri].last, res: ri})
+		e.subsWritten(ds, ri, v, nil, false)
 	}
 	j.deleted = len(sel)
 }

@@ -20,6 +20,10 @@
 //     ListFHIRDatastores and DescribeFHIRDatastore of the SDK's
 //     service/healthlake client.
 //   - SigV4 verification of every request against the configured credentials.
+//   - FHIR Subscriptions (R5 Backport topic-based, EventBridge channel;
+//     subscriptions.go): activation with a handshake, one notification per
+//     matching write through Options.OnNotification, with modelled delay,
+//     drops, duplicates and retries, moved on by Tick, Advance and RunJobs.
 //
 // Jobs advance lazily: every request (and Advance) moves each unfinished job
 // on when its ProcessingDelay has passed, so there is no background goroutine.
@@ -156,6 +160,19 @@ type Options struct {
 	// Endpoint is the base URL of DatastoreEndpoint (…/datastore/{id}/r4/);
 	// default https://healthlake.{Region}.amazonaws.com.
 	Endpoint string
+
+	// OnNotification, when set, receives every FHIR Subscription
+	// notification (handshakes and event bundles) as the EventBridge event
+	// HealthLake puts on the Subscription's bus (channel.endpoint); an
+	// error is a failed delivery (a handshake's puts the Subscription in
+	// error, an event bundle's is retried). It is called without the
+	// emulator's lock, from Tick, Advance and RunJobs. Nil turns the
+	// subscription model off: Subscriptions are stored but never activated
+	// (their status stays "requested") and nothing is sent.
+	OnNotification func(Notification) error
+	// Subscriptions configure the subscription model (delays, faults,
+	// retries, payload limits; see SubscriptionOptions).
+	Subscriptions SubscriptionOptions
 }
 
 // Emulator is an http.Handler serving the HealthLake APIs the pipeline uses.
@@ -191,6 +208,9 @@ type Emulator struct {
 	deleteJobs     map[string]*deleteJob
 	deleteOrder    []*deleteJob
 	pendingDeletes []*deleteJob
+
+	// subs is the FHIR Subscription model (subscriptions.go).
+	subs subscriptions
 }
 
 type jobFault struct {
@@ -269,6 +289,7 @@ func New(opts Options) *Emulator {
 		jobByID:    map[string]*job{},
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		deleteJobs: map[string]*deleteJob{},
+		subs:       newSubscriptions(opts.Subscriptions),
 	}
 	e.noHistory = typeSet(opts.HistoryOptOut)
 	for _, id := range opts.Datastores {

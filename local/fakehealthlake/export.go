@@ -163,8 +163,11 @@ func (e *Emulator) prune() {
 // IN_PROGRESS when the slot is free, IN_PROGRESS → COMPLETED (files
 // written) or the injected outcome, CANCEL_SUBMITTED → CANCEL_IN_PROGRESS →
 // CANCEL_COMPLETED (or CANCEL_FAILED); and each $erase or $bulk-delete job
-// SUBMITTED → IN_PROGRESS → COMPLETED (deleting as it completes).
+// SUBMITTED → IN_PROGRESS → COMPLETED (deleting as it completes). Like
+// Tick, it then runs the FHIR Subscription model (not forced: only what is
+// due).
 func (e *Emulator) Advance(ctx context.Context) error {
+	defer e.runSubscriptions()
 	defer e.flushEvents()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -173,8 +176,11 @@ func (e *Emulator) Advance(ctx context.Context) error {
 
 // Tick moves on every job whose time has come (what any request does), so
 // that jobs finish, and their events are sent, when the model says rather
-// than at the next request. cdc-local calls it on a timer.
+// than at the next request. cdc-local calls it on a timer. It also runs the
+// FHIR Subscription model: due activations (handshakes) and due
+// notifications, handed to Options.OnNotification without the lock.
 func (e *Emulator) Tick(ctx context.Context) {
+	defer e.runSubscriptions()
 	defer e.flushEvents()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -182,8 +188,9 @@ func (e *Emulator) Tick(ctx context.Context) {
 }
 
 // RunJobs advances jobs (export, $erase, $bulk-delete) until none is
-// unfinished (at most 100 steps).
+// unfinished (at most 100 steps), then runs the due FHIR Subscription work.
 func (e *Emulator) RunJobs(ctx context.Context) error {
+	defer e.runSubscriptions()
 	defer e.flushEvents()
 	e.mu.Lock()
 	defer e.mu.Unlock()

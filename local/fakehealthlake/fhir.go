@@ -157,7 +157,9 @@ func (d *Datastore) deleteLocked(typ, id string) *version {
 		return nil
 	}
 	cur := d.current(ri)
-	return d.appendVersion(ri, version{ms: d.e.stamp(cur.ms), vid: cur.vid + 1, prev: d.res[ri].last, res: ri})
+	v := d.appendVersion(ri, version{ms: d.e.stamp(cur.ms), vid: cur.vid + 1, prev: d.res[ri].last, res: ri})
+	d.e.subsWritten(d, ri, v, nil, false)
+	return v
 }
 
 // appendVersion adds v to the log as ri's newest version; the caller holds e.mu.
@@ -220,6 +222,9 @@ func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, b
 		if err := validators[typ](body); err != nil {
 			return nil, false, badRequest{"invalid " + typ + ": " + err.Error()}
 		}
+		if err := d.e.checkSubscriptionWrite(d, typ, id, ms); err != nil {
+			return nil, false, err
+		}
 	}
 	if len(d.vers) >= math.MaxInt32 || len(d.res) >= math.MaxInt32 {
 		return nil, false, errors.New("data store is full")
@@ -248,6 +253,7 @@ func (d *Datastore) put(typ, id string, body []byte, validate bool) (*version, b
 		d.index.insert(d.res, ri)
 	}
 	v := d.appendVersion(ri, version{ms: stamp, off: off, n: uint32(len(out)), vid: vid, prev: prev, res: ri})
+	d.e.subsWritten(d, ri, v, out, created)
 	return v, created, nil
 }
 
@@ -471,6 +477,7 @@ func (d *Datastore) HardDelete(resourceType, id string) bool {
 // $erase, a hard $bulk-delete): its versions stay in the log, marked by
 // the entry's gone, until its type's log is compacted. The caller holds e.mu.
 func (d *Datastore) eraseLocked(ri int32) {
+	d.e.subsErased(d, ri)
 	d.res[ri].gone = true
 	d.index.forget()
 	n := 0

@@ -159,6 +159,7 @@ func (d *Datastore) Restore(r io.Reader) error {
 	old := d.bodies
 	d.index, d.res, d.vers, d.byType, d.bodies = nd.index, nd.res, nd.vers, nd.byType, nd.bodies
 	d.e.commitStamp(newest)
+	d.e.subsReset(d.id)
 	if err := old.close(); err != nil {
 		return fmt.Errorf("restore %s: close the empty body store: %w", d.id, err)
 	}

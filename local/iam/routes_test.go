@@ -107,8 +107,9 @@ func TestGrantedActionsAreReachable(t *testing.T) {
 		EventBusARN: "e", StateMachineARN: "sm", ExecutionsARN: "x", MapRunExecutionsARN: "y", RunLockFunctionARN: "f1",
 		PrepareChangeFunctionARN: "f2", ExportRoleARN: "r", LogGroupARNs: map[iampolicy.Principal]string{},
 		ReconcileFunctionARN: "f3", ReconcileStateMachineARN: "sm2", ReconcileExecutionsARN: "x2", ReconcileMapRunExecutionsARN: "y2",
+		FastPathQueueARN: "q3",
 	}
-	for _, p := range append(iampolicy.Lambdas(), iampolicy.Reconcile) {
+	for _, p := range append(append(iampolicy.Lambdas(), iampolicy.Reconcile), iampolicy.FastPathPrincipals()...) {
 		res.LogGroupARNs[p] = "lg-" + string(p)
 	}
 	for _, p := range iampolicy.All() {
@@ -248,8 +249,9 @@ func TestEachPrincipalTouchesOnlyItsOwnItems(t *testing.T) {
 		ExportRoleARN: "arn:aws:iam::111122223333:role/export", LogGroupARNs: map[iampolicy.Principal]string{},
 		ReconcileFunctionARN: arn("lambda", "function:rec"), ReconcileStateMachineARN: arn("states", "stateMachine:rec"),
 		ReconcileExecutionsARN: arn("states", "execution:rec:*"), ReconcileMapRunExecutionsARN: arn("states", "execution:rec/*"),
+		FastPathQueueARN: arn("sqs", "fast-path"),
 	}
-	for _, p := range append(iampolicy.Lambdas(), iampolicy.Reconcile) {
+	for _, p := range append(append(iampolicy.Lambdas(), iampolicy.Reconcile), iampolicy.FastPathPrincipals()...) {
 		res.LogGroupARNs[p] = arn("logs", "log-group:"+string(p)+":*")
 	}
 	m := testMapper()

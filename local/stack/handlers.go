@@ -3,6 +3,8 @@ package stack
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
@@ -32,6 +34,7 @@ func (s *Stack) lambdaEnv(name string) map[string]string {
 		RecheckQueueURL:    s.Res.RecheckQueueURL,
 		EventBus:           s.Res.Bus,
 		Validate:           "json",
+		ResourceTypes:      s.resourceTypes(),
 		SafetyLag:          lag.String(),
 		InitialCheckpoint:  s.initialCheckpoint().Format("2006-01-02T15:04:05.000Z07:00"),
 	})
@@ -39,7 +42,20 @@ func (s *Stack) lambdaEnv(name string) map[string]string {
 	env["AWS_ENDPOINT_URL"] = s.Env.URL
 	env[stackconfig.EnvRecheckDelay] = s.opts.RecheckDelay.String()
 	env[stackconfig.EnvRecheckMaxDelay] = (4 * s.opts.RecheckDelay).String()
+	if name == stackconfig.PrepareChange {
+		env[stackconfig.EnvFastPath] = strconv.FormatBool(s.opts.FastPath)
+	}
 	return env
+}
+
+// resourceTypes is the pipeline's type filter (CDC_RESOURCE_TYPES): none,
+// or with the fast path its Subscription's types — the CDK app refuses a
+// fast path without ResourceTypes, and the Subscription covers exactly them.
+func (s *Stack) resourceTypes() string {
+	if !s.opts.FastPath {
+		return ""
+	}
+	return strings.Join(s.fastPathTypes(), ",")
 }
 
 // deployedConfig is the deployed configuration with this stack's PutEvents

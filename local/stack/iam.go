@@ -2,6 +2,7 @@ package stack
 
 import (
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"slices"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/local/iam"
@@ -27,11 +28,16 @@ func (s *Stack) stateMachineName() string { return s.opts.Name }
 func (s *Stack) PolicyResources() iampolicy.Resources {
 	env, sm := s.Env, s.stateMachineName()
 	logs := map[iampolicy.Principal]string{}
-	for _, p := range append(iampolicy.Lambdas(), iampolicy.Reconcile) {
+	for _, p := range append(append(iampolicy.Lambdas(), iampolicy.Reconcile), iampolicy.FastPathPrincipals()...) {
 		logs[p] = env.ARN("logs", "log-group:/aws/lambda/"+s.opts.Name+"-"+string(p)+":*")
 	}
 	rsm := s.reconcileMachineName()
+	var fastQueue string
+	if s.opts.FastPath {
+		fastQueue = env.ARN("sqs", s.fastPathQueue())
+	}
 	return iampolicy.Resources{
+		FastPathQueueARN:         fastQueue,
 		BucketARN:                "arn:aws:s3:::" + s.Res.Bucket,
 		TableARN:                 env.ARN("dynamodb", "table/"+s.Res.Table),
 		KeyARN:                   s.keyARN(),
@@ -61,7 +67,8 @@ func (s *Stack) setupIAM() error {
 	res := s.PolicyResources()
 	keys := map[string]string{}
 	for _, arn := range []string{res.BucketARN, res.TableARN, res.StartQueueARN, res.RecheckQueueARN,
-		s.Env.ARN("sqs", s.opts.Name+"-start-dlq"), s.Env.ARN("sqs", s.opts.Name+"-recheck-dlq")} {
+		s.Env.ARN("sqs", s.opts.Name+"-start-dlq"), s.Env.ARN("sqs", s.opts.Name+"-recheck-dlq"),
+		s.Env.ARN("sqs", s.fastPathQueue()), s.Env.ARN("sqs", s.fastPathQueue()+"-dlq")} {
 		keys[arn] = s.keyARN()
 	}
 	mode := iam.Enforce
@@ -76,6 +83,9 @@ func (s *Stack) setupIAM() error {
 	s.IAM.AddAdmin(localaws.AccessKeyID)
 	s.IAM.AddAdmin(localaws.ConventionalAccessKeyID)
 	for _, p := range iampolicy.All() {
+		if slices.Contains(iampolicy.FastPathPrincipals(), p) && !res.HasFastPath() {
+			continue // not deployed without the fast path
+		}
 		stmts, err := iampolicy.Policy(p, res)
 		if err != nil {
 			return err

@@ -106,6 +106,7 @@ func (s *Stack) startMappings(ctx context.Context) {
 		s.esms = append(s.esms, mp)
 		s.esmNames = append(s.esmNames, m.fn)
 	}
+	s.startFastPathMapping(ctx, dup)
 }
 
 func lastSegment(u string) string {

@@ -185,6 +185,17 @@ type Options struct {
 	// Latency is the per-call latency model (docs/LOCAL.md, "Latency
 	// model"); nil or Off: none (tests). cdc-local and the simulator set it.
 	Latency *localaws.LatencyConfig
+	// FastPath deploys the Subscriptions fast path (docs/FASTPATH.md): the
+	// notification bus, its rule and queue, the fast-path Lambda, and a
+	// SubscriptionTopic and Subscription on FastPathTypes (default: the
+	// generator's types) with FastPathPayload (default full-resource).
+	// Subscriptions is the HealthLake emulator's subscription model
+	// (activation delay, notification delay, drops, duplicates; all
+	// modelled, docs/LOCAL.md).
+	FastPath        bool
+	FastPathPayload string
+	FastPathTypes   []string
+	Subscriptions   fakehealthlake.SubscriptionOptions
 }
 
 func (o *Options) defaults() {
@@ -239,6 +250,9 @@ type Resources struct {
 	// HealthLakeEndpoint is the base URL of the HealthLake emulator (the
 	// stack's endpoint).
 	HealthLakeEndpoint string
+	// FastPathQueueURL and FastPathDLQURL feed the fast-path Lambda (only
+	// with Options.FastPath).
+	FastPathQueueURL, FastPathDLQURL string
 }
 
 // Stack is the running pipeline.
@@ -403,10 +417,19 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if err := s.createEventRules(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.createFastPath(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.registerHandlers(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.registerFastPath(); err != nil {
+		return nil, err
+	}
 	if err := s.createStateMachine(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.ensureSubscription(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.seed(ctx); err != nil {
@@ -482,6 +505,8 @@ func (s *Stack) startEmulators() error {
 		BulkDeleteDelay:  s.opts.BulkDeleteDelay,
 		Endpoint:         env.URL,
 		OnJobEvent:       s.onJobEvent,
+		OnNotification:   s.fastPathNotifier(),
+		Subscriptions:    s.opts.Subscriptions,
 		// Seeded resources meet the bar of a real HealthLake write.
 		ValidateOnLoad: !s.opts.TrustedLoads,
 		Now:            s.clock.Now,

@@ -1,0 +1,442 @@
+// Package fastpath is the fast-path consumer: a Lambda fed by an SQS queue
+// (event source mapping with partial batch responses) whose messages are the
+// EventBridge events HealthLake's FHIR Subscription puts on an internal bus
+// (source "healthlake", detail-type "FHIR Subscription Notification"). For
+// each resource version a notification announces it publishes the
+// pipeline's v1 event to the pipeline's bus with the eventId the export
+// path gives the same version ({type}/{id}/_history/{versionId}), so a
+// consumer deduplicates the two paths' deliveries, and it records what it
+// published (one delivered-index object per invocation under fastpath/) so
+// the export path's windows can skip it.
+//
+// A full-resource notification is published with the resource's bytes as
+// received; an id-only one is read back with a FHIR vread: the version's
+// bytes make an upsert, a 410 Gone a delete. Anything the fast path does not
+// recognise exactly is not published but counted (FastPathUnrecognized):
+// the export path delivers every version anyway, so the fast path fails
+// closed. A message whose versions were not all accepted by EventBridge (or
+// whose record could not be written) is reported in BatchItemFailures and
+// comes again: its versions are published again with the same eventIds.
+package fastpath
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+)
+
+// Metric names of the fast path (EMF, dimension Pipeline only). One record
+// per invocation.
+const (
+	// MetricPublished counts the versions EventBridge accepted, deletes included.
+	MetricPublished = "FastPathPublished"
+	// MetricDeletes counts the delete events among them.
+	MetricDeletes = "FastPathDeletes"
+	// MetricUnrecognized counts messages, notification events and bundle
+	// entries not recognised exactly, left to the export path.
+	MetricUnrecognized = "FastPathUnrecognized"
+	// MetricVReads counts the version reads of id-only notifications.
+	MetricVReads = "FastPathVReads"
+	// MetricClaimChecked counts the resources stored as claim-checks.
+	MetricClaimChecked = "FastPathClaimChecked"
+	// MetricFailed counts the messages reported in BatchItemFailures (they
+	// come again).
+	MetricFailed = "FastPathFailed"
+	// MetricLagSeconds is the largest lag of the invocation's published
+	// versions: the time of publishing less the version's lastUpdated (a
+	// delete's: its notification's timestamp). The maximum, not a sum, so
+	// that an alarm on it bounds every version; emitted only when a version
+	// was published.
+	MetricLagSeconds = "FastPathLagSeconds"
+)
+
+// Reasons the handler adds to those of Parse. They name causes, never values.
+const (
+	ReasonOtherDatastore  = "subscriptionUrl names another data store than CDC_DATASTORE_ID"
+	ReasonVersionNotFound = "the announced version was not found (HTTP 404): not visible yet, or erased"
+	ReasonReadMismatch    = "the version read is not one JSON object of the announced resourceType, id and meta.versionId with a meta.lastUpdated"
+	ReasonTooLarge        = "the event exceeds the PutEvents size limit even with a resourceRef"
+)
+
+// Handler is the fast-path Lambda handler. Safe for concurrent use: each
+// invocation has its own publisher, emitter and record.
+type Handler struct {
+	s3  S3API
+	eb  publish.PutEventsAPI
+	hl  VersionReader
+	cfg Config
+}
+
+// Handle processes one SQS batch: it parses each message, publishes the
+// versions it announces (one publisher for the batch), waits for their
+// outcomes, writes the invocation's record object and reports in
+// BatchItemFailures every message with a version not accepted, or, when the
+// record object cannot be written, every message with a published version.
+// Unrecognised messages, handshakes and heartbeats are counted and done. It
+// returns an error (the whole batch comes again) only when no publisher can
+// be built.
+func (h *Handler) Handle(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+	start := time.Now()
+	pub, err := publish.New(h.eb, h.cfg.Publish)
+	if err != nil {
+		return lambdaevents.SQSEventResponse{}, fmt.Errorf("fast path: %w", err)
+	}
+	inv := &invocation{h: h, pub: pub, byID: map[string]*version{}, reasons: map[string]int64{}}
+	inv.em = &publish.Emitter{Publisher: pub, ClaimCheck: &publish.ClaimCheck{S3: h.s3, Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID}}
+	work, cancel := h.internalDeadline(ctx)
+	for _, rec := range ev.Records {
+		inv.message(work, rec)
+	}
+	if err := pub.Flush(work); err != nil {
+		inv.fail(fmt.Errorf("fast path: publish: %w", err))
+	}
+	cancel()
+	inv.settle()
+	inv.writeRecord(ctx, requestID(ctx))
+	resp := lambdaevents.SQSEventResponse{BatchItemFailures: []lambdaevents.SQSBatchItemFailure{}}
+	for _, m := range inv.msgs {
+		if m.failed {
+			inv.c.failedMessages++
+			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: m.id})
+		}
+	}
+	h.observe(inv, time.Since(start))
+	return resp, nil
+}
+
+// internalDeadline bounds ctx by its deadline less the margin.
+func (h *Handler) internalDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok || h.cfg.DeadlineMargin < 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, dl.Add(-h.cfg.DeadlineMargin))
+}
+
+// requestID is the invocation's Lambda request id, else a random id.
+func requestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// counts are an invocation's tallies (the log line and the metrics).
+type counts struct {
+	messages, handshakes, heartbeats int64
+	changes                          int64 // versions announced by recognised notifications
+	published, deletes               int64
+	unrecognized, filtered           int64
+	duplicates                       int64 // versions announced again within the invocation
+	vreads                           int64
+	failedVersions, failedMessages   int64
+	lagMax                           time.Duration
+}
+
+// message is one SQS message of the batch.
+type message struct {
+	id        string
+	failed    bool // report in BatchItemFailures
+	published bool // a version of it is in the record
+}
+
+// version is one version handed to the publisher, and its token: the
+// messages that announced it wait on its outcome.
+type version struct {
+	entry    delivered.Entry
+	at       time.Time // lastUpdated (a delete's: its notification's timestamp)
+	msgs     []*message
+	settled  bool
+	accepted bool
+}
+
+// invocation is one batch's work.
+type invocation struct {
+	h       *Handler
+	pub     *publish.Publisher
+	em      *publish.Emitter
+	msgs    []*message
+	byID    map[string]*version // by eventId: each version published once per invocation
+	order   []*version
+	stopped bool // the publisher failed: nothing more is sent
+	detail  []byte
+	rec     record
+	key     string // the record object, once written
+	c       counts
+	reasons map[string]int64
+	err     error // the first failure
+}
+
+func (inv *invocation) skip(reason string) {
+	inv.c.unrecognized++
+	inv.reasons[reason]++
+}
+
+func (inv *invocation) fail(err error) {
+	if inv.err == nil {
+		inv.err = err
+	}
+}
+
+// message parses one SQS message and hands its versions to the publisher.
+func (inv *invocation) message(ctx context.Context, rec lambdaevents.SQSMessage) {
+	cfg := inv.h.cfg
+	m := &message{id: rec.MessageId}
+	inv.msgs = append(inv.msgs, m)
+	inv.c.messages++
+	n, err := Parse([]byte(rec.Body))
+	if err != nil {
+		var ue *UnrecognizedError
+		if errors.As(err, &ue) {
+			inv.skip(ue.Reason)
+		} else {
+			inv.skip(err.Error())
+		}
+		return
+	}
+	switch n.Type {
+	case TypeHandshake:
+		inv.c.handshakes++
+		return
+	case TypeHeartbeat:
+		inv.c.heartbeats++
+		return
+	}
+	if n.DatastoreID != cfg.DatastoreID {
+		inv.skip(ReasonOtherDatastore)
+		return
+	}
+	for _, r := range n.Unrecognized {
+		inv.skip(r)
+	}
+	exp := events.ExportRef{DatastoreID: cfg.DatastoreID, JobID: "Subscription/" + n.SubscriptionID}
+	for _, c := range n.Changes {
+		inv.c.changes++
+		if !cfg.Filter.Allows(c.ResourceType) {
+			inv.c.filtered++
+			continue
+		}
+		if inv.stopped || ctx.Err() != nil {
+			m.failed = true // the rest comes again
+			if ctx.Err() != nil {
+				inv.fail(fmt.Errorf("fast path: stopped %v before the invocation's deadline: %w", cfg.DeadlineMargin, ctx.Err()))
+			}
+			return
+		}
+		if err := inv.change(ctx, m, c, exp); err != nil {
+			m.failed = true
+			inv.fail(err)
+			return
+		}
+	}
+}
+
+// change publishes one announced version: a full resource as an upsert, a
+// deletion as a delete, an id-only version as what reading it shows.
+func (inv *invocation) change(ctx context.Context, m *message, c Change, exp events.ExportRef) error {
+	if v, ok := inv.byID[c.EventID()]; ok {
+		v.msgs = append(v.msgs, m) // the same version in another message: one event
+		inv.c.duplicates++
+		return nil
+	}
+	switch {
+	case c.Operation == OperationDelete:
+		return inv.publishDelete(ctx, m, c, exp)
+	case !c.NeedsRead():
+		return inv.publishUpsert(ctx, m, c, c.LastUpdated, c.Resource, exp)
+	}
+	inv.c.vreads++
+	body, err := inv.h.hl.VRead(ctx, inv.h.cfg.DatastoreID, c.ResourceType, c.ID, c.VersionID)
+	var gone *healthlake.VersionGoneError
+	switch {
+	case errors.As(err, &gone) && gone.Deleted():
+		// HealthLake keeps a deletion as a version of the history: the
+		// announced version is that deletion.
+		c.Operation = OperationDelete
+		return inv.publishDelete(ctx, m, c, exp)
+	case errors.As(err, &gone):
+		// 404 is no proof of a deletion (an erased resource, a version
+		// not visible yet): the export path, the delete scan or the
+		// reconciliation decide.
+		inv.skip(ReasonVersionNotFound)
+		return nil
+	case err != nil:
+		return fmt.Errorf("fast path: read an announced %s version: %w", c.ResourceType, err)
+	}
+	body = bytes.TrimSpace(body)
+	f, err := fhir.Peek(body)
+	if err != nil || !isObject(body) || f.ResourceType != c.ResourceType || f.ID != c.ID || f.VersionID != c.VersionID || !isInstant(f.LastUpdated) {
+		inv.skip(ReasonReadMismatch)
+		return nil
+	}
+	return inv.publishUpsert(ctx, m, c, f.LastUpdated, body, exp)
+}
+
+// publishUpsert emits the v1 upsert of one version whose resource is raw:
+// inline, or claim-checked when too large.
+func (inv *invocation) publishUpsert(ctx context.Context, m *message, c Change, lastUpdated string, raw []byte, exp events.ExportRef) error {
+	at, err := events.ParseTime(lastUpdated)
+	if err != nil { // checked by Parse and change: unreachable
+		inv.skip(ReasonEntryFields)
+		return nil
+	}
+	v := &version{entry: delivered.Entry{Type: c.ResourceType, ID: c.ID, VersionID: c.VersionID, LastUpdated: lastUpdated}, at: at, msgs: []*message{m}}
+	inv.em.Window, inv.em.Export = InstantWindow(at), exp
+	_, err = inv.em.Emit(ctx, events.Resource{ResourceType: c.ResourceType, ID: c.ID, VersionID: c.VersionID, LastUpdated: lastUpdated, Raw: raw}, v)
+	return inv.queued(v, err)
+}
+
+// publishDelete adds the v1 delete of one version: the deletion's version,
+// at its notification's timestamp.
+func (inv *invocation) publishDelete(ctx context.Context, m *message, c Change, exp events.ExportRef) error {
+	at, err := events.ParseTime(c.Timestamp)
+	if err != nil { // checked by Parse: unreachable
+		inv.skip(ReasonTimestamp)
+		return nil
+	}
+	v := &version{entry: delivered.Entry{Type: c.ResourceType, ID: c.ID, VersionID: c.VersionID, LastUpdated: c.Timestamp, Deleted: true}, at: at, msgs: []*message{m}}
+	inv.detail = events.AppendDeleteDetail(inv.detail[:0], events.Deletion{
+		ResourceType: c.ResourceType, ResourceID: c.ID, VersionID: c.VersionID, LastUpdated: c.Timestamp,
+		Window: InstantWindow(at), Export: exp,
+	})
+	return inv.queued(v, inv.pub.Add(ctx, inv.detail, v))
+}
+
+// queued keeps v, handed to the publisher with err as the answer: v waits
+// for its outcome (none comes for an entry never sent: it fails).
+func (inv *invocation) queued(v *version, err error) error {
+	var tooLarge *publish.EntryTooLargeError
+	if errors.As(err, &tooLarge) {
+		inv.skip(ReasonTooLarge) // nothing stored or queued
+		return nil
+	}
+	inv.byID[events.EventID(v.entry.Type, v.entry.ID, v.entry.VersionID)] = v
+	inv.order = append(inv.order, v)
+	if err == nil {
+		return nil
+	}
+	if inv.pub.Wait() != nil {
+		inv.stopped = true // the publisher sends nothing more
+	}
+	return fmt.Errorf("fast path: publish a %s version: %w", v.entry.Type, err)
+}
+
+// settle takes the outcomes: an accepted version goes to the record, a
+// version without an accepted outcome fails its messages.
+func (inv *invocation) settle() {
+	for _, o := range inv.pub.Outcomes(nil) {
+		v := o.Token.(*version)
+		v.settled, v.accepted = true, o.Code == ""
+	}
+	now := inv.h.cfg.Now()
+	for _, v := range inv.order {
+		if !v.accepted {
+			inv.c.failedVersions++
+			for _, m := range v.msgs {
+				m.failed = true
+			}
+			continue
+		}
+		inv.c.published++
+		if v.entry.Deleted {
+			inv.c.deletes++
+		}
+		inv.c.lagMax = max(inv.c.lagMax, now.Sub(v.at))
+		inv.rec.add(v.entry)
+		for _, m := range v.msgs {
+			m.published = true
+		}
+	}
+}
+
+// writeRecord writes the invocation's record object (nothing when nothing
+// was published). When it cannot be written every message with a published
+// version fails: they come again and are published and recorded again (the
+// same eventIds; a window may publish them too: duplicates, never a loss).
+func (inv *invocation) writeRecord(ctx context.Context, unique string) {
+	if len(inv.rec.entries) == 0 {
+		return
+	}
+	cfg := inv.h.cfg
+	key := delivered.FastPathKey(cfg.Now(), unique)
+	if err := inv.rec.write(ctx, inv.h.s3, cfg.Bucket, cfg.KMSKeyID, key); err != nil {
+		for _, m := range inv.msgs {
+			if m.published {
+				m.failed = true
+			}
+		}
+		inv.fail(err)
+		return
+	}
+	inv.key = key
+}
+
+// InstantWindow is the window of a fast-path event: the instant of its
+// version, (until − 1 ms, until] with until = at rounded up to the
+// millisecond, so that at lies in it.
+func InstantWindow(at time.Time) events.Window {
+	until := at.UTC().Truncate(time.Millisecond)
+	if until.Before(at) {
+		until = until.Add(time.Millisecond)
+	}
+	return events.Window{Since: until.Add(-time.Millisecond), Until: until}
+}
+
+// observe writes the invocation's log line (counts only) and metrics.
+func (h *Handler) observe(inv *invocation, took time.Duration) {
+	c := inv.c
+	ps := inv.pub.Stats()
+	claimChecked := inv.em.ClaimChecked()
+	if h.cfg.Logger != nil {
+		attrs := []any{"messages", c.messages, "handshakes", c.handshakes, "heartbeats", c.heartbeats, "changes", c.changes,
+			"published", c.published, "deletes", c.deletes, "unrecognized", c.unrecognized, "filtered", c.filtered,
+			"duplicates", c.duplicates, "vreads", c.vreads, "claimChecked", claimChecked, "failedVersions", c.failedVersions,
+			"failedMessages", c.failedMessages, "putEventsCalls", ps.Calls, "entriesRetried", ps.Retried,
+			"lagSecondsMax", c.lagMax.Seconds(), "durationMs", took.Milliseconds()}
+		if len(inv.reasons) > 0 {
+			attrs = append(attrs, "unrecognizedReasons", inv.reasons)
+		}
+		if inv.key != "" {
+			attrs = append(attrs, "record", inv.key)
+		}
+		if inv.err != nil || c.failedMessages > 0 {
+			if inv.err != nil {
+				attrs = append(attrs, "error", inv.err.Error()) // errors name types and counts, never a resource
+			}
+			h.cfg.Logger.Warn("fast path: messages will come again", attrs...)
+		} else {
+			h.cfg.Logger.Info("fast path", attrs...)
+		}
+	}
+	if h.cfg.Metrics == nil {
+		return
+	}
+	values := []metrics.Value{
+		metrics.Count(MetricPublished, c.published),
+		metrics.Count(MetricDeletes, c.deletes),
+		metrics.Count(MetricUnrecognized, c.unrecognized),
+		metrics.Count(MetricVReads, c.vreads),
+		metrics.Count(MetricClaimChecked, claimChecked),
+		metrics.Count(MetricFailed, c.failedMessages),
+	}
+	if c.published > 0 {
+		values = append(values, metrics.Seconds(MetricLagSeconds, c.lagMax))
+	}
+	_ = h.cfg.Metrics.Emit(values, nil, map[string]any{"messages": c.messages, "filtered": c.filtered, "handshakes": c.handshakes})
+}

@@ -1,0 +1,375 @@
+package subscription
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/cfn"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
+)
+
+// The custom resource's properties (its ResourceProperties). CloudFormation
+// passes every scalar as a string.
+const (
+	// PropDatastoreID is the data store id.
+	PropDatastoreID = "DatastoreId"
+	// PropTypes are the resource types: a comma-separated string or a list.
+	PropTypes = "Types"
+	// PropBusARN is the notification bus's ARN.
+	PropBusARN = "BusArn"
+	// PropPayload is full-resource or id-only; default full-resource.
+	PropPayload = "Payload"
+	// PropName is the pipeline name.
+	PropName = "Name"
+)
+
+// The custom resource's Data (Fn::GetAtt attributes).
+const (
+	AttrSubscriptionID = "SubscriptionId"
+	AttrTopicID        = "TopicId"
+	AttrStatus         = "Status"
+)
+
+// FailedCreatePrefix starts the PhysicalResourceId of a Create that failed
+// before a Subscription was made (followed by the request id): the Delete
+// of its rollback removes whatever the pipeline has.
+const FailedCreatePrefix = "create-failed-"
+
+// EnvHealthLakeEndpoint names the HealthLake endpoint's variable; without
+// it the region's public endpoint is used.
+const EnvHealthLakeEndpoint = "CDC_HEALTHLAKE_ENDPOINT"
+
+// CustomResource is the fast-path-setup Lambda: the CloudFormation custom
+// resource that keeps the pipeline's SubscriptionTopic and Subscription.
+// Create and Update run Ensure, Delete runs Remove; the answer goes to the
+// event's ResponseURL. The PhysicalResourceId is the Subscription's id
+// (FailedCreatePrefix and the request id for a Create that made none):
+// it stays the same across updates that keep the Subscription, and a new
+// one (a replaced Subscription) makes CloudFormation send a Delete for the
+// old id, which removes nothing while the pipeline has another
+// Subscription (Ensure deleted the old one already). Data holds
+// SubscriptionId, TopicId and Status ("requested" until HealthLake
+// activates the Subscription). Responses and logs carry ids, statuses and
+// error texts only, never a resource.
+type CustomResource struct {
+	api      API
+	endpoint string
+	opts     CustomResourceOptions
+}
+
+// CustomResourceOptions configure a CustomResource.
+type CustomResourceOptions struct {
+	// HTTPClient sends the response to the ResponseURL; default a client
+	// with a 30 s timeout.
+	HTTPClient *http.Client
+	// Logger receives one line per event; default slog.Default().
+	Logger *slog.Logger
+	// Margin is kept before the invocation's deadline for the response:
+	// the HealthLake calls are cut off that much earlier, so that
+	// CloudFormation always gets an answer. Default 10 s.
+	Margin time.Duration
+	// SendAttempts bounds the tries of the response PUT; default 5.
+	SendAttempts int
+	// Sleep waits between those tries; default a context-aware timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// NewCustomResource returns the handler; endpoint is the HealthLake
+// endpoint the FHIR base of the properties' data store is built from
+// (FHIRBase).
+func NewCustomResource(api API, endpoint string, opts CustomResourceOptions) (*CustomResource, error) {
+	if api == nil {
+		return nil, errors.New("fast-path-setup: a HealthLake client is required")
+	}
+	if endpoint == "" {
+		return nil, errors.New("fast-path-setup: the HealthLake endpoint is required")
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Margin <= 0 {
+		opts.Margin = 10 * time.Second
+	}
+	if opts.SendAttempts <= 0 {
+		opts.SendAttempts = 5
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = backoff.Sleep
+	}
+	return &CustomResource{api: api, endpoint: strings.TrimRight(endpoint, "/"), opts: opts}, nil
+}
+
+// NewFromEnv is the fast-path-setup Lambda built from its environment
+// (CDC_HEALTHLAKE_ENDPOINT, else the public endpoint of the runtime's
+// region) and the host's runtime. getenv is os.Getenv when nil.
+func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*CustomResource, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	endpoint := strings.TrimSpace(getenv(EnvHealthLakeEndpoint))
+	if endpoint == "" {
+		if rt.AWS.Region == "" {
+			return nil, fmt.Errorf("fast-path-setup: neither %s nor an AWS region is set", EnvHealthLakeEndpoint)
+		}
+		endpoint = healthlake.DefaultEndpoint(rt.AWS.Region)
+	}
+	hc, err := healthlake.NewFromConfig(rt.AWS, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("fast-path-setup: build the HealthLake client: %w", err)
+	}
+	return NewCustomResource(hc, endpoint, CustomResourceOptions{Logger: rt.Logger})
+}
+
+// SpecFromProperties reads and validates a Spec from the custom resource's
+// properties; endpoint gives the FHIR base.
+func SpecFromProperties(props map[string]any, endpoint string) (Spec, error) {
+	spec, err := specOf(props, endpoint)
+	if err != nil {
+		return Spec{}, err
+	}
+	return spec, spec.Validate()
+}
+
+// specOf reads the properties without validating the values.
+func specOf(props map[string]any, endpoint string) (Spec, error) {
+	var errs []error
+	str := func(name string) string {
+		switch v := props[name].(type) {
+		case nil:
+			return ""
+		case string:
+			return strings.TrimSpace(v)
+		default:
+			errs = append(errs, fmt.Errorf("property %s: want a string, got %T", name, v))
+			return ""
+		}
+	}
+	spec := Spec{
+		DatastoreID: str(PropDatastoreID),
+		BusARN:      str(PropBusARN),
+		Payload:     str(PropPayload),
+		Name:        str(PropName),
+	}
+	if spec.Payload == "" {
+		spec.Payload = PayloadFullResource
+	}
+	spec.BaseURL = FHIRBase(endpoint, spec.DatastoreID)
+	add := func(s string) {
+		for _, t := range strings.Split(s, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				spec.Types = append(spec.Types, t)
+			}
+		}
+	}
+	switch v := props[PropTypes].(type) {
+	case nil:
+	case string:
+		add(v)
+	case []any:
+		for _, x := range v {
+			s, ok := x.(string)
+			if !ok {
+				errs = append(errs, fmt.Errorf("property %s: want strings, got a %T", PropTypes, x))
+				continue
+			}
+			add(s)
+		}
+	case []string:
+		for _, s := range v {
+			add(s)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("property %s: want a comma-separated string or a list, got %T", PropTypes, v))
+	}
+	if len(errs) > 0 {
+		return Spec{}, fmt.Errorf("custom resource properties: %w", errors.Join(errs...))
+	}
+	return spec, nil
+}
+
+// Handle serves one custom resource event: it does the work, then PUTs
+// the response to the event's ResponseURL. It returns an error only when
+// the response could not be delivered (the invocation then fails and
+// Lambda's asynchronous retries run it again: Ensure and Remove are
+// idempotent).
+func (h *CustomResource) Handle(ctx context.Context, ev cfn.Event) error {
+	work := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		work, cancel = context.WithDeadline(ctx, deadline.Add(-h.opts.Margin))
+		defer cancel()
+	}
+	out := h.apply(work, ev)
+	resp := cfn.Response{
+		Status: cfn.StatusSuccess, RequestID: ev.RequestID, LogicalResourceID: ev.LogicalResourceID,
+		StackID: ev.StackID, PhysicalResourceID: out.physicalID, Data: out.data,
+	}
+	log := h.opts.Logger.With("requestType", string(ev.RequestType), "logicalResourceId", ev.LogicalResourceID,
+		"physicalResourceId", out.physicalID)
+	if out.err != nil {
+		resp.Status, resp.Reason = cfn.StatusFailed, reason(out.err)
+		log.Error("fast-path-setup failed", "error", out.err.Error(), "changes", out.changes)
+	} else {
+		log.Info("fast-path-setup done", "note", out.note, "status", out.status, "changes", out.changes)
+	}
+	if err := h.respond(ctx, ev.ResponseURL, resp); err != nil {
+		log.Error("fast-path-setup could not answer CloudFormation", "error", err.Error())
+		return err
+	}
+	return nil
+}
+
+// outcome is what an event did.
+type outcome struct {
+	physicalID string
+	data       map[string]any
+	status     string
+	changes    []string
+	note       string
+	err        error
+}
+
+// apply runs Ensure or Remove for an event.
+func (h *CustomResource) apply(ctx context.Context, ev cfn.Event) outcome {
+	// A failed Create that made no Subscription answers FailedCreatePrefix
+	// and the request id (the rollback's Delete then names it), a failed
+	// Update the resource's id.
+	fallback := ev.PhysicalResourceID
+	if ev.RequestType == cfn.RequestCreate || fallback == "" {
+		fallback = FailedCreatePrefix + ev.RequestID
+	}
+	switch ev.RequestType {
+	case cfn.RequestCreate, cfn.RequestUpdate:
+		spec, err := SpecFromProperties(ev.ResourceProperties, h.endpoint)
+		if err != nil {
+			return outcome{physicalID: fallback, err: err}
+		}
+		res, err := Ensure(ctx, h.api, spec)
+		if err != nil {
+			id := fallback
+			if ev.RequestType == cfn.RequestCreate && res.SubscriptionID != "" {
+				// The Delete of the rollback removes what was created.
+				id = res.SubscriptionID
+			}
+			return outcome{physicalID: id, changes: res.Changes, err: err}
+		}
+		return outcome{
+			physicalID: res.SubscriptionID, status: res.Status, changes: res.Changes,
+			data: map[string]any{AttrSubscriptionID: res.SubscriptionID, AttrTopicID: res.TopicID, AttrStatus: res.Status},
+		}
+	case cfn.RequestDelete:
+		return h.remove(ctx, ev)
+	}
+	return outcome{physicalID: fallback, err: fmt.Errorf("unknown request type %q", ev.RequestType)}
+}
+
+// remove serves a Delete. CloudFormation sends one when the stack is
+// deleted or rolls back a Create, and also after an update returned a new
+// PhysicalResourceId (Ensure replaced the Subscription): with the old id
+// and the old properties. So the pipeline's resources are removed only when
+// the id is one of its Subscriptions, or a failed Create's
+// (FailedCreatePrefix), or the pipeline has no Subscription; otherwise the
+// Delete is for a Subscription already replaced, and nothing is removed.
+func (h *CustomResource) remove(ctx context.Context, ev cfn.Event) outcome {
+	out := outcome{physicalID: ev.PhysicalResourceID}
+	spec, err := specOf(ev.ResourceProperties, h.endpoint)
+	if err == nil {
+		err = spec.validateIdentity()
+	}
+	if err != nil {
+		// Nothing can have been created with such properties.
+		out.note = "nothing to remove: the properties name no pipeline (" + err.Error() + ")"
+		return out
+	}
+	st, err := lookup(ctx, h.api, spec)
+	if err != nil {
+		out.err = fmt.Errorf("remove subscription: %w", err)
+		return out
+	}
+	current := len(st.subs) == 0 || strings.HasPrefix(ev.PhysicalResourceID, FailedCreatePrefix)
+	for _, s := range st.subs {
+		current = current || s.ID == ev.PhysicalResourceID
+	}
+	if !current {
+		out.note = "kept the pipeline's Subscription: this Delete is for one it replaced"
+		return out
+	}
+	if err := st.remove(ctx, h.api, spec); err != nil {
+		out.err = err
+		return out
+	}
+	for _, s := range st.subs {
+		out.changes = append(out.changes, "deleted "+SubscriptionType+"/"+s.ID)
+	}
+	for _, t := range st.topics {
+		out.changes = append(out.changes, "deleted "+TopicType+"/"+t.ID)
+	}
+	return out
+}
+
+// reason is a FAILED response's Reason: the error text, cut to about
+// 1,000 bytes.
+func reason(err error) string { return clip(err.Error()) }
+
+// respond PUTs the response to the pre-signed ResponseURL, retrying
+// transport errors and non-2xx answers.
+func (h *CustomResource) respond(ctx context.Context, responseURL string, resp cfn.Response) error {
+	if responseURL == "" {
+		return errors.New("respond to CloudFormation: the event has no ResponseURL")
+	}
+	body, err := json.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("respond to CloudFormation: encode: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		err := h.put(ctx, responseURL, body)
+		if err == nil {
+			return nil
+		}
+		if attempt >= h.opts.SendAttempts || ctx.Err() != nil {
+			return fmt.Errorf("respond to CloudFormation after %d attempts: %w", attempt, err)
+		}
+		if serr := h.opts.Sleep(ctx, backoff.Ceiling(500*time.Millisecond, 5*time.Second, attempt)); serr != nil {
+			return fmt.Errorf("respond to CloudFormation: waiting to retry: %w (last error: %v)", serr, err)
+		}
+	}
+}
+
+// put sends the response once. Its errors never carry the pre-signed URL.
+func (h *CustomResource) put(ctx context.Context, responseURL string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, responseURL, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("the ResponseURL is not a URL")
+	}
+	// No Content-Type: the URL is pre-signed without one.
+	res, err := h.opts.HTTPClient.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("send: %w", err)
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return fmt.Errorf("answered HTTP %d", res.StatusCode)
+	}
+	return nil
+}

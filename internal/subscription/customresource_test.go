@@ -1,0 +1,382 @@
+package subscription_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
+)
+
+// cfnEndpoint is CloudFormation's pre-signed ResponseURL: it records every
+// response PUT to it; failFirst answers that many with 500.
+type cfnEndpoint struct {
+	srv       *httptest.Server
+	mu        sync.Mutex
+	got       []cfn.Response
+	failFirst int
+	bad       []string
+}
+
+func newCFNEndpoint(t *testing.T) *cfnEndpoint {
+	t.Helper()
+	e := &cfnEndpoint{}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if r.Method != http.MethodPut || r.URL.Query().Get("X-Amz-Signature") != "sig" || r.Header.Get("Content-Type") != "" {
+			e.bad = append(e.bad, r.Method+" "+r.URL.String()+" Content-Type="+r.Header.Get("Content-Type"))
+		}
+		if e.failFirst > 0 {
+			e.failFirst--
+			http.Error(w, "<Error>InternalError</Error>", http.StatusInternalServerError)
+			return
+		}
+		var resp cfn.Response
+		if err := json.NewDecoder(r.Body).Decode(&resp); err != nil {
+			e.bad = append(e.bad, "undecodable body: "+err.Error())
+		}
+		e.got = append(e.got, resp)
+	}))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *cfnEndpoint) setFailFirst(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.failFirst = n
+}
+
+// url is a ResponseURL shaped like S3's pre-signed ones.
+func (e *cfnEndpoint) url() string {
+	return e.srv.URL + "/cloudformation-custom-resource-response-useast1/arn%3Aaws%3Acloudformation?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=sig"
+}
+
+// last returns the one response received since the previous call.
+func (e *cfnEndpoint) last(t *testing.T) cfn.Response {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.bad) > 0 {
+		t.Errorf("bad response requests: %q", e.bad)
+	}
+	if len(e.got) != 1 {
+		t.Fatalf("%d responses, want 1: %+v", len(e.got), e.got)
+	}
+	r := e.got[0]
+	e.got = nil
+	return r
+}
+
+type crFixture struct {
+	*fixture
+	cfn  *cfnEndpoint
+	h    *subscription.CustomResource
+	logs *bytes.Buffer
+}
+
+func newCRFixture(t *testing.T) *crFixture {
+	t.Helper()
+	f := newFixture(t)
+	logs := &bytes.Buffer{}
+	h, err := subscription.NewCustomResource(f.hl, f.env.URL, subscription.CustomResourceOptions{
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		Sleep:  func(context.Context, time.Duration) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &crFixture{fixture: f, cfn: newCFNEndpoint(t), h: h, logs: logs}
+}
+
+func (c *crFixture) props() map[string]any {
+	return map[string]any{
+		"ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:fast-path-setup",
+		"DatastoreId":  "ds1",
+		"Types":        []any{"Patient", "Observation"},
+		"BusArn":       testBus,
+		"Payload":      "full-resource",
+		"Name":         "cdc-test",
+	}
+}
+
+func (c *crFixture) event(kind cfn.RequestType, physicalID string, props, old map[string]any) cfn.Event {
+	return cfn.Event{
+		RequestType: kind, RequestID: "req-" + string(kind), ResponseURL: c.cfn.url(),
+		ResourceType: "Custom::HealthLakeSubscription", LogicalResourceID: "FastPathSubscription",
+		StackID: "arn:aws:cloudformation:us-east-1:123456789012:stack/cdc-test/1", PhysicalResourceID: physicalID,
+		ResourceProperties: props, OldResourceProperties: old,
+	}
+}
+
+// handle runs an event and returns CloudFormation's response.
+func (c *crFixture) handle(t *testing.T, ev cfn.Event) cfn.Response {
+	t.Helper()
+	if err := c.h.Handle(context.Background(), ev); err != nil {
+		t.Fatalf("handle %s: %v", ev.RequestType, err)
+	}
+	r := c.cfn.last(t)
+	if r.RequestID != ev.RequestID || r.LogicalResourceID != ev.LogicalResourceID || r.StackID != ev.StackID {
+		t.Errorf("response does not echo the event: %+v", r)
+	}
+	return r
+}
+
+func TestCustomResourceCreateUpdateDelete(t *testing.T) {
+	c := newCRFixture(t)
+	ctx := context.Background()
+
+	created := c.handle(t, c.event(cfn.RequestCreate, "", c.props(), nil))
+	st, err := subscription.Status(ctx, c.hl, c.spec())
+	if err != nil || st.SubscriptionID == "" {
+		t.Fatalf("status after create: %+v, %v", st, err)
+	}
+	want := map[string]any{"SubscriptionId": st.SubscriptionID, "TopicId": st.TopicID, "Status": "requested"}
+	if created.Status != cfn.StatusSuccess || created.PhysicalResourceID != st.SubscriptionID || asJSON(created.Data) != asJSON(want) {
+		t.Fatalf("create response %+v, want SUCCESS, id %s, data %v", created, st.SubscriptionID, want)
+	}
+	first := created.PhysicalResourceID
+
+	// An update that keeps the settings keeps the Subscription (and the
+	// PhysicalResourceId); HealthLake has activated it meanwhile.
+	c.activate(t)
+	same := c.handle(t, c.event(cfn.RequestUpdate, first, c.props(), c.props()))
+	if same.Status != cfn.StatusSuccess || same.PhysicalResourceID != first || same.Data["Status"] != "active" {
+		t.Errorf("update without change %+v", same)
+	}
+
+	// A changed bus replaces the Subscription: a new PhysicalResourceId,
+	// then CloudFormation's Delete of the old one with the old properties,
+	// which removes nothing.
+	props := c.props()
+	props["BusArn"] = otherBus
+	props["Types"] = "Patient, Observation"
+	moved := c.handle(t, c.event(cfn.RequestUpdate, first, props, c.props()))
+	if moved.Status != cfn.StatusSuccess || moved.PhysicalResourceID == first || moved.Data["SubscriptionId"] != moved.PhysicalResourceID ||
+		moved.Data["TopicId"] != st.TopicID || moved.Data["Status"] != "requested" {
+		t.Fatalf("update with a new bus %+v", moved)
+	}
+	c.absent(t, "Subscription", first)
+	c.wire.take()
+	cleanup := c.handle(t, c.event(cfn.RequestDelete, first, c.props(), nil))
+	if cleanup.Status != cfn.StatusSuccess || cleanup.PhysicalResourceID != first || cleanup.Data != nil {
+		t.Errorf("delete of the replaced Subscription %+v", cleanup)
+	}
+	if w := writes(c.wire.take()); len(w) != 0 {
+		t.Errorf("delete of the replaced Subscription wrote %q", w)
+	}
+	c.read(t, "Subscription", moved.PhysicalResourceID)
+	c.read(t, "SubscriptionTopic", st.TopicID)
+
+	// The stack's deletion removes both.
+	gone := c.handle(t, c.event(cfn.RequestDelete, moved.PhysicalResourceID, props, nil))
+	if gone.Status != cfn.StatusSuccess || gone.PhysicalResourceID != moved.PhysicalResourceID {
+		t.Errorf("delete %+v", gone)
+	}
+	c.absent(t, "Subscription", moved.PhysicalResourceID)
+	c.absent(t, "SubscriptionTopic", st.TopicID)
+	// Lambda may run the Delete again: nothing left is fine.
+	if again := c.handle(t, c.event(cfn.RequestDelete, moved.PhysicalResourceID, props, nil)); again.Status != cfn.StatusSuccess {
+		t.Errorf("second delete %+v", again)
+	}
+	if strings.Contains(c.logs.String(), "X-Amz-Signature") {
+		t.Errorf("the logs carry the ResponseURL: %s", c.logs.String())
+	}
+}
+
+func TestCustomResourceUpdateOfTheNameReplacesThePipelinesResources(t *testing.T) {
+	c := newCRFixture(t)
+	created := c.handle(t, c.event(cfn.RequestCreate, "", c.props(), nil))
+	props := c.props()
+	props["Name"] = "cdc-renamed"
+	renamed := c.handle(t, c.event(cfn.RequestUpdate, created.PhysicalResourceID, props, c.props()))
+	if renamed.Status != cfn.StatusSuccess || renamed.PhysicalResourceID == created.PhysicalResourceID {
+		t.Fatalf("rename %+v", renamed)
+	}
+	// CloudFormation deletes the old resource with the old properties: the
+	// old name's topic and Subscription go, the new name's stay.
+	old := c.handle(t, c.event(cfn.RequestDelete, created.PhysicalResourceID, c.props(), nil))
+	if old.Status != cfn.StatusSuccess {
+		t.Fatalf("delete of the old name %+v", old)
+	}
+	c.absent(t, "Subscription", created.PhysicalResourceID)
+	c.absent(t, "SubscriptionTopic", created.Data["TopicId"].(string))
+	c.read(t, "Subscription", renamed.PhysicalResourceID)
+	c.read(t, "SubscriptionTopic", renamed.Data["TopicId"].(string))
+}
+
+func TestCustomResourceFailedCreateAndItsRollback(t *testing.T) {
+	c := newCRFixture(t)
+	props := c.props()
+	props["Types"] = ""
+	failed := c.handle(t, c.event(cfn.RequestCreate, "", props, nil))
+	if failed.Status != cfn.StatusFailed || failed.PhysicalResourceID != "create-failed-req-Create" || !strings.Contains(failed.Reason, "at least one resource type") || failed.Data != nil {
+		t.Fatalf("create without types %+v", failed)
+	}
+	// The rollback's Delete names the failed Create's id.
+	rb := c.handle(t, c.event(cfn.RequestDelete, failed.PhysicalResourceID, props, nil))
+	if rb.Status != cfn.StatusSuccess || rb.PhysicalResourceID != failed.PhysicalResourceID {
+		t.Errorf("rollback delete %+v", rb)
+	}
+	// Properties that name no pipeline: nothing can have been created.
+	bad := c.handle(t, c.event(cfn.RequestDelete, failed.PhysicalResourceID, map[string]any{"Name": 7}, nil))
+	if bad.Status != cfn.StatusSuccess {
+		t.Errorf("delete with unreadable properties %+v", bad)
+	}
+	if w := writes(c.wire.take()); len(w) != 0 {
+		t.Errorf("wrote %q", w)
+	}
+}
+
+func TestCustomResourceRollbackOfAPartialCreateRemovesTheTopic(t *testing.T) {
+	c := newCRFixture(t)
+	// Every answer to a Subscription's create is lost (HealthLake made
+	// it), after the topic was created.
+	c.wire.setLose(func(r *http.Request) bool {
+		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/Subscription")
+	})
+	failed := c.handle(t, c.event(cfn.RequestCreate, "", c.props(), nil))
+	if failed.Status != cfn.StatusFailed || !strings.Contains(failed.Reason, "create the Subscription") ||
+		failed.PhysicalResourceID != subscription.FailedCreatePrefix+"req-Create" {
+		t.Fatalf("create %+v", failed)
+	}
+	c.wire.setLose(nil)
+	st, err := subscription.Status(context.Background(), c.hl, c.spec())
+	if err != nil || st.TopicID == "" {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	// The lost answers' Subscriptions were made all the same (HealthLake
+	// acted): the rollback's Delete removes them and the topic.
+	rb := c.handle(t, c.event(cfn.RequestDelete, failed.PhysicalResourceID, c.props(), nil))
+	if rb.Status != cfn.StatusSuccess {
+		t.Fatalf("rollback %+v", rb)
+	}
+	c.absent(t, "SubscriptionTopic", st.TopicID)
+	subs, err := c.hl.SearchResources(context.Background(), "ds1", "Subscription", nil)
+	if err != nil || len(subs) != 0 {
+		t.Errorf("%d Subscriptions left (%v)", len(subs), err)
+	}
+}
+
+func TestCustomResourceReportsHealthLakeFailure(t *testing.T) {
+	c := newCRFixture(t)
+	props := c.props()
+	props["DatastoreId"] = "ds2" // the role may not touch it
+	failed := c.handle(t, c.event(cfn.RequestUpdate, "sub-1", props, c.props()))
+	if failed.Status != cfn.StatusFailed || failed.PhysicalResourceID != "sub-1" || !strings.Contains(failed.Reason, "find the SubscriptionTopic") {
+		t.Fatalf("update on a data store the role may not use %+v", failed)
+	}
+	if len(failed.Reason) > 1100 {
+		t.Errorf("reason of %d bytes", len(failed.Reason))
+	}
+	c.authz.Reset() // the denial was the point
+}
+
+func TestCustomResourceRetriesTheResponse(t *testing.T) {
+	c := newCRFixture(t)
+	c.cfn.setFailFirst(2)
+	r := c.handle(t, c.event(cfn.RequestCreate, "", c.props(), nil))
+	if r.Status != cfn.StatusSuccess {
+		t.Errorf("response %+v", r)
+	}
+	c.cfn.setFailFirst(100)
+	err := c.h.Handle(context.Background(), c.event(cfn.RequestUpdate, r.PhysicalResourceID, c.props(), c.props()))
+	if err == nil || !strings.Contains(err.Error(), "after 5 attempts") || !strings.Contains(err.Error(), "HTTP 500") {
+		t.Fatalf("undeliverable response: %v", err)
+	}
+	if strings.Contains(err.Error(), "X-Amz-Signature") || strings.Contains(c.logs.String(), "X-Amz-Signature") {
+		t.Errorf("the error or logs carry the pre-signed URL: %v", err)
+	}
+	c.cfn.setFailFirst(0)
+	// An unreachable ResponseURL: the error does not name it either.
+	c.cfn.srv.Close()
+	err = c.h.Handle(context.Background(), c.event(cfn.RequestUpdate, r.PhysicalResourceID, c.props(), c.props()))
+	if err == nil || strings.Contains(err.Error(), "X-Amz-Signature") {
+		t.Errorf("unreachable ResponseURL: %v", err)
+	}
+}
+
+func TestCustomResourceAnswersBeforeTheDeadline(t *testing.T) {
+	c := newCRFixture(t)
+	// HealthLake never answers within the invocation.
+	stall := make(chan struct{})
+	defer close(stall)
+	c.env.Gateway.SetAuthorizer(func(service string, w http.ResponseWriter, r *http.Request) bool {
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+		}
+		return true
+	})
+	h, err := subscription.NewCustomResource(c.hl, c.env.URL, subscription.CustomResourceOptions{Margin: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := h.Handle(ctx, c.event(cfn.RequestCreate, "", c.props(), nil)); err != nil {
+		t.Fatalf("handle: %v", err)
+	}
+	r := c.cfn.last(t)
+	if r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "context deadline exceeded") {
+		t.Errorf("response %+v", r)
+	}
+}
+
+func TestSpecFromProperties(t *testing.T) {
+	props := map[string]any{"DatastoreId": "ds1", "Types": " Patient ,Observation,, ", "BusArn": testBus, "Name": "cdc"}
+	spec, err := subscription.SpecFromProperties(props, "https://healthlake.eu-west-2.amazonaws.com/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := subscription.Spec{
+		DatastoreID: "ds1", BaseURL: "https://healthlake.eu-west-2.amazonaws.com/datastore/ds1/r4",
+		Types: []string{"Patient", "Observation"}, BusARN: testBus, Payload: "full-resource", Name: "cdc",
+	}
+	if asJSON(spec) != asJSON(want) {
+		t.Errorf("spec %+v, want %+v", spec, want)
+	}
+	for name, p := range map[string]map[string]any{
+		"types as a number": {"DatastoreId": "ds1", "Types": 3.0, "BusArn": testBus, "Name": "cdc"},
+		"list of numbers":   {"DatastoreId": "ds1", "Types": []any{1.0}, "BusArn": testBus, "Name": "cdc"},
+		"no bus":            {"DatastoreId": "ds1", "Types": "Patient", "Name": "cdc"},
+	} {
+		if _, err := subscription.SpecFromProperties(p, "https://healthlake.eu-west-2.amazonaws.com"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestNewFromEnv(t *testing.T) {
+	rt := lambdart.Runtime{AWS: aws.Config{Region: "eu-west-2", Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")}}
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	if _, err := subscription.NewFromEnv(getenv, rt); err != nil {
+		t.Errorf("with the region's endpoint: %v", err)
+	}
+	env["CDC_HEALTHLAKE_ENDPOINT"] = "http://127.0.0.1:4566"
+	if _, err := subscription.NewFromEnv(getenv, rt); err != nil {
+		t.Errorf("with an endpoint: %v", err)
+	}
+	env["CDC_HEALTHLAKE_ENDPOINT"] = "not a url"
+	if _, err := subscription.NewFromEnv(getenv, rt); err == nil {
+		t.Error("accepted a bad endpoint")
+	}
+	delete(env, "CDC_HEALTHLAKE_ENDPOINT")
+	if _, err := subscription.NewFromEnv(getenv, lambdart.Runtime{}); err == nil || !strings.Contains(err.Error(), "region") {
+		t.Errorf("without endpoint or region: %v", err)
+	}
+}

@@ -1,0 +1,188 @@
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
+	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+)
+
+// FnFastPath is the fast-path Lambda's function name (docs/FASTPATH.md).
+const FnFastPath = stackconfig.FastPath
+
+// fastPathBatchSize is the local mapping's batch size: the local
+// event-source mapping takes at most 10 records an invocation (the deployed
+// one 100 within a 1-second batching window, cdk/pipeline/fastpath.go).
+const fastPathBatchSize = 10
+
+// NotificationBus is the bus HealthLake's Subscription delivers to.
+func (s *Stack) NotificationBus() string { return s.opts.Name + "-notifications" }
+
+// fastPathQueue is the queue the notification rule feeds.
+func (s *Stack) fastPathQueue() string { return s.opts.Name + "-fast-path" }
+
+// fastPathTypes are the types the Subscription's topic covers: the
+// Options', else the generator's.
+func (s *Stack) fastPathTypes() []string {
+	if len(s.opts.FastPathTypes) > 0 {
+		return s.opts.FastPathTypes
+	}
+	return gen.Types()
+}
+
+// FastPathSpec is the Subscription the stack keeps in the data store.
+func (s *Stack) FastPathSpec() subscription.Spec {
+	payload := s.opts.FastPathPayload
+	if payload == "" {
+		payload = stackconfig.Default().FastPathPayload
+	}
+	return subscription.Spec{
+		DatastoreID: s.Res.DatastoreID,
+		BaseURL:     strings.TrimSuffix(s.Res.HealthLakeEndpoint, "/") + "/datastore/" + s.Res.DatastoreID + "/r4",
+		Types:       s.fastPathTypes(),
+		BusARN:      s.EventBridge.BusARN(s.NotificationBus()),
+		Payload:     payload,
+		Name:        s.opts.Name,
+	}
+}
+
+// onNotification puts one HealthLake Subscription notification on the bus
+// its channel names, as HealthLake does (a service principal the bus's
+// policy trusts; the emulator does not model the policy).
+func (s *Stack) onNotification(n fakehealthlake.Notification) error {
+	bus := n.BusARN
+	if i := strings.LastIndex(bus, "event-bus/"); i >= 0 {
+		bus = bus[i+len("event-bus/"):]
+	}
+	return s.EventBridge.PutServiceEvent(bus, fakeeventbridge.Event{
+		Source: n.Source, DetailType: n.DetailType, Time: n.Time.UTC().Format("2006-01-02T15:04:05Z"), Detail: n.Detail,
+	})
+}
+
+// createFastPath creates what the CDK app deploys for the fast path: the
+// notification bus, its queue and dead-letter queue, and the rule between
+// them; registerFastPath adds the Lambda and its mapping, ensureSubscription
+// the SubscriptionTopic and Subscription.
+func (s *Stack) createFastPath(ctx context.Context) error {
+	if !s.opts.FastPath {
+		return nil
+	}
+	eb := eventbridge.NewFromConfig(s.Config)
+	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(s.NotificationBus())}); err != nil {
+		return fmt.Errorf("stack: create the notification bus: %w", err)
+	}
+	for _, q := range []string{s.fastPathQueue(), s.fastPathQueue() + "-dlq"} {
+		out, err := s.sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q),
+			Attributes: map[string]string{"VisibilityTimeout": fmt.Sprint(seconds(s.visibility(FnFastPath)))}})
+		if err != nil {
+			return fmt.Errorf("stack: create queue %s: %w", q, err)
+		}
+		if q == s.fastPathQueue() {
+			s.Res.FastPathQueueURL = aws.ToString(out.QueueUrl)
+		} else {
+			s.Res.FastPathDLQURL = aws.ToString(out.QueueUrl)
+		}
+	}
+	pattern, err := json.Marshal(map[string]any{
+		"source": []string{fakehealthlake.NotificationSource}, "detail-type": []string{fakehealthlake.NotificationDetailType},
+	})
+	if err != nil {
+		return fmt.Errorf("stack: notification rule pattern: %w", err)
+	}
+	rule := s.opts.Name + "-FastPathNotifications"
+	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{
+		Name: aws.String(rule), EventBusName: aws.String(s.NotificationBus()), EventPattern: aws.String(string(pattern)),
+		State: ebtypes.RuleStateEnabled, Description: aws.String("HealthLake Subscription notifications to the fast path's queue"),
+	}); err != nil {
+		return fmt.Errorf("stack: notification rule: %w", err)
+	}
+	out, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(rule), EventBusName: aws.String(s.NotificationBus()),
+		Targets: []ebtypes.Target{{Id: aws.String("FastPathQueue"), Arn: aws.String(s.PolicyResources().FastPathQueueARN)}}})
+	if err != nil {
+		return fmt.Errorf("stack: notification rule target: %w", err)
+	}
+	if out.FailedEntryCount > 0 {
+		return fmt.Errorf("stack: notification rule target: %d failed entries", out.FailedEntryCount)
+	}
+	return nil
+}
+
+// registerFastPath builds the fast-path Lambda from its package's
+// constructor, as its own principal.
+func (s *Stack) registerFastPath() error {
+	if !s.opts.FastPath {
+		return nil
+	}
+	h, err := fastpath.NewFromEnv(s.getenv(stackconfig.FastPath), s.runtime(iampolicy.FastPath))
+	if err != nil {
+		return fmt.Errorf("stack: fast path: %w", err)
+	}
+	if err := s.Lambdas.Register(FnFastPath, h.Handle); err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	return nil
+}
+
+// ensureSubscription creates the SubscriptionTopic and the Subscription as
+// the deployed custom resource does (internal/subscription), signing as
+// the fast-path-setup role. HealthLake activates it after its activation
+// delay (5 minutes unless Options.Subscriptions says otherwise).
+func (s *Stack) ensureSubscription(ctx context.Context) error {
+	if !s.opts.FastPath {
+		return nil
+	}
+	hc, err := healthlake.NewFromConfig(s.principalConfig(iampolicy.FastPathSetup), s.Res.HealthLakeEndpoint)
+	if err != nil {
+		return fmt.Errorf("stack: fast path setup: %w", err)
+	}
+	if _, err := subscription.Ensure(ctx, hc, s.FastPathSpec()); err != nil {
+		return fmt.Errorf("stack: fast path setup: %w", err)
+	}
+	return nil
+}
+
+// fastPathNotifier is the HealthLake emulator's notification hook: nil
+// (subscriptions stored, never activated) without the fast path.
+func (s *Stack) fastPathNotifier() func(fakehealthlake.Notification) error {
+	if !s.opts.FastPath {
+		return nil
+	}
+	return s.onNotification
+}
+
+// startFastPathMapping connects the fast path's queue to its Lambda as the
+// deployed mapping does (partial batch responses, redrive to the DLQ).
+func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) {
+	if !s.opts.FastPath {
+		return
+	}
+	poller := sqs.NewFromConfig(s.principalConfig(iampolicy.FastPath))
+	mp, err := esm.New(poller, s.Lambdas, esm.Config{
+		Function: FnFastPath, QueueURL: s.Res.FastPathQueueURL, QueueARN: s.Env.ARN("sqs", s.fastPathQueue()), Region: s.Env.Region,
+		DLQURL: s.Res.FastPathDLQURL, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: fastPathBatchSize,
+		VisibilityTimeout: s.visibility(FnFastPath), ReportBatchItemFailures: true,
+		Faults: dup, Logger: s.log,
+	})
+	if err != nil {
+		s.log.Error("event-source mapping", "function", FnFastPath, "error", err.Error())
+		return
+	}
+	mp.Start(context.WithoutCancel(ctx))
+	s.esms = append(s.esms, mp)
+	s.esmNames = append(s.esmNames, FnFastPath)
+}

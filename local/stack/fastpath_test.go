@@ -1,0 +1,140 @@
+package stack
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
+)
+
+// fastPathStack is a small stack with the fast path on, its Subscription
+// on Patient activating after a short delay and notifications delivered
+// after 50 ms (modelled figures, shortened for tests).
+func fastPathStack(t *testing.T, subs fakehealthlake.SubscriptionOptions) *Stack {
+	t.Helper()
+	if subs.ActivationDelay == 0 {
+		subs.ActivationDelay = 300 * time.Millisecond
+	}
+	if subs.NotificationDelay == 0 {
+		subs.NotificationDelay = 50 * time.Millisecond
+	}
+	if subs.NotificationJitter == 0 {
+		subs.NotificationJitter = 10 * time.Millisecond
+	}
+	subs.Seed = 7
+	return startStack(t, func(o *Options) {
+		o.SampleSize = 8
+		o.FastPath = true
+		o.FastPathTypes = []string{"Patient"}
+		o.Subscriptions = subs
+	})
+}
+
+// waitDelivered waits until eventID has been delivered n times (at most 20 s).
+func waitDelivered(t *testing.T, st *Stack, eventID string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := st.Delivered.Wait(ctx, func(r *sink.Recorder) bool { return r.Count(eventID) >= n }); err != nil {
+		t.Fatalf("%s delivered %d times, want %d: %v", eventID, st.Delivered.Count(eventID), n, err)
+	}
+}
+
+// waitActive writes a probe Patient until the fast path delivers one: the
+// Subscription has become active.
+func waitActive(t *testing.T, st *Stack) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		v := putPatient(t, st, "fp-probe")
+		id := events.EventID("Patient", "fp-probe", v)
+		time.Sleep(300 * time.Millisecond)
+		if st.Delivered.Count(id) > 0 {
+			return
+		}
+	}
+	t.Fatal("the Subscription did not become active within 20 s")
+}
+
+// TestFastPathDeliversWithinSecondsAndWindowsSkipIt: with the fast path on,
+// an upsert and a delete reach the bus from HealthLake's notification
+// before any window runs, with the eventIds the export path gives them; the
+// next window exports the upsert and scans the delete but publishes neither
+// again (FastPathSkipped), so each version reaches consumers once.
+func TestFastPathDeliversWithinSecondsAndWindowsSkipIt(t *testing.T) {
+	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{})
+	committed(t, st) // the first window: the seeded store
+	waitActive(t, st)
+	committed(t, st) // the probes' window
+
+	start := time.Now()
+	v := putPatient(t, st, "fp-1")
+	up := events.EventID("Patient", "fp-1", v)
+	waitDelivered(t, st, up, 1)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the upsert took %s through the fast path", took)
+	}
+	w := committed(t, st)
+	if n := st.Delivered.Count(up); n != 1 {
+		t.Errorf("%s delivered %d times after the window, want once", up, n)
+	}
+
+	before := st.Delivered.Len()
+	deleteResource(t, st, "Patient", "fp-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var del string
+	_ = st.Delivered.Wait(ctx, func(r *sink.Recorder) bool {
+		for _, c := range changesOf(t, r.Since(before)) {
+			if c.ResourceID == "fp-1" && c.Operation == events.OperationDelete {
+				del = c.EventID
+				return true
+			}
+		}
+		return false
+	})
+	if del == "" {
+		t.Fatal("no delete of fp-1 through the fast path")
+	}
+	committed(t, st)
+	if n := st.Delivered.Count(del); n != 1 {
+		t.Errorf("%s delivered %d times after the window's delete scan, want once", del, n)
+	}
+	if tot := st.Metrics.Totals(); tot[metrics.FastPathSkipped] < 2 {
+		t.Errorf("FastPathSkipped = %v (window %s), want the upsert and the delete skipped by their windows", tot[metrics.FastPathSkipped], w.RunID)
+	}
+}
+
+// TestFastPathMissedIsWhatWasDropped: when HealthLake never delivers the
+// notifications (every one dropped), the windows publish every change once
+// and FastPathMissed counts them: nothing is lost.
+func TestFastPathMissedIsWhatWasDropped(t *testing.T) {
+	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{DropRate: 1})
+	committed(t, st)
+	time.Sleep(time.Second) // past the activation
+	committed(t, st)
+	missedBefore := st.Metrics.Totals()[metrics.FastPathMissed]
+	var ids []string
+	for _, id := range []string{"fp-a", "fp-b", "fp-c"} {
+		ids = append(ids, events.EventID("Patient", id, putPatient(t, st, id)))
+	}
+	time.Sleep(500 * time.Millisecond)
+	for _, id := range ids {
+		if n := st.Delivered.Count(id); n != 0 {
+			t.Fatalf("%s delivered %d times before any window though every notification was dropped", id, n)
+		}
+	}
+	committed(t, st)
+	for _, id := range ids {
+		if n := st.Delivered.Count(id); n != 1 {
+			t.Errorf("%s delivered %d times, want once (by the window)", id, n)
+		}
+	}
+	if got := st.Metrics.Totals()[metrics.FastPathMissed] - missedBefore; got != 3 {
+		t.Errorf("FastPathMissed grew by %v, want the 3 dropped versions", got)
+	}
+}
