@@ -55,10 +55,10 @@ func TestWindowSkipsWhatTheFastPathDelivered(t *testing.T) {
 		delivered.Entry{Type: "Patient", ID: "a", VersionID: "2", LastUpdated: at(t0.Add(time.Minute))},
 		delivered.Entry{Type: "Patient", ID: "c", VersionID: "1", LastUpdated: at(t0.Add(time.Minute))})
 	fastPathRecord(t, r, t0.Add(4*time.Minute), "req-2",
-		delivered.Entry{Type: "Patient", ID: "b", VersionID: "1", LastUpdated: at(t0.Add(3*time.Minute))})
+		delivered.Entry{Type: "Patient", ID: "b", VersionID: "1", LastUpdated: at(t0.Add(3 * time.Minute))})
 	// An object written before the window's export since: not read.
 	fastPathRecord(t, r, t0.Add(-3*time.Minute), "req-0",
-		delivered.Entry{Type: "Patient", ID: "d", VersionID: "1", LastUpdated: at(t0.Add(2*time.Minute))})
+		delivered.Entry{Type: "Patient", ID: "d", VersionID: "1", LastUpdated: at(t0.Add(2 * time.Minute))})
 
 	k := "exports/ds1-FHIR_EXPORT-job1/Patient/Patient-fp.ndjson"
 	body := patient("a", "2", at(t0.Add(time.Minute)), 0) + "\n" + patient("b", "1", at(t0.Add(3*time.Minute)), 0) + "\n" +
