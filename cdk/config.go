@@ -159,7 +159,7 @@ func (c Config) Validate() error {
 	if err := ValidateEventNames(c.eventNames()); err != nil {
 		return err
 	}
-	for _, l := range Lambdas {
+	for _, l := range pipeline.LambdasOf(c.Settings) {
 		p := filepath.Join(c.LambdaDir, l, "bootstrap")
 		if st, err := os.Stat(p); err != nil || st.IsDir() {
 			return fmt.Errorf("lambda %s: %s is missing (run `make build`, or set -c %s=DIR)", l, p, ContextLambdaDir)

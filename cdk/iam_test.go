@@ -315,6 +315,7 @@ var roleOf = map[iampolicy.Principal]string{
 	iampolicy.PrepareChange: "PrepareChangeRole", iampolicy.StateMachine: "StateMachineRole",
 	iampolicy.HealthLakeExport: "HealthLakeExportRole", iampolicy.Scheduler: "SchedulerRole",
 	iampolicy.Reconcile: "ReconcileRole", iampolicy.ReconcileStateMachine: "ReconcileStateMachineRole",
+	iampolicy.FastPath: "FastPathRole", iampolicy.FastPathSetup: "FastPathSetupRole",
 }
 
 // templateResources are the iampolicy.Resources as the template renders
@@ -331,10 +332,18 @@ func templateResources(t *testing.T) iampolicy.Resources {
 		iampolicy.CheckExport: "CheckExportLogs", iampolicy.PrepareChange: "PrepareChangeLogs", iampolicy.Reconcile: "ReconcileLogs"} {
 		logs[p] = arn("AWS::Logs::LogGroup", id)
 	}
+	// The fast path's, where the template has it (the FastPath setting).
+	fastPathQueue := ""
+	if hasConstruct("AWS::SQS::Queue", "FastPathQueue") {
+		fastPathQueue = arn("AWS::SQS::Queue", "FastPathQueue")
+		logs[iampolicy.FastPath] = arn("AWS::Logs::LogGroup", "FastPathLogs")
+		logs[iampolicy.FastPathSetup] = arn("AWS::Logs::LogGroup", "FastPathSetupLogs")
+	}
 	states := "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:"
 	sm := StateMachineName(stackName)
 	rsm := pipeline.ReconcileStateMachineName(stackName)
 	return iampolicy.Resources{
+		FastPathQueueARN:         fastPathQueue,
 		BucketARN:                arn("AWS::S3::Bucket", "ArtifactBucket"),
 		TableARN:                 arn("AWS::DynamoDB::Table", "Table"),
 		KeyARN:                   arn("AWS::KMS::Key", "Key"),
@@ -434,16 +443,46 @@ func templateStatements(t *testing.T, owner string) []string {
 
 // TestRolePoliciesAreTheDefinition: every role's identity policy in the
 // template is exactly its principal's statements in internal/iampolicy —
-// the statements cdc-local enforces — and nothing else.
+// the statements cdc-local enforces — and nothing else. The default stack
+// deploys no fast path (no role of its principals, and prepare-change
+// without its record statements); the stack with the FastPath setting has
+// every principal's role, prepare-change's with them.
 func TestRolePoliciesAreTheDefinition(t *testing.T) {
-	for _, p := range iampolicy.All() {
-		want := definitionStatements(t, p)
-		got := templateStatements(t, roleOf[p])
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s: template statements differ from internal/iampolicy\n got:\n  %s\nwant:\n  %s",
-				roleOf[p], strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	check := func(t *testing.T, fastPath bool) {
+		fp := map[iampolicy.Principal]bool{}
+		for _, p := range iampolicy.FastPathPrincipals() {
+			fp[p] = true
+		}
+		for _, p := range iampolicy.All() {
+			if roleOf[p] == "" {
+				t.Errorf("principal %s has no role in roleOf", p)
+				continue
+			}
+			if fp[p] && !fastPath {
+				if hasConstruct("AWS::IAM::Role", roleOf[p]) {
+					t.Errorf("%s exists without the FastPath setting", roleOf[p])
+				}
+				continue
+			}
+			want := definitionStatements(t, p)
+			got := templateStatements(t, roleOf[p])
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("%s: template statements differ from internal/iampolicy\n got:\n  %s\nwant:\n  %s",
+					roleOf[p], strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+		}
+		var fastPathSids []string
+		for _, s := range templateStatements(t, roleOf[iampolicy.PrepareChange]) {
+			if strings.HasPrefix(s, "ReadFastPathRecords ") || strings.HasPrefix(s, "ListFastPathRecords ") {
+				fastPathSids = append(fastPathSids, s)
+			}
+		}
+		if fastPath != (len(fastPathSids) == 2) {
+			t.Errorf("FastPath %v: prepare-change's fast-path statements %v", fastPath, fastPathSids)
 		}
 	}
+	t.Run("default", func(t *testing.T) { check(t, false) })
+	t.Run("FastPath", func(t *testing.T) { onFastPath(t, func() { check(t, true) }) })
 }
 
 // TestCheckExportListsOnlyTheExportPrefix (issue 11.1): an export without an

@@ -33,6 +33,8 @@ type dashboardInputs struct {
 	// lagThreshold is the checkpoint-lag alarm's threshold (CheckpointLagThresholdSeconds).
 	lagThreshold *float64
 	alarms       []interfacesawscloudwatch.IAlarmRef
+	// fastPath adds the Subscriptions fast path's row (FastPath setting).
+	fastPath bool
 }
 
 // DashboardName is the CloudWatch dashboard of a pipeline.
@@ -133,6 +135,15 @@ func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.
 			pipelineMetric(metrics.EntriesRetried, "Sum", "entries retried by prepare-change"),
 		}),
 	)
+	if in.fastPath {
+		// What the windows skipped because the fast path had published
+		// it, and what they published that it had not delivered (the
+		// FastPathMissedAlarm's metric).
+		d.AddWidgets(graph("Fast path: versions the windows skipped and missed (5 min)", 24, []awscloudwatch.IMetric{
+			pipelineMetric(metrics.FastPathSkipped, "Sum", "skipped (the fast path had published them)"),
+			pipelineMetric(metrics.FastPathMissed, "Sum", "missed (published by a window, not by the fast path)"),
+		}))
+	}
 	return d
 }
 

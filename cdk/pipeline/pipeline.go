@@ -71,6 +71,8 @@ const (
 	PrefixDelivered = iampolicy.PrefixDelivered
 	PrefixReconcile = iampolicy.PrefixReconcile
 	PrefixOverlap   = iampolicy.PrefixOverlap
+	// PrefixFastPath holds the fast path's record objects (fastpath.go).
+	PrefixFastPath = iampolicy.PrefixFastPath
 )
 
 // StateMachineName returns the state machine's name for a stack name. It is
@@ -120,6 +122,9 @@ type Pipeline struct {
 	EventsDeadLetterQueue awssqs.Queue
 	// ReconcileStateMachine is the reconciliation (docs/RECONCILE.md).
 	ReconcileStateMachine awsstepfunctions.StateMachine
+	// FastPath is the Subscriptions fast path (fastpath.go), nil unless
+	// the FastPath setting is on.
+	FastPath *FastPath
 }
 
 // New adds a pipeline under scope. Its resources' logical ids include id,
@@ -141,7 +146,7 @@ func New(scope constructs.Construct, id string, props Props) (*Pipeline, error) 
 			return nil, fmt.Errorf("state machine definition %s: placeholder ${%s} has no substitution", props.ASLFile, name)
 		}
 	}
-	for _, l := range Lambdas {
+	for _, l := range LambdasOf(*props.Settings) {
 		p := filepath.Join(props.LambdaDir, l, "bootstrap")
 		if st, err := os.Stat(p); err != nil || st.IsDir() {
 			return nil, fmt.Errorf("pipeline %s: lambda %s: %s is missing", props.Name, l, p)
@@ -193,6 +198,8 @@ type builder struct {
 	topic                                  awssns.Topic
 	alarmRefs                              []interfacesawscloudwatch.IAlarmRef
 	dash                                   awscloudwatch.Dashboard
+	// fp is the fast path, nil without the FastPath setting.
+	fp *fastPath
 }
 
 func (b *builder) s(v string) *string { return jsii.String(v) }
@@ -358,10 +365,13 @@ func (b *builder) build(asl string) {
 	b.lambdas()
 	// HealthLake job events: an immediate re-check (polling stays the fallback).
 	b.jobEventRule(b.recheckQ)
+	// The Subscriptions fast path, with the FastPath setting (fastpath.go).
+	b.fastPathInfra()
 	b.stateMachines(asl)
 	b.schedulerRole()
 	b.eventsDeadLetterAccess()
 	b.iamPolicies()
+	b.fastPathSubscription()
 	b.schedules()
 	b.alarms()
 	b.dashboard()
@@ -371,6 +381,9 @@ func (b *builder) build(asl string) {
 		SchemaRegistry: b.evSchema.registry, EventSchema: b.evSchema.schema,
 		StartQueue: b.startQ, RecheckQueue: b.recheckQ, StartDeadLetterQueue: b.startDLQ, RecheckDeadLetterQueue: b.recheckDLQ,
 		EventsDeadLetterQueue: b.eventsDLQ, ReconcileStateMachine: b.rec.sm}
+	if b.fp != nil {
+		b.out.FastPath = &b.fp.out
+	}
 
 	b.outputs()
 }
@@ -418,6 +431,25 @@ func (b *builder) artifactBucket() {
 		}
 	}
 	accessLogs := b.accessLogBucket()
+	rules := []*awss3.LifecycleRule{
+		expire("expire-exports", PrefixExports, p.ExportsExpiryDays),
+		expire("expire-manifests", PrefixManifests, p.ManifestsExpiryDays),
+		expire("expire-map-results", PrefixMapResults, p.MapResultsExpiryDays),
+		expire("expire-claim-checks", PrefixClaimCheck, p.ClaimChecksExpiryDays),
+		expire("expire-quarantine", PrefixQuarantine, p.QuarantineExpiryDays),
+		// Read by the next window only; kept as long as manifests.
+		expire("expire-overlap", PrefixOverlap, p.ManifestsExpiryDays),
+		// Settings, not parameters: Validate holds them to the
+		// reconciliation's interval (what the next one reads back).
+		expire("expire-delivered", PrefixDelivered, jsii.Number(b.set.DeliveredExpiryDays)),
+		expire("expire-reconcile", PrefixReconcile, jsii.Number(b.set.ReconcileExpiryDays)),
+	}
+	if b.set.FastPath {
+		// The fast path's record objects are what it delivered: the
+		// windows skip their versions and the reconciliation counts them
+		// as delivered, so they are kept as long as delivered/.
+		rules = append(rules, expire("expire-fastpath", PrefixFastPath, jsii.Number(b.set.DeliveredExpiryDays)))
+	}
 	b.bucket = awss3.NewBucket(b.stack, b.s("ArtifactBucket"), &awss3.BucketProps{
 		// Server access logs of the PHI bucket (exports, claim-checks,
 		// quarantine); object keys in them carry no resource ids.
@@ -432,19 +464,7 @@ func (b *builder) artifactBucket() {
 		MinimumTLSVersion:      jsii.Number(1.2),
 		ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
 		RemovalPolicy:          awscdk.RemovalPolicy_RETAIN,
-		LifecycleRules: &[]*awss3.LifecycleRule{
-			expire("expire-exports", PrefixExports, p.ExportsExpiryDays),
-			expire("expire-manifests", PrefixManifests, p.ManifestsExpiryDays),
-			expire("expire-map-results", PrefixMapResults, p.MapResultsExpiryDays),
-			expire("expire-claim-checks", PrefixClaimCheck, p.ClaimChecksExpiryDays),
-			expire("expire-quarantine", PrefixQuarantine, p.QuarantineExpiryDays),
-			// Read by the next window only; kept as long as manifests.
-			expire("expire-overlap", PrefixOverlap, p.ManifestsExpiryDays),
-			// Settings, not parameters: Validate holds them to the
-			// reconciliation's interval (what the next one reads back).
-			expire("expire-delivered", PrefixDelivered, jsii.Number(b.set.DeliveredExpiryDays)),
-			expire("expire-reconcile", PrefixReconcile, jsii.Number(b.set.ReconcileExpiryDays)),
-		},
+		LifecycleRules:         &rules,
 	})
 	suppressArtifactBucketFindings(b.bucket)
 }
@@ -630,13 +650,21 @@ func (b *builder) lambdaResources() stackconfig.Resources {
 	}
 }
 
-// newFn creates a Lambda whose timeout, memory and environment (the one
-// stackconfig.Config.LambdaEnv gives cdc-local too) come from the settings
-// and res.
+// newFn creates a Lambda of the pipeline (newLambda) with the cdk-nag
+// suppressions the five share.
 func (b *builder) newFn(id, name, desc string, res stackconfig.Resources) fn {
+	f := b.newLambda(id, name, desc, res)
+	suppressLambdaFindings(f.f, b.set)
+	return f
+}
+
+// newLambda creates a Lambda whose timeout, memory and environment (the one
+// stackconfig.Config.LambdaEnv gives cdc-local too) come from the settings
+// and res, with its own role (no statements: iamPolicies) and log group.
+func (b *builder) newLambda(id, name, desc string, res stackconfig.Resources) fn {
 	sf, ok := b.set.Function(name)
 	if !ok {
-		panic("no settings for Lambda " + name) // Lambdas and stackconfig name the same five
+		panic("no settings for Lambda " + name) // the builder and stackconfig name the same Lambdas
 	}
 	role := awsiam.NewRole(b.stack, b.s(id+"Role"), &awsiam.RoleProps{
 		Description: b.s("Execution role of the " + name + " Lambda"),
@@ -665,7 +693,6 @@ func (b *builder) newFn(id, name, desc string, res stackconfig.Resources) fn {
 		// nil (none) unless ReservedConcurrency is on.
 		ReservedConcurrentExecutions: reserved,
 	})
-	suppressLambdaFindings(f, b.set)
 	return fn{f: f, role: role, logs: lg}
 }
 
@@ -783,11 +810,21 @@ func (b *builder) iamPolicies() {
 		ReconcileExecutionsARN:       *executionsArn(b.rec.name),
 		ReconcileMapRunExecutionsARN: *mapRunExecutionsArn(b.rec.name),
 	}
-	for p, role := range map[iampolicy.Principal]awsiam.Role{
+	roles := map[iampolicy.Principal]awsiam.Role{
 		iampolicy.RunLock: b.runLock.role, iampolicy.StartExport: b.startExport.role, iampolicy.CheckExport: b.checkExport.role,
 		iampolicy.PrepareChange: b.prepareChange.role, iampolicy.StateMachine: b.smRole, iampolicy.HealthLakeExport: b.exportRole,
 		iampolicy.Scheduler: b.schedRole, iampolicy.Reconcile: b.reconcileFn.role, iampolicy.ReconcileStateMachine: b.rec.role,
-	} {
+	}
+	if b.fp != nil {
+		// Set only with the fast path: prepare-change then also reads its
+		// record objects (iampolicy, HasFastPath).
+		res.FastPathQueueARN = *b.fp.out.Queue.QueueArn()
+		res.LogGroupARNs[iampolicy.FastPath] = *b.fp.fn.logs.LogGroupArn()
+		res.LogGroupARNs[iampolicy.FastPathSetup] = *b.fp.setup.logs.LogGroupArn()
+		roles[iampolicy.FastPath] = b.fp.fn.role
+		roles[iampolicy.FastPathSetup] = b.fp.setup.role
+	}
+	for p, role := range roles {
 		applyPolicy(role, p, res)
 	}
 }
@@ -862,9 +899,13 @@ func (b *builder) alarms() {
 	alarm("RecheckDeadLetterAlarm", "A re-check message reached the re-check dead-letter queue: an export is no longer followed.",
 		b.recheckDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: b.s("Maximum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	eventsDLQCauses := "a change event that failed to encrypt or decrypt with the key, a HealthLake job event the rule could " +
+		"not send to the re-check queue, or a scheduled start of a state machine"
+	if b.fp != nil {
+		eventsDLQCauses += ", or a HealthLake Subscription notification the notification bus could not encrypt or decrypt"
+	}
 	alarm("EventsDeadLetterAlarm", "EventBridge or EventBridge Scheduler could not deliver something and put it in the events "+
-		"dead-letter queue: a change event that failed to encrypt or decrypt with the key, a HealthLake job event the rule could "+
-		"not send to the re-check queue, or a scheduled start of a state machine. See docs/OPERATIONS.md, \"EventsDeadLetterAlarm\".",
+		"dead-letter queue: "+eventsDLQCauses+". See docs/OPERATIONS.md, \"EventsDeadLetterAlarm\".",
 		b.eventsDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: b.s("Maximum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	alarm("ExecutionFailedAlarm", "A pipeline execution failed; the checkpoint did not move and the next run retries the window.",
@@ -915,14 +956,22 @@ func (b *builder) alarms() {
 		"See `cdcctl reconcile status` and docs/OPERATIONS.md, \"ReconcileFailedAlarm\".",
 		b.rec.sm.MetricFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: b.s("Sum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	b.fastPathAlarms(alarm)
 }
 
 // dashboard creates the operators' dashboard (dashboard.go).
 func (b *builder) dashboard() {
+	dlqs := map[string]awssqs.IQueue{"start DLQ": b.startDLQ, "re-check DLQ": b.recheckDLQ, "events DLQ": b.eventsDLQ}
+	if b.fp != nil {
+		for k, q := range b.fp.deadLetterQs {
+			dlqs[k] = q
+		}
+	}
 	b.dash = newDashboard(b.stack, dashboardInputs{
 		pipeline: b.cfg.Name, stateMachine: b.sm, alarms: b.alarmRefs,
-		deadLetterQueues: map[string]awssqs.IQueue{"start DLQ": b.startDLQ, "re-check DLQ": b.recheckDLQ, "events DLQ": b.eventsDLQ},
+		deadLetterQueues: dlqs,
 		lagThreshold:     b.p.CheckpointLagThresholdSeconds,
+		fastPath:         b.fp != nil,
 	})
 }
 
@@ -946,6 +995,7 @@ func (b *builder) outputs() {
 	out("RecheckQueueUrl", b.recheckQ.QueueUrl(), "CDC_RECHECK_QUEUE_URL for cdcctl dlq")
 	out("RecheckDeadLetterQueueUrl", b.recheckDLQ.QueueUrl(), "CDC_RECHECK_DLQ_URL for cdcctl dlq")
 	out("EventsDeadLetterQueueUrl", b.eventsDLQ.QueueUrl(), "Dead-letter queue of the event bus, the job-event rule and the schedules")
+	b.fastPathOutputs(out)
 }
 
 // arn builds the ARN of a resource of this stack's account and Region:

@@ -151,6 +151,10 @@ func DerivedNames(pipeline string) []DerivedName {
 		{"state machine", StateMachineName(pipeline), "Step Functions CreateStateMachine name", 80},
 		{"reconciliation state machine", ReconcileStateMachineName(pipeline), "Step Functions CreateStateMachine name", 80},
 		{"dashboard", DashboardName(pipeline), "CloudWatch PutDashboard DashboardName", 255},
+		// With the FastPath setting only (fastpath.go).
+		{"notification bus (FastPath)", NotificationBusName(pipeline), "EventBridge CreateEventBus Name", 256},
+		{"fast-path queue (FastPath)", FastPathQueueName(pipeline), "SQS CreateQueue QueueName", 80},
+		{"fast-path dead-letter queue (FastPath)", FastPathDeadLetterName(pipeline), "SQS CreateQueue QueueName", 80},
 	}
 }
 
@@ -230,7 +234,10 @@ func (p Props) withDefaults() (Props, error) {
 	num(&p.QuarantineExpiryDays, 90)
 	num(&p.AccessLogsExpiryDays, 365)
 	str(&p.AlarmEmail, "")
-	return p, p.checkLiterals()
+	if err := p.checkLiterals(); err != nil {
+		return p, err
+	}
+	return p, p.checkFastPath()
 }
 
 // checkLiterals checks the deploy-time values given as literals the way

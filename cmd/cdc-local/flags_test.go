@@ -147,7 +147,7 @@ func TestSimulateRefusesFlagsItDoesNotHonour(t *testing.T) {
 		"addr": "127.0.0.1:0", "seed": t.TempDir(), "sample": "5", "every": "1m", "reconcile-every": "1h", "once": "true",
 		"sink": "file:" + filepath.Join(t.TempDir(), "e"), "safety-lag": "1s", "fault-rate": "0.2", "fault-seed": "3",
 		"state": t.TempDir(), "export-delay": "1s", "export-startup": "1s", "export-per-mb": "1s",
-		"export-visibility-lag": "1s", "history-lag": "1s", "iam": "off",
+		"export-visibility-lag": "1s", "history-lag": "1s", "iam": "off", "fast-path": "true", "fast-path-payload": "id-only",
 	}
 	var c config
 	newFlagSet(&c, io.Discard).VisitAll(func(f *flag.Flag) {

@@ -74,6 +74,10 @@ type config struct {
 	exportStartup, exportPerMB, visibilityLag time.Duration
 	historyLag                                time.Duration
 	verbose                                   bool
+	// fastPath and fastPathPayload: the Subscriptions fast path
+	// (docs/FASTPATH.md).
+	fastPath        bool
+	fastPathPayload string
 	// iam is "on" (every principal's statements enforced) or "off".
 	iam string
 	// simulate, workload and scale: run a simulation instead (local/sim).
@@ -109,6 +113,8 @@ func newFlagSet(c *config, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.exportPerMB, "export-per-mb", stack.DefaultExportPerMB, "HealthLake model: export time per MiB exported")
 	fs.DurationVar(&c.visibilityLag, "export-visibility-lag", stack.DefaultVisibilityLag, "HealthLake model: how long a write takes to become visible to exports")
 	fs.DurationVar(&c.historyLag, "history-lag", stack.DefaultHistoryLag, "HealthLake model: how long a write stays out of eventually consistent history and search reads")
+	fs.BoolVar(&c.fastPath, "fast-path", false, "run the Subscriptions fast path: a HealthLake Subscription (active after HealthLake's modelled 5 minutes) publishes each change within seconds; the windows skip what it delivered (docs/FASTPATH.md)")
+	fs.StringVar(&c.fastPathPayload, "fast-path-payload", "full-resource", "the fast path Subscription's payload: full-resource or id-only (read back with vread)")
 	fs.StringVar(&c.iam, "iam", "on", "IAM: on enforces every principal's statements (internal/iampolicy); off allows every call and only counts what would be denied")
 	fs.BoolVar(&c.verbose, "v", false, "log the pipeline's steps (ids, counts, durations) to stderr")
 	fs.DurationVar(&c.simulate, "simulate", 0, "run `DURATION` of --workload on simulated time and exit with the report (docs/SIMULATION.md)")
@@ -145,6 +151,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.exportStartup < 0 || c.exportPerMB < 0 || c.visibilityLag < 0 || c.historyLag < 0 {
 		return c, errors.New("--export-startup, --export-per-mb and --export-visibility-lag must not be negative")
+	}
+	if c.fastPathPayload != "full-resource" && c.fastPathPayload != "id-only" {
+		return c, fmt.Errorf("--fast-path-payload must be full-resource or id-only (the payloads HealthLake documents), not %q", c.fastPathPayload)
 	}
 	if c.iam != "on" && c.iam != "off" {
 		return c, fmt.Errorf("--iam must be on or off, not %q", c.iam)
@@ -205,6 +214,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ExportDelay: c.exportWait, Logger: logger,
 		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag, HistoryLag: c.historyLag,
 		IAMOff: c.iam == "off", ReconcileEvery: c.reconcileEvery, Latency: &c.latencyModel,
+		FastPath: c.fastPath, FastPathPayload: c.fastPathPayload,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "cdc-local:", err)
@@ -295,6 +305,8 @@ var simulateRefuses = map[string]string{
 	"export-visibility-lag": "the visibility lag is the workload's limits.visibilityLag",
 	"history-lag":           "the history lag is the workload's limits.historyLag",
 	"iam":                   "a simulation always enforces every principal's IAM statements",
+	"fast-path":             "the fast path of a simulation is not modelled yet (docs/FASTPATH.md)",
+	"fast-path-payload":     "the fast path of a simulation is not modelled yet (docs/FASTPATH.md)",
 }
 
 // simulateHonours are the flags --simulate acts on.

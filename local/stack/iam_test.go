@@ -155,6 +155,10 @@ func prepareScenario(t *testing.T, st *Stack, name string) {
 			t.Fatal(err)
 		}
 		st.HealthLake.AcceptThenFailNext(1, 500)
+	case "fastpath":
+		// The setup role's calls: the custom resource's Ensure again (the
+		// Patient runUntil writes is the fast path's notification).
+		_ = st.ensureSubscription(context.Background())
 	case "completed-with-errors":
 		if _, err := st.PutResource(context.Background(), "Patient", "iam-cwe", []byte(`{"resourceType":"Patient","id":"iam-cwe"}`)); err != nil {
 			t.Fatal(err)
@@ -181,6 +185,8 @@ func scenarioOf(p iampolicy.Principal, sid string) string {
 		return "completed-with-errors"
 	case p == iampolicy.Reconcile || p == iampolicy.ReconcileStateMachine || (p == iampolicy.Scheduler && sid == "StartReconciliation"):
 		return "reconcile"
+	case p == iampolicy.FastPath || p == iampolicy.FastPathSetup:
+		return "fastpath"
 	}
 	return "window"
 }
@@ -212,6 +218,16 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 		case "reconcile":
 			st = startStack(t, func(o *Options) { o.SampleSize = 2 })
 			runWindow(t, st)
+		case "fastpath":
+			// id-only: every version is read back (VersionReadResource).
+			st = startStack(t, func(o *Options) {
+				o.SampleSize = 2
+				o.FastPath, o.FastPathPayload, o.FastPathTypes = true, "id-only", []string{"Patient"}
+				o.Subscriptions.ActivationDelay = 200 * time.Millisecond
+				o.Subscriptions.NotificationDelay = 50 * time.Millisecond
+			})
+			runWindow(t, st)
+			time.Sleep(time.Second) // past the Subscription's activation
 		default:
 			st = shared
 		}
@@ -244,6 +260,8 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 					runTakeOverUntil(t, st, denied)
 				case "reconcile":
 					runReconcileScenario(t, st, denied)
+				case "fastpath":
+					runFastPathUntil(t, st, denied)
 				default:
 					runUntil(t, st, denied, func() { prepareScenario(t, st, sc) })
 				}
@@ -317,6 +335,22 @@ func runUntil(t *testing.T, st *Stack, done func() bool, prepare func()) {
 		return
 	}
 	followUntil(ctx, t, st, arn, "execution", done)
+}
+
+// runFastPathUntil writes a Patient (its notification reaches the fast
+// path) and keeps the setup's Ensure going until done() holds, at most 30 s:
+// the fast path's mapping long-polls its queue (up to 20 s a poll).
+func runFastPathUntil(t *testing.T, st *Stack, done func() bool) {
+	t.Helper()
+	iamSeq++
+	id := fmt.Sprintf("iam-fp-%d", iamSeq)
+	if _, err := st.PutResource(context.Background(), "Patient", id, []byte(`{"resourceType":"Patient","id":"`+id+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !done() && time.Now().Before(deadline); {
+		prepareScenario(t, st, "fastpath")
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // followUntil waits until done() holds or the execution arn ends; one still

@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+)
+
+// fastPathLambdaDir is fakeLambdaDir with the fast path's two bootstraps.
+func fastPathLambdaDir(t *testing.T) string {
+	t.Helper()
+	dir := fakeLambdaDir(t)
+	for _, l := range []string{stackconfig.FastPath, stackconfig.FastPathSetup} {
+		if err := os.MkdirAll(filepath.Join(dir, l), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, l, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// fastPathProps are a user's props with the FastPath setting on.
+func fastPathProps(t *testing.T, dir string, settings map[string]string) Props {
+	t.Helper()
+	set := DefaultSettings()
+	if err := set.Apply(map[string]string{"FastPath": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Apply(settings); err != nil {
+		t.Fatal(err)
+	}
+	return Props{Name: "p", LambdaDir: dir, ASLFile: realASL, Settings: &set, DatastoreID: jsii.String("ds-1")}
+}
+
+// With FastPath on, New refuses what could not work before building
+// anything: no type list (the SubscriptionTopic needs one resourceTrigger
+// per type), the fast path's bootstraps missing, and reserved concurrency
+// the configuration does not give the fast-path Lambda.
+func TestFastPathRefusedAtSynth(t *testing.T) {
+	dir := fastPathLambdaDir(t)
+	for name, c := range map[string]struct {
+		props func() Props
+		want  []string
+	}{
+		"no types": {func() Props { return fastPathProps(t, dir, nil) },
+			[]string{"FastPath", "ResourceTypes", "SubscriptionTopic", "resourceTrigger"}},
+		"blank types": {func() Props {
+			p := fastPathProps(t, dir, nil)
+			p.ResourceTypes = jsii.String("")
+			return p
+		}, []string{"FastPath", "ResourceTypes"}},
+		"no bootstrap": {func() Props {
+			p := fastPathProps(t, fakeLambdaDir(t), nil)
+			p.ResourceTypes = jsii.String("Patient")
+			return p
+		}, []string{stackconfig.FastPath, "bootstrap is missing"}},
+	} {
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+		stack := awscdk.NewStack(app, jsii.String("S"), nil)
+		_, err := New(stack, "Cdc", c.props())
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v, want it to name %q", name, err, w)
+			}
+		}
+	}
+	// Reserved concurrency: refused while the configuration reserves
+	// nothing for the fast-path Lambda (cdk-nag's LambdaConcurrency).
+	p := fastPathProps(t, dir, map[string]string{"ReservedConcurrency": "true"})
+	p.ResourceTypes = jsii.String("Patient")
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+	_, err := New(awscdk.NewStack(app, jsii.String("S"), nil), "Cdc", p)
+	if p.Settings.ReservedConcurrencyOf(stackconfig.FastPath) == 0 {
+		if err == nil || !strings.Contains(err.Error(), "ReservedConcurrency") {
+			t.Errorf("FastPath with ReservedConcurrency = %v, want a refusal naming the setting", err)
+		}
+	} else if err != nil {
+		t.Errorf("FastPath with ReservedConcurrency: %v", err)
+	}
+}
+
+// A user's app with the fast path and literal types: the custom resource's
+// Types is the list itself, no template Rule is needed, the names derive
+// from the pipeline name, and cdk-nag finds nothing.
+func TestFastPathWithLiteralTypes(t *testing.T) {
+	p := fastPathProps(t, fastPathLambdaDir(t), nil)
+	p.ResourceTypes = jsii.String("Patient,Observation")
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+	ApplyNagPacks(app)
+	stack := awscdk.NewStack(app, jsii.String("S"), nil)
+	pl, err := New(stack, "Cdc", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.FastPath == nil || pl.FastPath.Subscription == nil || pl.FastPath.Queue == nil {
+		t.Fatalf("Pipeline.FastPath = %+v", pl.FastPath)
+	}
+	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()
+	for _, f := range errorAnnotations(stack) {
+		t.Error(f)
+	}
+	_, props := only(t, tpl, "Custom::HealthLakeSubscription")
+	if js(props["Types"]) != js([]any{"Patient", "Observation"}) || props["Name"] != "p" || props["Payload"] != "full-resource" ||
+		props["DatastoreId"] != "ds-1" {
+		t.Errorf("custom resource properties = %s", js(props))
+	}
+	if rules, _ := tpl["Rules"].(map[string]any); rules != nil {
+		for name := range rules {
+			if strings.Contains(name, "FastPath") {
+				t.Errorf("template Rule %s for a literal type list", name)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, typ := range []string{"AWS::Events::EventBus", "AWS::SQS::Queue"} {
+		for _, r := range resourcesOf(tpl, typ) {
+			p := r["Properties"].(map[string]any)
+			for _, k := range []string{"Name", "QueueName"} {
+				if v, ok := p[k].(string); ok {
+					names[v] = true
+				}
+			}
+		}
+	}
+	for _, n := range []string{NotificationBusName("p"), FastPathQueueName("p"), FastPathDeadLetterName("p")} {
+		if !names[n] {
+			t.Errorf("no resource named %s (have %v)", n, names)
+		}
+	}
+	// The longest pipeline name fits the fast path's names too.
+	longest := strings.Repeat("n", MaxNameLength)
+	derived := map[string]bool{}
+	for _, d := range DerivedNames(longest) {
+		derived[d.Name] = true
+	}
+	for _, n := range []string{NotificationBusName(longest), FastPathQueueName(longest), FastPathDeadLetterName(longest)} {
+		if !derived[n] {
+			t.Errorf("%s is not one of DerivedNames", n)
+		}
+	}
+}
+
+// LambdasOf names the fast path's Lambdas only with the FastPath setting.
+func TestLambdasOf(t *testing.T) {
+	set := DefaultSettings()
+	if js(LambdasOf(set)) != js(Lambdas) {
+		t.Errorf("LambdasOf(default) = %v, want %v", LambdasOf(set), Lambdas)
+	}
+	set.FastPath = true
+	got := LambdasOf(set)
+	if len(got) != len(Lambdas)+2 || got[len(got)-2] != stackconfig.FastPath || got[len(got)-1] != stackconfig.FastPathSetup {
+		t.Errorf("LambdasOf(FastPath) = %v", got)
+	}
+}
