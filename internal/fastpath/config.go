@@ -60,6 +60,19 @@ type Config struct {
 	Metrics *metrics.Recorder
 	// Now is the clock (lag, record key); nil is time.Now.
 	Now func() time.Time
+	// FlushAfter (CDC_FAST_PATH_FLUSH_AFTER) is how long an execution
+	// environment may keep what it published before it writes its record
+	// object: one object per environment and FlushAfter while it is busy,
+	// instead of one per invocation (an S3 PUT costs 25 notifications'
+	// queue requests). An invocation writes when the oldest kept version is
+	// FlushAfter old, or when the environment was idle that long before it
+	// (the next invocation may be far away). 0 writes at every invocation.
+	// It must stay well below the safety lag: a window reads the records of
+	// its span when it runs, at least the safety lag after its until; a
+	// version whose record is not written by then is published again by
+	// the window (a duplicate, never a loss). The stack sets it to a
+	// quarter of the safety lag (stackconfig).
+	FlushAfter time.Duration
 }
 
 // ConfigFromEnv reads the configuration through getenv (os.Getenv in the
@@ -109,6 +122,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("fast-path configuration: %s=%q is not a byte count of at least 1024", stackconfig.EnvMaxEntryBytes, s)
 		}
 		cfg.Publish.MaxEntryBytes = n
+	}
+	if s := env(stackconfig.EnvFastPathFlushAfter); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return Config{}, fmt.Errorf("fast-path configuration: %s=%q is not a duration ≥ 0 such as 30s", stackconfig.EnvFastPathFlushAfter, s)
+		}
+		cfg.FlushAfter = d
 	}
 	if s := env(stackconfig.EnvPutEventsRate); s != "" {
 		r, err := strconv.ParseFloat(s, 64)

@@ -14,9 +14,11 @@
 // bytes make an upsert, a 410 Gone a delete. Anything the fast path does not
 // recognise exactly is not published but counted (FastPathUnrecognized):
 // the export path delivers every version anyway, so the fast path fails
-// closed. A message whose versions were not all accepted by EventBridge (or
-// whose record could not be written) is reported in BatchItemFailures and
-// comes again: its versions are published again with the same eventIds.
+// closed. A message whose versions were not all accepted by EventBridge is
+// reported in BatchItemFailures and comes again: its versions are published
+// again with the same eventIds. What was published is kept in the execution
+// environment and written as one record object at most every
+// Config.FlushAfter (Handler.keepAndFlush).
 package fastpath
 
 import (
@@ -26,6 +28,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -56,6 +59,10 @@ const (
 	// MetricFailed counts the messages reported in BatchItemFailures (they
 	// come again).
 	MetricFailed = "FastPathFailed"
+	// MetricRecordFailed counts record objects that could not be written;
+	// their versions are kept for the next invocation, and a window that
+	// runs before publishes them again (duplicates).
+	MetricRecordFailed = "FastPathRecordFailed"
 	// MetricLagSeconds is the largest lag of the invocation's published
 	// versions: the time of publishing less the version's lastUpdated (a
 	// delete's: its notification's timestamp). The maximum, not a sum, so
@@ -73,19 +80,26 @@ const (
 )
 
 // Handler is the fast-path Lambda handler. Safe for concurrent use: each
-// invocation has its own publisher, emitter and record.
+// invocation has its own publisher and emitter; what they published is kept
+// in the handler (its execution environment) until the record object is
+// written (Config.FlushAfter).
 type Handler struct {
 	s3  S3API
 	eb  publish.PutEventsAPI
 	hl  VersionReader
 	cfg Config
+
+	mu      sync.Mutex
+	kept    []delivered.Entry // published, not yet in a record object
+	oldest  time.Time         // when the first of kept was published
+	lastEnd time.Time         // the end of the previous invocation
 }
 
 // Handle processes one SQS batch: it parses each message, publishes the
 // versions it announces (one publisher for the batch), waits for their
-// outcomes, writes the invocation's record object and reports in
-// BatchItemFailures every message with a version not accepted, or, when the
-// record object cannot be written, every message with a published version.
+// outcomes, keeps what was accepted for the environment's record object
+// (written when due, keepAndFlush) and reports in BatchItemFailures every
+// message with a version not accepted.
 // Unrecognised messages, handshakes and heartbeats are counted and done. It
 // returns an error (the whole batch comes again) only when no publisher can
 // be built.
@@ -106,7 +120,7 @@ func (h *Handler) Handle(ctx context.Context, ev lambdaevents.SQSEvent) (lambdae
 	}
 	cancel()
 	inv.settle()
-	inv.writeRecord(ctx, requestID(ctx))
+	h.keepAndFlush(ctx, inv, requestID(ctx))
 	resp := lambdaevents.SQSEventResponse{BatchItemFailures: []lambdaevents.SQSBatchItemFailure{}}
 	for _, m := range inv.msgs {
 		if m.failed {
@@ -147,6 +161,10 @@ type counts struct {
 	vreads                           int64
 	failedVersions, failedMessages   int64
 	lagMax                           time.Duration
+	// recorded: versions written in the record object of this invocation;
+	// kept: versions the environment still keeps after it; recordFailed:
+	// record objects that could not be written (kept for the next try).
+	recorded, kept, recordFailed int64
 }
 
 // message is one SQS message of the batch.
@@ -365,27 +383,47 @@ func (inv *invocation) settle() {
 	}
 }
 
-// writeRecord writes the invocation's record object (nothing when nothing
-// was published). When it cannot be written every message with a published
-// version fails: they come again and are published and recorded again (the
-// same eventIds; a window may publish them too: duplicates, never a loss).
-func (inv *invocation) writeRecord(ctx context.Context, unique string) {
-	if len(inv.rec.entries) == 0 {
+// keepAndFlush adds what the invocation published to what the environment
+// keeps, and writes it as one record object when the oldest kept version is
+// Config.FlushAfter old or the environment was idle that long before this
+// invocation (or at once when FlushAfter is 0). The messages are answered
+// whatever the write does: a record not written (or written late) only
+// makes a window publish those versions again, with the same eventIds — a
+// duplicate, never a loss — so a failed write is kept for the next
+// invocation, counted and logged, and no message comes again for it.
+func (h *Handler) keepAndFlush(ctx context.Context, inv *invocation, unique string) {
+	cfg := h.cfg
+	now := cfg.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	idle := h.lastEnd.IsZero() || now.Sub(h.lastEnd) >= cfg.FlushAfter
+	h.lastEnd = now
+	if len(inv.rec.entries) > 0 {
+		if len(h.kept) == 0 {
+			h.oldest = now
+		}
+		h.kept = append(h.kept, inv.rec.entries...)
+	}
+	if len(h.kept) == 0 || !(idle || now.Sub(h.oldest) >= cfg.FlushAfter || len(h.kept) >= maxKept) {
+		inv.c.kept = int64(len(h.kept))
 		return
 	}
-	cfg := inv.h.cfg
-	key := delivered.FastPathKey(cfg.Now(), unique)
-	if err := inv.rec.write(ctx, inv.h.s3, cfg.Bucket, cfg.KMSKeyID, key); err != nil {
-		for _, m := range inv.msgs {
-			if m.published {
-				m.failed = true
-			}
-		}
+	key := delivered.FastPathKey(now, unique)
+	rec := record{entries: h.kept}
+	if err := rec.write(ctx, h.s3, cfg.Bucket, cfg.KMSKeyID, key); err != nil {
+		inv.c.recordFailed++
 		inv.fail(err)
+		inv.c.kept = int64(len(h.kept))
 		return
 	}
 	inv.key = key
+	inv.c.recorded = int64(len(h.kept))
+	h.kept, h.oldest = nil, time.Time{}
 }
+
+// maxKept bounds what an environment keeps before it writes (about 1 MB
+// of entries in memory, far less gzip-compressed on S3).
+const maxKept = 20000
 
 // InstantWindow is the window of a fast-path event: the instant of its
 // version, (until − 1 ms, until] with until = at rounded up to the
@@ -408,7 +446,8 @@ func (h *Handler) observe(inv *invocation, took time.Duration) {
 			"published", c.published, "deletes", c.deletes, "unrecognized", c.unrecognized, "filtered", c.filtered,
 			"duplicates", c.duplicates, "vreads", c.vreads, "claimChecked", claimChecked, "failedVersions", c.failedVersions,
 			"failedMessages", c.failedMessages, "putEventsCalls", ps.Calls, "entriesRetried", ps.Retried,
-			"lagSecondsMax", c.lagMax.Seconds(), "durationMs", took.Milliseconds()}
+			"lagSecondsMax", c.lagMax.Seconds(), "recorded", c.recorded, "kept", c.kept, "recordFailed", c.recordFailed,
+			"durationMs", took.Milliseconds()}
 		if len(inv.reasons) > 0 {
 			attrs = append(attrs, "unrecognizedReasons", inv.reasons)
 		}
@@ -434,6 +473,7 @@ func (h *Handler) observe(inv *invocation, took time.Duration) {
 		metrics.Count(MetricVReads, c.vreads),
 		metrics.Count(MetricClaimChecked, claimChecked),
 		metrics.Count(MetricFailed, c.failedMessages),
+		metrics.Count(MetricRecordFailed, c.recordFailed),
 	}
 	if c.published > 0 {
 		values = append(values, metrics.Seconds(MetricLagSeconds, c.lagMax))

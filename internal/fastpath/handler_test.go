@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -541,28 +543,84 @@ func TestVReadFailureFailsTheMessage(t *testing.T) {
 	}
 }
 
-// failingRecords fails the PUT of record objects.
-type failingRecords struct{ fastpath.S3API }
+// failingRecords fails the PUT of record objects while fail is set.
+type failingRecords struct {
+	fastpath.S3API
+	fail *atomic.Bool
+}
 
 func (f failingRecords) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
-	if strings.HasPrefix(*in.Key, delivered.FastPathPrefix) {
+	if strings.HasPrefix(*in.Key, delivered.FastPathPrefix) && f.fail.Load() {
 		return nil, errors.New("injected: S3 unavailable")
 	}
 	return f.S3API.PutObject(ctx, in, opts...)
 }
 
-func TestRecordFailureFailsEveryPublishedMessage(t *testing.T) {
+// TestRecordFailureKeepsTheVersionsForTheNextInvocation: a record object
+// that cannot be written fails no message (what was published stays
+// published; a window may publish it again, never lose it): the versions
+// are kept, counted as FastPathRecordFailed, and written by the next
+// invocation's record.
+func TestRecordFailureKeepsTheVersionsForTheNextInvocation(t *testing.T) {
 	r := newRig(t)
-	b1, b2 := r.load("Patient", "pat-x", ""), r.load("Patient", "pat-y", "")
-	failed := handle(t, r.handler(failingRecords{r.s3}, nil), fullResource(t, b1, ts1), message(handshake), fullResource(t, b2, ts1))
-	if strings.Join(failed, ",") != "m1,m3" {
-		t.Fatalf("failed = %v, want m1,m3 (the handshake published nothing)", failed)
+	b1, b2, b3 := r.load("Patient", "pat-x", ""), r.load("Patient", "pat-y", ""), r.load("Patient", "pat-z", "")
+	fail := &atomic.Bool{}
+	fail.Store(true)
+	h := r.handler(failingRecords{r.s3, fail}, nil)
+	if failed := handle(t, h, fullResource(t, b1, ts1), message(handshake), fullResource(t, b2, ts1)); len(failed) != 0 {
+		t.Fatalf("failed = %v, want none: the versions were published", failed)
 	}
-	if r.sink.Len() != 2 {
-		t.Errorf("%d events: published before the record failed", r.sink.Len())
+	if r.sink.Len() != 2 || r.total(fastpath.MetricRecordFailed) != 1 || r.total(fastpath.MetricFailed) != 0 {
+		t.Fatalf("%d events, metrics %v", r.sink.Len(), r.metrics.Totals())
 	}
-	if r.total(fastpath.MetricFailed) != 2 {
-		t.Errorf("metrics = %v", r.metrics.Totals())
+	if entries, _ := r.records(); len(entries) != 0 {
+		t.Fatalf("a record was written: %v", entries)
+	}
+	fail.Store(false)
+	if failed := handle(t, h, fullResource(t, b3, ts1)); len(failed) != 0 {
+		t.Fatalf("failed = %v", failed)
+	}
+	entries, keys := r.records()
+	if len(keys) != 1 || len(entries) != 3 {
+		t.Fatalf("records %v hold %d versions, want one object with all 3", keys, len(entries))
+	}
+}
+
+// TestRecordIsWrittenOncePerFlushInterval: a busy environment writes one
+// record object per FlushAfter, holding every version published since the
+// last; an invocation after an idle FlushAfter writes at once (the next
+// may be far away).
+func TestRecordIsWrittenOncePerFlushInterval(t *testing.T) {
+	r := newRig(t)
+	var mu sync.Mutex
+	clock := now
+	at := func(d time.Duration) { mu.Lock(); clock = now.Add(d); mu.Unlock() }
+	h := r.handler(nil, func(c *fastpath.Config) {
+		c.FlushAfter = 30 * time.Second
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	})
+	objects := func() int { _, keys := r.records(); return len(keys) }
+	for i, step := range []struct {
+		at      time.Duration
+		objects int
+	}{
+		{0, 1},                 // the first invocation: idle before it, written at once
+		{5 * time.Second, 1},   // kept
+		{10 * time.Second, 1},  // kept
+		{41 * time.Second, 2},  // the oldest kept is 36 s old: written, with all three
+		{200 * time.Second, 3}, // idle for 159 s before it: written at once
+	} {
+		at(step.at)
+		id := fmt.Sprintf("pat-f%d", i)
+		if failed := handle(t, h, fullResource(t, r.load("Patient", id, ""), ts1)); len(failed) != 0 {
+			t.Fatalf("step %d: failed %v", i, failed)
+		}
+		if got := objects(); got != step.objects {
+			t.Fatalf("step %d (at %s): %d record objects, want %d", i, step.at, got, step.objects)
+		}
+	}
+	if entries, _ := r.records(); len(entries) != 5 {
+		t.Errorf("the records hold %d versions, want all 5", len(entries))
 	}
 }
 

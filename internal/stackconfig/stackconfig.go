@@ -195,6 +195,13 @@ type Config struct {
 	FastPathFunction, FastPathSetupFunction Function
 }
 
+// FastPathFlushAfter is how long the fast-path Lambda keeps what it
+// published before it writes its record object: 30 s, a quarter of the
+// default 2-minute safety lag (the SafetyLag parameter), so the windows find
+// the record long before they run. A safety lag below 1 minute with the
+// fast path on makes windows publish some of its versions again.
+func (c Config) FastPathFlushAfter() time.Duration { return 30 * time.Second }
+
 // DefaultPutEventsQuota is the lowest default PutEvents quota that
 // EventBridge documents for any region (400 requests per second; us-east-1
 // has 10,000, us-east-2 2,400). Set PutEventsQuota to the quota of the
