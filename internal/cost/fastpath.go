@@ -1,0 +1,75 @@
+package cost
+
+import "math"
+
+// FastPathModel is how the Subscriptions fast path (docs/FASTPATH.md)
+// consumes resources beside the export path. Every figure but the prices is
+// modelled: HealthLake documents neither how many events one notification
+// carries nor how the notifications are billed, and the event-source
+// mapping's batching depends on the arrival rate.
+type FastPathModel struct {
+	// EventsPerBundle is the notification events one EventBridge event
+	// (one SQS message) carries: 1 unless HealthLake batches.
+	EventsPerBundle float64
+	// Pollers is the event-source mapping's concurrent pollers (Lambda's
+	// SQS mappings start with five) and BatchingWindowSeconds its
+	// MaximumBatchingWindow (1 s as deployed): at most Pollers invocations
+	// per window.
+	Pollers, BatchingWindowSeconds float64
+	// SecondsPerInvocation and SecondsPerMessage give an invocation's
+	// duration; MemoryGB its memory (0.5 as deployed).
+	SecondsPerInvocation, SecondsPerMessage, MemoryGB float64
+	// Environments is how many execution environments write record
+	// objects, each at most one per FlushAfterSeconds (30 s).
+	Environments, FlushAfterSeconds float64
+	// WindowsPerDay read the record objects of their span (SpanSeconds:
+	// the window, the safety lag and the export, about 8 minutes).
+	WindowsPerDay, SpanSeconds float64
+	// VReadsPerChange is 1 with id-only payloads, about 0.0002 with
+	// full-resource ones (the resources over 256 KB, sent id-only).
+	VReadsPerChange float64
+	// NotificationsBilled counts HealthLake's puts on the notification bus
+	// as custom events of the account (HealthLake's pricing page does not
+	// say): the model prices them apart.
+	NotificationsBilled bool
+}
+
+// DeployedFastPath is the fast path as the CDK app deploys it, with a
+// full-resource Subscription and one event per notification.
+func DeployedFastPath() FastPathModel {
+	return FastPathModel{
+		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: 1,
+		SecondsPerInvocation: 0.05, SecondsPerMessage: 0.005, MemoryGB: 0.5,
+		Environments: 5, FlushAfterSeconds: 30,
+		WindowsPerDay: 288, SpanSeconds: 480,
+		VReadsPerChange: 0.0002,
+	}
+}
+
+// FastPathDaily is the usage the fast path adds to a day of changesPerDay
+// changes, and the HealthLake version reads (priced apart, as HealthLake
+// queries) and notification events (priced apart, see NotificationsBilled).
+// The versions it publishes replace the export path's PutEvents of the
+// same versions, so no event chunks are added.
+func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, notifications float64) {
+	if changesPerDay <= 0 {
+		return Usage{}, 0, 0
+	}
+	per := math.Max(m.EventsPerBundle, 1)
+	messages := changesPerDay / per
+	invocations := math.Min(messages, m.Pollers*86400/math.Max(m.BatchingWindowSeconds, 0.001))
+	perInvocation := messages / invocations
+	calls := invocations * math.Ceil(perInvocation/10) // ReceiveMessage and DeleteMessageBatch take 10
+	emptyPolls := m.Pollers * 3 * 60 * 24               // 20 s long polls of idle pollers, at most
+	records := math.Min(invocations, m.Environments*86400/math.Max(m.FlushAfterSeconds, 1))
+	perWindow := math.Min(records/86400*m.SpanSeconds, records)
+	u = Usage{
+		SQSRequests:       messages + 2*calls + emptyPolls,
+		LambdaRequests:    invocations,
+		LambdaGBSeconds:   (invocations*m.SecondsPerInvocation + messages*m.SecondsPerMessage) * m.MemoryGB,
+		LambdaArm64:       true,
+		S3PutListRequests: records + m.WindowsPerDay*math.Ceil(m.SpanSeconds/3600+1), // records; each window lists its hours
+		S3GetRequests:     m.WindowsPerDay * perWindow,
+	}
+	return u, changesPerDay * m.VReadsPerChange, messages
+}
