@@ -2,13 +2,10 @@ package prepare_test
 
 import (
 	"bytes"
-	"context"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
@@ -76,7 +73,7 @@ func TestWindowSkipsWhatTheFastPathDelivered(t *testing.T) {
 		t.Errorf("summary %+v: want 4 lines = 2 events (both missed by the fast path) + 2 fastPathSkipped", out)
 	}
 	var recorded []string
-	for _, key := range r.keys(t, delivered.DeliveredPrefix) {
+	for _, key := range r.list(t, delivered.DeliveredPrefix) {
 		_ = delivered.ReadAll(bytes.NewReader(r.get(t, key)), nil, func(e delivered.Entry) error {
 			recorded = append(recorded, e.Type+"/"+e.ID+"/_history/"+e.VersionID)
 			return nil
@@ -120,16 +117,3 @@ func TestLongWindowDoesNotReadTheFastPath(t *testing.T) {
 	}
 }
 
-// keys lists the bucket's keys under prefix.
-func (r *rig) keys(t *testing.T, prefix string) []string {
-	t.Helper()
-	out, err := r.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, o := range out.Contents {
-		keys = append(keys, aws.ToString(o.Key))
-	}
-	return keys
-}
