@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
@@ -116,4 +115,3 @@ func TestLongWindowDoesNotReadTheFastPath(t *testing.T) {
 		t.Fatalf("%+v, %v; want the version published and the fast path not consulted", out, err)
 	}
 }
-
