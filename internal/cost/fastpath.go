@@ -60,7 +60,7 @@ func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, not
 	invocations := math.Min(messages, m.Pollers*86400/math.Max(m.BatchingWindowSeconds, 0.001))
 	perInvocation := messages / invocations
 	calls := invocations * math.Ceil(perInvocation/10) // ReceiveMessage and DeleteMessageBatch take 10
-	emptyPolls := m.Pollers * 3 * 60 * 24               // 20 s long polls of idle pollers, at most
+	emptyPolls := m.Pollers * 3 * 60 * 24              // 20 s long polls of idle pollers, at most
 	records := math.Min(invocations, m.Environments*86400/math.Max(m.FlushAfterSeconds, 1))
 	perWindow := math.Min(records/86400*m.SpanSeconds, records)
 	u = Usage{
