@@ -1,8 +1,9 @@
 package stack
 
 import (
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/local/iam"
