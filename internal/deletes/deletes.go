@@ -95,7 +95,8 @@ type Totals struct {
 	// Outside counts DELETE entries after until (the next window's).
 	Outside int64 `json:"outside"`
 	// NeverAnnounced counts resources created and deleted inside the
-	// window: no export saw them, no delete goes out.
+	// window: no export saw them, no delete goes out (none with the fast
+	// path on, which may have announced them).
 	NeverAnnounced int64 `json:"neverAnnounced"`
 	// FastPathSkipped counts deletes the Subscriptions fast path had
 	// already published (docs/FASTPATH.md): recorded, not sent again.
@@ -400,13 +401,16 @@ func (ts *typeScan) add(e healthlake.HistoryEntry) {
 // settle publishes the type's deletes. With the type's window read to its
 // start (complete), a resource whose oldest version in the window created
 // it was created and deleted inside the window: no export saw it, no
-// consumer was told of it, and no delete goes out (NeverAnnounced). With
-// the window not read to its start (the deadline came), every delete goes
-// out: an announced resource is never left without its delete, at the cost
-// of a rare delete for a resource no consumer knew.
+// consumer was told of it, and no delete goes out (NeverAnnounced) —
+// unless the fast path runs (Config.FastPath): it may have published the
+// creation within seconds, so the delete goes out (skipped as usual when
+// the fast path published the delete too). With the window not read to its
+// start (the deadline came), every delete goes out: an announced resource
+// is never left without its delete, at the cost of a rare delete for a
+// resource no consumer knew.
 func (s *scan) settle(ts *typeScan, complete bool) bool {
 	for _, id := range ts.order {
-		if complete && ts.created[id] {
+		if complete && ts.created[id] && s.f.cfg.FastPath == nil {
 			s.count(func(t *Totals) { t.NeverAnnounced++ })
 			continue
 		}

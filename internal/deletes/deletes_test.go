@@ -408,3 +408,36 @@ func TestFindSkipsTheDeletesTheFastPathPublished(t *testing.T) {
 		t.Errorf("the fast path was asked with continues %v, want [true false]", asked)
 	}
 }
+
+// TestFastPathCreatedAndDeletedInsideTheWindowGetsItsDelete: with the fast
+// path on, a resource created and deleted inside one window may have been
+// announced within seconds (its creation's notification), so the scan
+// publishes its delete rather than counting it never announced — unless
+// the fast path published that delete too.
+func TestFastPathCreatedAndDeletedInsideTheWindowGetsItsDelete(t *testing.T) {
+	r := newRig(t)
+	r.load("Patient", "p0")
+	since := r.mark()
+	r.load("Patient", "brief")
+	del := r.del("Patient", "brief")
+	w := events.Window{Since: since, Until: r.mark()}
+	empty := func(context.Context, time.Time, bool) (*delivered.Set, error) { return &delivered.Set{}, nil }
+	f, err := deletes.New(r.hc, r.eb, r.s3, deletes.Config{
+		Types: []string{"Patient"}, Publish: publish.Config{EventBus: bus}, Bucket: bucket, FastPath: empty,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := input(w, nil)
+	in.Continues = true
+	out, err := f.Find(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.published(w); strings.Join(got, " ") != del {
+		t.Errorf("published %v, want the delete %s (the fast path may have announced the creation)", got, del)
+	}
+	if out.Totals.NeverAnnounced != 0 || out.Totals.FastPathMissed != 1 {
+		t.Errorf("totals %+v: want the delete published as missed by the fast path, none never announced", out.Totals)
+	}
+}

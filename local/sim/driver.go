@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 )
@@ -57,6 +58,46 @@ type driver struct {
 	body   []byte
 	// lastWrite is the time of the last write (virtual).
 	lastWrite time.Time
+	// stamps, kept when the fast path is on (keepStamps), lists per
+	// "type/id" every version the driver wrote, oldest first: what tells
+	// whether a version was still the latest when its window exported.
+	stamps map[string][]stamp
+}
+
+// stamp is one version the driver wrote: its meta.lastUpdated (Unix ns;
+// a FHIR DELETE's is the driver's clock once the DELETE was answered) and
+// whether it is a deletion.
+type stamp struct {
+	vid     uint32
+	deleted bool
+	at      int64
+}
+
+// keepStamps makes the driver record every version it writes (stamps).
+func (d *driver) keepStamps() { d.stamps = map[string][]stamp{} }
+
+// stamped records a version written now; for a creation or update its
+// lastUpdated is read back from the data store (the emulator steps stamps
+// by a millisecond within an instant).
+func (d *driver) stamped(typ, id, vid string, deleted bool) {
+	if d.stamps == nil {
+		return
+	}
+	key := typ + "/" + id
+	at := time.Now()
+	if !deleted {
+		if b, ok := d.ds.Read(typ, id); ok {
+			if t, err := events.ParseTime(metaField(b, "lastUpdated")); err == nil {
+				at = t
+			}
+		}
+	}
+	ss := d.stamps[key]
+	n, err := strconv.ParseUint(vid, 10, 32)
+	if err != nil && len(ss) > 0 {
+		n = uint64(ss[len(ss)-1].vid) + 1
+	}
+	d.stamps[key] = append(ss, stamp{vid: uint32(n), deleted: deleted, at: at.UnixNano()})
 }
 
 func newDriver(ds *fakehealthlake.Datastore, del deleter, seed int64) *driver {
@@ -79,10 +120,12 @@ func (d *driver) write(typ string, n int64) (bool, error) {
 		return false, fmt.Errorf("generate %s: %w", typ, err)
 	}
 	d.body = body
-	if _, err := d.ds.Load(typ, resourceID(n), body); err != nil {
+	vid, err := d.ds.Load(typ, resourceID(n), body)
+	if err != nil {
 		d.writes.Rejected++
 		return false, nil
 	}
+	d.stamped(typ, resourceID(n), vid, false)
 	d.lastWrite = time.Now()
 	return true, nil
 }
@@ -118,7 +161,13 @@ func (d *driver) update(typ string) error {
 
 // remove deletes a random live resource of typ.
 func (d *driver) remove(ctx context.Context, typ string) {
-	if d.retire(typ, func(id string) bool { return d.send(ctx, http.MethodDelete, typ+"/"+id) }) {
+	if d.retire(typ, func(id string) bool {
+		if !d.send(ctx, http.MethodDelete, typ+"/"+id) {
+			return false
+		}
+		d.stamped(typ, id, "", true)
+		return true
+	}) {
 		d.writes.Deletes++
 	}
 }

@@ -30,12 +30,19 @@ type Duplicates struct {
 	Rerun int64 `json:"rerun"`
 	// Replay: delivered again after a replay moved the checkpoint back.
 	Replay int64 `json:"replay"`
+	// FastPath: the fast path delivered it again (HealthLake delivered the
+	// notification twice, to two invocations). CrossPath: one delivery from
+	// each path — a notification later than the window that published the
+	// version, or a window that ran before the fast path's record of it
+	// was written (docs/FASTPATH.md). Both 0 without the fast path.
+	FastPath  int64 `json:"fastPath,omitempty"`
+	CrossPath int64 `json:"crossPath,omitempty"`
 }
 
 // delivery is what the observer keeps per eventId: when it was first and
 // last delivered (virtual Unix nanoseconds), the window of its last
-// delivery (an index into observer.windows) and how often — 24 bytes, for
-// millions of events.
+// delivery (an index into observer.windows; fastPathWindow for a fast-path
+// delivery) and how often — 24 bytes, for millions of events.
 type delivery struct {
 	first, last int64
 	window      int32
@@ -44,6 +51,11 @@ type delivery struct {
 
 // window is a delivery's window bounds as the detail gives them.
 type window struct{ since, until string }
+
+// fastPathWindow is the window number of a fast-path delivery: its window
+// is the version's instant (docs/FASTPATH.md), one per version, so it is
+// not numbered.
+const fastPathWindow int32 = -1
 
 // observer is the bus's sink in a simulation: it records every delivery's
 // virtual time, the write → delivery latency of each version and the
@@ -65,6 +77,9 @@ type observer struct {
 	// announced holds the FNV-1a hash of every "type/id" an upsert was
 	// delivered for (8 bytes a resource).
 	announced map[uint64]struct{}
+	// fp, with the fast path on, is what each path delivered per eventId
+	// and HealthLake's notification deliveries (fastpath.go).
+	fp *fastPathLog
 }
 
 func newObserver(start time.Time) *observer {
@@ -81,7 +96,14 @@ type detailHead struct {
 		Since string `json:"since"`
 		Until string `json:"until"`
 	} `json:"window"`
+	Export struct {
+		JobID string `json:"jobId"`
+	} `json:"export"`
 }
+
+// fromFastPath reports whether the event came from the fast path: its
+// export.jobId names the Subscription that notified it.
+func (d detailHead) fromFastPath() bool { return strings.HasPrefix(d.Export.JobID, "Subscription/") }
 
 // readHead reads the fields of detailHead from a detail's top level,
 // stopping once it has them: the detail schema puts them before the
@@ -93,7 +115,7 @@ func readHead(detail []byte) (detailHead, bool) {
 		return d, false
 	}
 	var got int
-	for got < 4 && dec.More() {
+	for got < 5 && dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return d, false
@@ -109,6 +131,8 @@ func readHead(detail []byte) (detailHead, bool) {
 			dst = &d.LastUpdated
 		case "window":
 			dst = &d.Window
+		case "export":
+			dst = &d.Export
 		default:
 			dst = new(json.RawMessage)
 			got--
@@ -131,7 +155,14 @@ func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.total++
-	w := o.window(window{since: d.Window.Since, until: d.Window.Until})
+	fast := d.fromFastPath()
+	w := fastPathWindow
+	if !fast {
+		w = o.window(window{since: d.Window.Since, until: d.Window.Until})
+	}
+	if o.fp != nil {
+		o.fp.delivered(d, fast, w, now)
+	}
 	if key, _, cut := strings.Cut(d.EventID, "/_history/"); cut {
 		if d.Operation == events.OperationDelete {
 			if lu, err := events.ParseTime(d.LastUpdated); err == nil && lu.UnixNano() > o.deleted[key] {
@@ -154,13 +185,16 @@ func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
 		return nil
 	}
 	o.dup.Total++
-	pw := o.windows[prev.window]
 	switch {
+	case fast && prev.window == fastPathWindow:
+		o.dup.FastPath++
+	case fast || prev.window == fastPathWindow:
+		o.dup.CrossPath++
 	case prev.window == w:
 		o.dup.Retries++
 	case o.replayedAfter(time.Unix(0, prev.last)):
 		o.dup.Replay++
-	case pw.since == d.Window.Since:
+	case o.windows[prev.window].since == d.Window.Since:
 		o.dup.Rerun++
 	default:
 		o.dup.Overlap++

@@ -2,11 +2,13 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -295,6 +297,9 @@ type Report struct {
 	// (keyed by the figure's JSON path).
 	Verdict      Verdict           `json:"verdict"`
 	Explanations map[string]string `json:"explanations,omitempty"`
+	// FastPath is the fast path's section (fastpath.go); absent when the
+	// workload does not turn it on.
+	FastPath *FastPathReport `json:"fastPath,omitempty"`
 }
 
 var simSeq atomic.Int64
@@ -332,6 +337,15 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	}
 	start := time.Now()
 	obs := newObserver(start)
+	fastOn := w.fastPathOn()
+	var subs fakehealthlake.SubscriptionOptions
+	var payload string
+	if fastOn {
+		obs.fp = newFastPathLog()
+		subs = w.FastPath.subscriptionOptions(w.Seed)
+		subs.OnDelivered = obs.notified
+		payload = w.FastPath.Payload
+	}
 	env := map[string]string{}
 	if w.Limits.PutEventsQuota > 0 {
 		c := stackconfig.Default()
@@ -345,6 +359,24 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		return Report{}, fmt.Errorf("sim: spill directory: %w", err)
 	}
 	defer os.RemoveAll(spill)
+	// The fast path's SubscriptionTopic and Subscription are written as the
+	// stack starts, and the emulator's stamps never go back: the initial
+	// load, stamped before the start, would be stamped after them. So the
+	// stack starts on a clock pinned before the initial load's spread, and
+	// the modelled activation delay is lengthened by as much: the
+	// Subscription still activates ActivationDelay after the start.
+	if fastOn && w.Initial.Resources > 0 {
+		spread := w.Initial.SpreadOver.D()
+		if spread <= 0 {
+			spread = time.Hour
+		}
+		early := start.Add(-spread - time.Second)
+		pinned.Store(&early)
+		subs.ActivationDelay = max(subs.ActivationDelay, 0) + start.Sub(early)
+		if w.FastPath.ActivationDelay == nil {
+			subs.ActivationDelay += defaultActivationDelay
+		}
+	}
 	st, err := stack.Start(ctx, stack.Options{
 		InMemory: true, Name: fmt.Sprintf("sim%d", simSeq.Add(1)), SampleSize: -1,
 		SpillDir: spill, TrustedLoads: true,
@@ -353,7 +385,9 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		HistoryLag: lim.HistoryLag.D(), HistoryOptOut: lim.HistoryOptOut,
 		ResourcesPerFile: lim.ResourcesPerFile, RecheckDelay: lim.RecheckDelay.D(),
 		Sink: obs, Now: now, Logger: o.Logger, LambdaEnv: env, Latency: &latency,
+		FastPath: fastOn, FastPathPayload: payload, FastPathTypes: w.fastPathTypes(), Subscriptions: subs,
 	})
+	pinned.Store(nil)
 	if err != nil {
 		return Report{}, fmt.Errorf("sim: %w", err)
 	}
@@ -368,6 +402,9 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	}
 
 	drv := newDriver(ds, st.FHIR, w.Seed+1)
+	if fastOn {
+		drv.keepStamps()
+	}
 	scale := w.scale()
 	if n := int(math.Round(float64(w.Initial.Resources) * scale)); n > 0 {
 		err := drv.preload(w.Initial, n, start, func(t time.Time) { pinned.Store(&t) })
@@ -381,6 +418,22 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	var bgWG sync.WaitGroup
 	defer func() { stopBG(); bgWG.Wait() }()
 	installOutages(bg, &bgWG, st, w.Outages, start, w.Seed)
+	// The Subscription's activation: when HealthLake's handshake was
+	// delivered (the emulator moves on every 50 ms; so does this).
+	var activated atomic.Pointer[time.Time]
+	if fastOn {
+		bgWG.Add(1)
+		go func() {
+			defer bgWG.Done()
+			for st.HealthLake.SubscriptionStats().Handshakes == 0 {
+				if !sleepUntil(bg, time.Now().Add(50*time.Millisecond)) {
+					return
+				}
+			}
+			t := time.Now()
+			activated.Store(&t)
+		}()
+	}
 	var replays []float64
 	var replayMu sync.Mutex
 	for _, r := range w.Replays {
@@ -436,6 +489,8 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	// The schedule.
 	var runs Runs
 	var ticks []time.Time
+	var committed []report.Run   // with the fast path: the committed windows
+	var firstWindow *report.Span // and the first that succeeded
 	var runsMu sync.Mutex
 	runCtx, stopRuns := context.WithCancel(ctx)
 	scheduleDone := make(chan error, 1)
@@ -450,6 +505,13 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 					ticks = append(ticks, win.StartedAt)
 				}
 				runs.OverlapSkipped += win.OverlapSkipped
+				if fastOn && err == nil && win.Outcome == report.OutcomeCommitted {
+					committed = append(committed, win)
+				}
+				if fastOn && err == nil && firstWindow == nil && win.Window != nil &&
+					(win.Outcome == report.OutcomeCommitted || win.Outcome == report.OutcomeEmpty) {
+					firstWindow = win.Window
+				}
 				distinct, _ := st.Delivered.Counts()
 				o.Progress.window(win, err, int64(distinct))
 				switch {
@@ -537,8 +599,14 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 			rep.LostLatestVersions++
 		}
 	})
-	if n := int64(ds.Count()); n != rep.Resources {
-		return rep, fmt.Errorf("sim: the data store holds %d resources, the workload knows of %d", n, rep.Resources)
+	own := int64(0)
+	if fastOn {
+		if own, err = fastPathResources(ctx, st); err != nil {
+			return rep, err
+		}
+	}
+	if n := int64(ds.Count()) - own; n != rep.Resources {
+		return rep, fmt.Errorf("sim: the data store holds %d resources (besides the fast path's %d), the workload knows of %d", n, own, rep.Resources)
 	}
 	rep.LatencySeconds, rep.Duplicates, rep.DeliveredEvents, rep.Deliveries = obs.summary()
 	rep.DeleteLatencySeconds = obs.deleteLatency()
@@ -576,8 +644,46 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	rep.Throttled = Throttled{Calls: eb.ThrottledCalls, Quota: eb.QuotaThrottledCalls, Injected: eb.ThrottledCalls - eb.QuotaThrottledCalls}
 	c := st.Cost()
 	rep.Cost, rep.USDPerMillionChanges, rep.USDPerMonth = &c, c.USDPerMillionChanges, c.USDPerMonth
+	if fastOn {
+		var at time.Time
+		if p := activated.Load(); p != nil {
+			at = *p
+		}
+		runsMu.Lock()
+		reads, first := windowReads(committed, st.HealthLake.Jobs()), firstWindow
+		runsMu.Unlock()
+		rep.FastPath = obs.fastPathReport(fastPathInputs{
+			fp: *w.FastPath, types: w.fastPathTypes(), start: start, activatedAt: at,
+			stats: st.HealthLake.SubscriptionStats(), dropped: st.HealthLake.DroppedNotifications(),
+			totals: st.Metrics.Totals(), windows: reads, firstWindow: first, stamps: drv.stamps, lastWrite: drv.lastWrite, end: time.Now(),
+			maxNotificationDelay: w.FastPath.maxNotificationDelay(), visibilityLag: lim.VisibilityLag.D(),
+		})
+	}
 	rep.Verdict, rep.Explanations = judge(rep, w)
 	return rep, nil
+}
+
+// fastPathResources counts the fast path's own resources in the data store
+// (its SubscriptionTopic and Subscription, which the workload did not
+// write), with FHIR searches.
+func fastPathResources(ctx context.Context, st *stack.Stack) (int64, error) {
+	var n int64
+	for _, typ := range []string{"SubscriptionTopic", "Subscription"} {
+		resp, err := st.FHIR(ctx, http.MethodGet, typ+"?_summary=count", nil)
+		if err != nil {
+			return 0, fmt.Errorf("sim: count the fast path's resources: %w", err)
+		}
+		var b struct {
+			Total int64 `json:"total"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&b)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("sim: count the fast path's %s resources: HTTP %d %v", typ, resp.StatusCode, err)
+		}
+		n += b.Total
+	}
+	return n, nil
 }
 
 // latencyModel is the latency model a run uses and its name: the options,

@@ -290,3 +290,102 @@ func TestCommittedWorkloadsLoad(t *testing.T) {
 		t.Errorf("reconcile-10m: %d resources at scale %v, %d reconciliations, schedule %v", w.Initial.Resources, w.Scale, len(w.Reconciliations), w.Limits.ReconcileEvery)
 	}
 }
+
+// fastPathWorkload is a small workload for the fast path's tests: two
+// types written from 90 s, after the Subscription activated at 1 min (so
+// every version is notified), the default latency model, the deployed
+// safety lag and a modelled export; faults sets the notification faults.
+// Patients are created in the first minutes and deleted from 8 min, so no
+// resource is created and deleted inside one window (a deletion whose
+// notification is dropped is then not published: docs/SIMULATION.md, "The
+// fast path").
+func fastPathWorkload(t *testing.T, faults string) Workload {
+	t.Helper()
+	w, err := Parse([]byte(`{
+		"name": "fastpath-small", "duration": "15m", "drain": "1h", "seed": 3,
+		"limits": {"every": "5m", "safetyLag": "2m", "exportStartup": "1m", "exportPerMB": "2s", "visibilityLag": "30s", "recheckDelay": "5s"},
+		"streams": [
+			{"resourceType": "Observation", "createsPerDay": 40000, "updatesPerDay": 80000, "from": "90s"},
+			{"resourceType": "Patient", "createsPerDay": 30000, "from": "90s", "until": "6m"},
+			{"resourceType": "Patient", "updatesPerDay": 20000, "from": "90s"},
+			{"resourceType": "Patient", "deletesPerDay": 5000, "from": "8m"}
+		],
+		"fastPath": {"on": true, "activationDelay": "1m", "notificationDelay": "2s", "notificationJitter": "1s"` + faults + `}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// The fast path delivers upserts and deletes within seconds of the
+// modelled notification delay and the windows skip what it delivered:
+// nothing lost, no miss but the versions the fast path kept unrecorded as
+// the writes stopped, duplicates only those.
+func TestFastPathDeliversWithinTheNotificationDelay(t *testing.T) {
+	rep := simulate(t, fastPathWorkload(t, ""), Options{})
+	f := rep.FastPath
+	if f == nil {
+		t.Fatal("no fastPath section")
+	}
+	t.Logf("wall %.1fs: writes %+v; fast path %+v; duplicates %+v of %d deliveries", rep.WallSeconds, rep.Writes, *f, rep.Duplicates, rep.Deliveries)
+	if rep.LostLatestVersions != 0 || !rep.Drained || rep.UnpublishedDeletes != 0 || !rep.Verdict.Pass {
+		t.Errorf("lostLatestVersions = %d, drained %v, unpublishedDeletes %d; verdict %s", rep.LostLatestVersions, rep.Drained, rep.UnpublishedDeletes, rep.Verdict.Line)
+	}
+	if f.ActivatedAtSeconds < 60 || f.ActivatedAtSeconds > 61 || f.WritesBeforeActivation != 0 {
+		t.Errorf("activated at %.2f s with %d writes before: want at 1 min, none before", f.ActivatedAtSeconds, f.WritesBeforeActivation)
+	}
+	// Modelled: 2 s + up to 1 s; the fast path's queue, Lambda and
+	// PutEvents add their modelled latencies.
+	if f.NotificationDelaySeconds.Count == 0 || f.NotificationDelaySeconds.P50 < 2 || f.NotificationDelaySeconds.Max > 3 {
+		t.Errorf("notification delay %+v: want the modelled 2 s + [0, 1 s)", f.NotificationDelaySeconds)
+	}
+	bound := 2 + 1 + 10.0
+	if f.LatencySeconds.Count == 0 || f.LatencySeconds.P95 > bound || f.LatencySeconds.P50 < f.NotificationDelaySeconds.P50 {
+		t.Errorf("fast-path latency %+v: want p95 ≤ %.0f s, p50 ≥ the notification delay's", f.LatencySeconds, bound)
+	}
+	if f.DeleteLatencySeconds.Count == 0 || f.DeleteLatencySeconds.P95 > bound {
+		t.Errorf("fast-path delete latency %+v: want deletes, p95 ≤ %.0f s", f.DeleteLatencySeconds, bound)
+	}
+	if f.DeliveredByExportPath != 0 || f.ExportLatencySeconds.Count != 0 || f.Skipped == 0 {
+		t.Errorf("the export path delivered %d versions first (latency %+v), skipped %d: want none first, the fast path's skipped",
+			f.DeliveredByExportPath, f.ExportLatencySeconds, f.Skipped)
+	}
+	b := f.MissedBreakdown
+	if !f.MissedExplained || f.Missed != b.NotRecorded || (b.NotRecorded > 0 && b.NotRecordedTailSeconds > tailSeconds) {
+		t.Errorf("missed %d, breakdown %+v: want only the fast path's unrecorded last versions (notes %q)", f.Missed, b, f.Notes)
+	}
+	if rep.Duplicates.Total != b.NotRecorded || rep.Duplicates.CrossPath != b.NotRecorded {
+		t.Errorf("duplicates %+v: want only the %d versions the fast path kept unrecorded as the writes stopped", rep.Duplicates, b.NotRecorded)
+	}
+}
+
+// With HealthLake dropping notifications, the windows publish exactly the
+// dropped versions that were still the latest when they exported:
+// FastPathMissed is what was dropped (besides the versions the fast path
+// kept unrecorded as the writes stopped), nothing is lost.
+func TestFastPathMissedIsWhatHealthLakeDropped(t *testing.T) {
+	rep := simulate(t, fastPathWorkload(t, `, "dropRate": 0.05`), Options{})
+	f := rep.FastPath
+	if f == nil {
+		t.Fatal("no fastPath section")
+	}
+	b := f.MissedBreakdown
+	t.Logf("wall %.1fs: fast path %+v", rep.WallSeconds, *f)
+	if rep.LostLatestVersions != 0 || !rep.Drained || rep.UnpublishedDeletes != 0 || !rep.Verdict.Pass {
+		t.Errorf("lostLatestVersions = %d, drained %v, unpublishedDeletes %d; verdict %s", rep.LostLatestVersions, rep.Drained, rep.UnpublishedDeletes, rep.Verdict.Line)
+	}
+	if f.Dropped < 20 || f.DroppedLatest == 0 || f.DroppedLatest+f.DroppedSuperseded != f.Dropped {
+		t.Fatalf("dropped %d = latest %d + superseded %d: want some of each kind counted", f.Dropped, f.DroppedLatest, f.DroppedSuperseded)
+	}
+	if f.DroppedDelivered != f.DroppedLatest || b.Dropped != f.DroppedLatest {
+		t.Errorf("delivered %d of the dropped versions, the windows %d; want droppedLatest %d", f.DroppedDelivered, b.Dropped, f.DroppedLatest)
+	}
+	if f.Missed-b.NotRecorded != f.DroppedLatest || !f.MissedExplained || (b.NotRecorded > 0 && b.NotRecordedTailSeconds > tailSeconds) {
+		t.Errorf("missed %d (breakdown %+v), droppedLatest %d: want missed = droppedLatest + the unrecorded last versions (notes %q)", f.Missed, b, f.DroppedLatest, f.Notes)
+	}
+	if f.DeliveredByExportPath != f.DroppedLatest || f.ExportLatencySeconds.P95 > rep.LatencyBoundSeconds {
+		t.Errorf("the export path delivered %d versions first (latency %+v, bound %.0f s), want the %d dropped latest within the bound",
+			f.DeliveredByExportPath, f.ExportLatencySeconds, rep.LatencyBoundSeconds, f.DroppedLatest)
+	}
+}

@@ -123,9 +123,12 @@ func explain(r Report, w Workload) map[string]string {
 	if r.Runs.Failed > 0 {
 		e["runs.failed"] = fmt.Sprintf("%d windows failed; each left the checkpoint where it was and the next window retried the same time (duplicates.rerun): lostLatestVersions is the check", r.Runs.Failed)
 	}
-	if r.Duplicates.Total > 0 {
-		e["duplicates.total"] = fmt.Sprintf("%d deliveries repeated an eventId already delivered (retries %d, rerun %d, replay %d, overlap %d): consumers dedupe on eventId; a duplicate is no loss",
-			r.Duplicates.Total, r.Duplicates.Retries, r.Duplicates.Rerun, r.Duplicates.Replay, r.Duplicates.Overlap)
+	if d := r.Duplicates; d.Total > 0 {
+		s := fmt.Sprintf("%d deliveries repeated an eventId already delivered (retries %d, rerun %d, replay %d, overlap %d", d.Total, d.Retries, d.Rerun, d.Replay, d.Overlap)
+		if r.FastPath != nil {
+			s += fmt.Sprintf(", fastPath %d: HealthLake notified a version twice, crossPath %d: one delivery from each path — a late notification, or a window that ran before the fast path recorded what it published (fastPath.missedBreakdown)", d.FastPath, d.CrossPath)
+		}
+		e["duplicates.total"] = s + "): consumers dedupe on eventId; a duplicate is no loss"
 	}
 	if r.ExportedPerDelivered > 1 {
 		e["exportedPerDelivered"] = fmt.Sprintf("%.2f lines exported per distinct event: each window's export overlaps the one before and replays export again; the windows skip the overlap's repeats (runs.overlapSkipped %d) instead of publishing them",

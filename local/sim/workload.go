@@ -17,10 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
@@ -62,6 +64,113 @@ type Workload struct {
 	// model"): its entries replace the defaults', or "off" turns it off.
 	// Absent: the defaults.
 	Latency *localaws.LatencyConfig `json:"latency,omitempty"`
+	// FastPath turns the Subscriptions fast path on (docs/FASTPATH.md) and
+	// sets HealthLake's modelled notifications; absent or off: the export
+	// path alone.
+	FastPath *FastPath `json:"fastPath,omitempty"`
+}
+
+// The payloads of a fast path's Subscription.
+const (
+	PayloadFullResource = "full-resource"
+	PayloadIDOnly       = "id-only"
+)
+
+// FastPath is the workload's fast path: the stack's FastPath setting and
+// HealthLake's Subscription model (fakehealthlake.SubscriptionOptions). An
+// absent duration takes the emulator's default (activation 5 min,
+// notification delay 2 s, jitter 1 s, extra delay 1 min); "0s" means none.
+type FastPath struct {
+	// On deploys the fast path.
+	On bool `json:"on"`
+	// Payload is the Subscription's payload: full-resource (default) or
+	// id-only (every version read back with a vread).
+	Payload string `json:"payload,omitempty"`
+	// ActivationDelay is how long HealthLake takes to activate the
+	// Subscription created as the stack starts ("5-10 minutes"): nothing
+	// written before is notified.
+	ActivationDelay *Duration `json:"activationDelay,omitempty"`
+	// NotificationDelay is the least time from a write to HealthLake's
+	// delivery of its notification; NotificationJitter a uniform extra
+	// delay in [0, jitter) per delivery, which reorders notifications.
+	NotificationDelay  *Duration `json:"notificationDelay,omitempty"`
+	NotificationJitter *Duration `json:"notificationJitter,omitempty"`
+	// DropRate, DuplicateRate and DelayRate are the probabilities that a
+	// notification is never delivered, delivered twice, or ExtraDelay late.
+	DropRate      float64   `json:"dropRate,omitempty"`
+	DuplicateRate float64   `json:"duplicateRate,omitempty"`
+	DelayRate     float64   `json:"delayRate,omitempty"`
+	ExtraDelay    *Duration `json:"extraDelay,omitempty"`
+	// EventsPerBundle is the most notification events one bundle carries
+	// (default 1).
+	EventsPerBundle int `json:"eventsPerBundle,omitempty"`
+}
+
+// fastPathOn reports whether the workload runs the fast path.
+func (w Workload) fastPathOn() bool { return w.FastPath != nil && w.FastPath.On }
+
+// subscriptionOptions maps the fast path onto the emulator's model: an
+// absent duration is 0 (the emulator's default), "0s" is negative (none).
+func (f FastPath) subscriptionOptions(seed int64) fakehealthlake.SubscriptionOptions {
+	d := func(p *Duration) time.Duration {
+		switch {
+		case p == nil:
+			return 0
+		case *p == 0:
+			return -1
+		}
+		return p.D()
+	}
+	return fakehealthlake.SubscriptionOptions{
+		ActivationDelay: d(f.ActivationDelay), NotificationDelay: d(f.NotificationDelay), NotificationJitter: d(f.NotificationJitter),
+		DropRate: f.DropRate, DuplicateRate: f.DuplicateRate, DelayRate: f.DelayRate, ExtraDelay: d(f.ExtraDelay),
+		EventsPerBundle: f.EventsPerBundle,
+		// The dice are the workload's: a seed gives the same drops.
+		Seed: uint64(seed)*0x9e3779b97f4a7c15 + 0x2545f4914f6cdd1d,
+	}
+}
+
+// maxNotificationDelay is the longest delay the model gives a notification:
+// delay + jitter, and the extra delay when some are late (the emulator's
+// defaults for absent durations).
+func (f FastPath) maxNotificationDelay() time.Duration {
+	d := func(p *Duration, def time.Duration) time.Duration {
+		if p == nil {
+			return def
+		}
+		return p.D()
+	}
+	m := d(f.NotificationDelay, 2*time.Second) + d(f.NotificationJitter, time.Second)
+	if f.DelayRate > 0 {
+		m += d(f.ExtraDelay, time.Minute)
+	}
+	return m
+}
+
+// fastPathTypes are the types the Subscription's topic covers: every type
+// the workload writes (its streams' and bursts', and the initial load's);
+// nil when the initial load writes every generated type (the stack's
+// default, gen.Types()).
+func (w Workload) fastPathTypes() []string {
+	if w.Initial.Resources > 0 && len(w.Initial.Types) == 0 {
+		return nil
+	}
+	var types []string
+	add := func(t string) {
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	for _, t := range w.Initial.Types {
+		add(t)
+	}
+	for _, s := range w.Streams {
+		add(s.ResourceType)
+	}
+	for _, b := range w.Bursts {
+		add(b.ResourceType)
+	}
+	return types
 }
 
 // Limits are the limits and models of the simulated stack. Zero values
@@ -335,6 +444,26 @@ func (w Workload) Check() error {
 	for i, r := range w.Reconciliations {
 		if r.At < 0 {
 			bad("reconciliations[%d]: at must not be negative", i)
+		}
+	}
+	if f := w.FastPath; f != nil {
+		if f.Payload != "" && f.Payload != PayloadFullResource && f.Payload != PayloadIDOnly {
+			bad("fastPath: payload %q: want %s or %s", f.Payload, PayloadFullResource, PayloadIDOnly)
+		}
+		for _, p := range []*Duration{f.ActivationDelay, f.NotificationDelay, f.NotificationJitter, f.ExtraDelay} {
+			if p != nil && *p < 0 {
+				bad("fastPath: durations must not be negative")
+				break
+			}
+		}
+		for _, r := range []float64{f.DropRate, f.DuplicateRate, f.DelayRate} {
+			if r < 0 || r > 1 {
+				bad("fastPath: dropRate, duplicateRate and delayRate are probabilities in [0, 1]")
+				break
+			}
+		}
+		if f.EventsPerBundle < 0 {
+			bad("fastPath: eventsPerBundle must not be negative")
 		}
 	}
 	if w.Latency != nil {
