@@ -6,15 +6,17 @@ import (
 	"strings"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
-// Memory of each Lambda in GB, as the CDK stack deploys them (cdk/pipeline/pipeline.go).
-var lambdaMemoryGB = map[string]float64{
-	FnPrepareChange: 1.0,
-	FnStartExport:   0.25,
-	FnCheckExport:   0.25,
-	FnRunLock:       0.25,
+// lambdaMemoryGB is the memory of the named Lambda in GB, as the CDK stack
+// deploys it (internal/stackconfig's Function).
+func lambdaMemoryGB(name string) float64 {
+	if f, ok := stackconfig.Default().Function(name); ok {
+		return float64(f.MemoryMB) / 1024
+	}
+	return 0.25
 }
 
 // expressMemoryGB is the memory EXPRESS workflows are billed at (64 MB minimum).
@@ -44,10 +46,7 @@ func (s *Stack) Usage() cost.Usage {
 	s.expressMu.Unlock()
 	u.LambdaArm64 = true
 	for name, st := range s.Lambdas.Stats() {
-		mem := lambdaMemoryGB[name]
-		if mem == 0 {
-			mem = 0.25
-		}
+		mem := lambdaMemoryGB(name)
 		u.LambdaRequests += float64(st.Invocations)
 		u.LambdaGBSeconds += st.DurationMs / 1000 * mem
 		if name == FnPrepareChange {
