@@ -138,10 +138,12 @@ func (h *Handler) EnableDeleteScan(hl deletes.HistoryAPI) error {
 	f, err := deletes.New(hl, h.eb, h.s3, deletes.Config{
 		Types: h.cfg.ScanTypes(), DeadlineMargin: h.cfg.DeadlineMargin, Publish: pcfg,
 		Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID, Logger: h.cfg.Logger, Metrics: h.cfg.Metrics,
-		FastPath: h.FastPathSet,
 	})
 	if err != nil {
 		return fmt.Errorf("prepare-change: %w", err)
+	}
+	if h.cfg.FastPath {
+		f.SetFastPath(h.FastPathSet)
 	}
 	h.deletes = f
 	return nil

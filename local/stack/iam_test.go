@@ -98,12 +98,36 @@ func coverageStacks(t *testing.T) (allowed map[string]int64, stacks []*Stack) {
 	runReconcileScenario(t, st, nil)
 	to := startStack(t, func(o *Options) { o.SampleSize = 6; o.ExportDelay = time.Hour; o.RecheckDelay = 200 * time.Second })
 	runTakeOver(t, to)
-	for _, s := range []*Stack{st, to} {
+	fp := fastPathCoverage(t)
+	for _, s := range []*Stack{st, to, fp} {
 		for k, v := range s.IAM.Allowed() {
 			allowed[k] += v
 		}
 	}
-	return allowed, []*Stack{st, to}
+	return allowed, []*Stack{st, to, fp}
+}
+
+// fastPathCoverage runs the fast path's calls: a stack with it on (id-only,
+// so versions are read back) whose Subscription is created at start and
+// activates, a window, and a change the fast path publishes and records.
+func fastPathCoverage(t *testing.T) *Stack {
+	t.Helper()
+	st := startStack(t, func(o *Options) {
+		o.SampleSize = 2
+		o.FastPath, o.FastPathPayload, o.FastPathTypes = true, "id-only", []string{"Patient"}
+		o.Subscriptions.ActivationDelay = 200 * time.Millisecond
+		o.Subscriptions.NotificationDelay = 50 * time.Millisecond
+		o.Subscriptions.NotificationJitter = 10 * time.Millisecond
+	})
+	runWindow(t, st)
+	time.Sleep(time.Second) // past the Subscription's activation
+	recorded := func() bool { return st.IAM.Allowed()["fast-path/WriteRecords"] > 0 }
+	runFastPathUntil(t, st, recorded)
+	if !recorded() {
+		t.Fatal("the fast path wrote no record object")
+	}
+	runWindow(t, st) // reads the record objects
+	return st
 }
 
 // TestIAMNormalRunIsAllowedAndUsesEveryStatement: with every principal's
