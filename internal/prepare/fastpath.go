@@ -46,20 +46,15 @@ func (h *Handler) FastPathSet(ctx context.Context, since time.Time, continues bo
 	}
 	var keys []string
 	for i, prefix := range delivered.FastPathHours(from, now) {
-		in := &s3.ListObjectsV2Input{Bucket: aws.String(h.cfg.Bucket), Prefix: aws.String(prefix)}
+		startAfter := ""
 		if i == 0 {
-			in.StartAfter = aws.String(delivered.FastPathStartAfter(from))
+			startAfter = delivered.FastPathStartAfter(from)
 		}
-		p := s3.NewListObjectsV2Paginator(h.s3, in)
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("list s3://%s/%s: %w", h.cfg.Bucket, prefix, err)
-			}
-			for _, o := range page.Contents {
-				keys = append(keys, aws.ToString(o.Key))
-			}
+		more, err := h.listKeys(ctx, prefix, startAfter)
+		if err != nil {
+			return nil, err
 		}
+		keys = append(keys, more...)
 	}
 	set := &delivered.Set{}
 	var (
@@ -99,6 +94,26 @@ func (h *Handler) FastPathSet(ctx context.Context, since time.Time, continues bo
 		return nil, firstErr
 	}
 	return set, nil
+}
+
+// listKeys returns the keys under prefix (after startAfter when set).
+func (h *Handler) listKeys(ctx context.Context, prefix, startAfter string) ([]string, error) {
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(h.cfg.Bucket), Prefix: aws.String(prefix)}
+	if startAfter != "" {
+		in.StartAfter = aws.String(startAfter)
+	}
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(h.s3, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", h.cfg.Bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	return keys, nil
 }
 
 // readEntries calls fn with each entry of the index object at key.

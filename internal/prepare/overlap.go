@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
@@ -55,24 +54,13 @@ func (h *Handler) overlapOf(ctx context.Context, in Input) (*overlap, error) {
 
 // readSeen adds the versions of every object under prefix to set.
 func (h *Handler) readSeen(ctx context.Context, prefix string, set *delivered.Set) error {
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(h.cfg.Bucket), Prefix: aws.String(prefix)}
-	p := s3.NewListObjectsV2Paginator(h.s3, in)
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("list s3://%s/%s: %w", h.cfg.Bucket, prefix, err)
-		}
-		for _, o := range page.Contents {
-			key := aws.ToString(o.Key)
-			obj, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
-			if err != nil {
-				return fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
-			}
-			err = delivered.ReadAll(obj.Body, nil, func(e delivered.Entry) error { set.Add(e); return nil })
-			_ = obj.Body.Close()
-			if err != nil {
-				return fmt.Errorf("s3://%s/%s: %w", h.cfg.Bucket, key, err)
-			}
+	keys, err := h.listKeys(ctx, prefix, "")
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		if err := h.readEntries(ctx, key, set.Add); err != nil {
+			return err
 		}
 	}
 	return nil
