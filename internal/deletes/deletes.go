@@ -154,13 +154,6 @@ type Finder struct {
 	cfg Config
 }
 
-// SetFastPath makes the scan consult the fast path's record (Config.FastPath)
-// and treat every resource created and deleted in its window as announced.
-// Call it before the first Find.
-func (f *Finder) SetFastPath(fast func(ctx context.Context, since time.Time, continues bool) (*delivered.Set, error)) {
-	f.cfg.FastPath = fast
-}
-
 // New returns a Finder.
 func New(hl HistoryAPI, eb publish.PutEventsAPI, s3c S3API, cfg Config) (*Finder, error) {
 	if hl == nil || eb == nil || s3c == nil {

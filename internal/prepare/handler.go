@@ -135,15 +135,17 @@ type Handler struct {
 func (h *Handler) EnableDeleteScan(hl deletes.HistoryAPI) error {
 	pcfg := h.cfg.Publish
 	pcfg.Rate = h.cfg.RateFor(1)
+	var fast func(context.Context, time.Time, bool) (*delivered.Set, error)
+	if h.cfg.FastPath {
+		fast = h.FastPathSet
+	}
 	f, err := deletes.New(hl, h.eb, h.s3, deletes.Config{
 		Types: h.cfg.ScanTypes(), DeadlineMargin: h.cfg.DeadlineMargin, Publish: pcfg,
 		Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID, Logger: h.cfg.Logger, Metrics: h.cfg.Metrics,
+		FastPath: fast,
 	})
 	if err != nil {
 		return fmt.Errorf("prepare-change: %w", err)
-	}
-	if h.cfg.FastPath {
-		f.SetFastPath(h.FastPathSet)
 	}
 	h.deletes = f
 	return nil

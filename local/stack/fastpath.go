@@ -65,11 +65,7 @@ func (s *Stack) FastPathSpec() subscription.Spec {
 // its channel names, as HealthLake does (a service principal the bus's
 // policy trusts; the emulator does not model the policy).
 func (s *Stack) onNotification(n fakehealthlake.Notification) error {
-	bus := n.BusARN
-	if i := strings.LastIndex(bus, "event-bus/"); i >= 0 {
-		bus = bus[i+len("event-bus/"):]
-	}
-	return s.EventBridge.PutServiceEvent(bus, fakeeventbridge.Event{
+	return s.EventBridge.PutServiceEvent(n.BusARN, fakeeventbridge.Event{
 		Source: n.Source, DetailType: n.DetailType, Time: n.Time.UTC().Format("2006-01-02T15:04:05Z"), Detail: n.Detail,
 	})
 }
