@@ -48,6 +48,16 @@ const (
 // of its rollback removes whatever the pipeline has.
 const FailedCreatePrefix = "create-failed-"
 
+// PipelineIDPrefix starts the PhysicalResourceId that names a pipeline's
+// Subscription by its data store and name (PipelineID).
+const PipelineIDPrefix = "pipeline:"
+
+// PipelineID is the PhysicalResourceId of spec's pipeline:
+// "pipeline:{datastoreId}:{name}" (a name holds no colon: Spec.Validate).
+func PipelineID(spec Spec) string {
+	return PipelineIDPrefix + spec.DatastoreID + ":" + spec.Name
+}
+
 // EnvHealthLakeEndpoint names the HealthLake endpoint's variable; without
 // it the region's public endpoint is used.
 const EnvHealthLakeEndpoint = "CDC_HEALTHLAKE_ENDPOINT"
@@ -55,15 +65,20 @@ const EnvHealthLakeEndpoint = "CDC_HEALTHLAKE_ENDPOINT"
 // CustomResource is the fast-path-setup Lambda: the CloudFormation custom
 // resource that keeps the pipeline's SubscriptionTopic and Subscription.
 // Create and Update run Ensure, Delete runs Remove; the answer goes to the
-// event's ResponseURL. The PhysicalResourceId is the Subscription's id
-// (FailedCreatePrefix and the request id for a Create that made none):
-// it stays the same across updates that keep the Subscription, and a new
-// one (a replaced Subscription) makes CloudFormation send a Delete for the
-// old id, which removes nothing while the pipeline has another
-// Subscription (Ensure deleted the old one already). Data holds
-// SubscriptionId, TopicId and Status ("requested" until HealthLake
-// activates the Subscription). Responses and logs carry ids, statuses and
-// error texts only, never a resource.
+// event's ResponseURL. The PhysicalResourceId names the pipeline, not its
+// Subscription: PipelineIDPrefix, the data store and the pipeline name
+// (PipelineID). Ensure may replace the Subscription (in error, off, or of
+// other settings) at any Update, and an operator may replace it by hand;
+// the id stays, so CloudFormation's Delete at the stack's deletion removes
+// whatever Subscription the pipeline has then. An Update that changes the
+// data store or the name answers a new id, and CloudFormation's Delete of
+// the old id (with the old properties) removes the old pipeline's topic
+// and Subscriptions. A Create whose properties name no pipeline answers
+// FailedCreatePrefix and the request id. Resources created before ids
+// named the pipeline keep the Subscription's id as theirs (see remove).
+// Data holds SubscriptionId, TopicId and Status ("requested" until
+// HealthLake activates the Subscription). Responses and logs carry ids,
+// statuses and error texts only, never a resource.
 type CustomResource struct {
 	api      API
 	endpoint string
@@ -247,9 +262,10 @@ type outcome struct {
 
 // apply runs Ensure or Remove for an event.
 func (h *CustomResource) apply(ctx context.Context, ev cfn.Event) outcome {
-	// A failed Create that made no Subscription answers FailedCreatePrefix
-	// and the request id (the rollback's Delete then names it), a failed
-	// Update the resource's id.
+	// A failed Create answers its pipeline's id (the rollback's Delete
+	// then removes whatever it made), or FailedCreatePrefix and the
+	// request id when its properties name no pipeline; a failed Update
+	// keeps the resource's id.
 	fallback := ev.PhysicalResourceID
 	if ev.RequestType == cfn.RequestCreate || fallback == "" {
 		fallback = FailedCreatePrefix + ev.RequestID
@@ -258,19 +274,31 @@ func (h *CustomResource) apply(ctx context.Context, ev cfn.Event) outcome {
 	case cfn.RequestCreate, cfn.RequestUpdate:
 		spec, err := SpecFromProperties(ev.ResourceProperties, h.endpoint)
 		if err != nil {
+			if ev.RequestType == cfn.RequestCreate {
+				if id, err := specOf(ev.ResourceProperties, h.endpoint); err == nil && id.validateIdentity() == nil {
+					fallback = PipelineID(id)
+				}
+			}
 			return outcome{physicalID: fallback, err: err}
 		}
+		// A resource created before ids named the pipeline keeps the
+		// Subscription's id: a new id would make CloudFormation delete the
+		// old one, which remove could not tell from the stack's deletion.
+		legacy := ev.RequestType == cfn.RequestUpdate && isLegacyID(ev.PhysicalResourceID)
 		res, err := Ensure(ctx, h.api, spec)
 		if err != nil {
 			id := fallback
-			if ev.RequestType == cfn.RequestCreate && res.SubscriptionID != "" {
-				// The Delete of the rollback removes what was created.
-				id = res.SubscriptionID
+			if ev.RequestType == cfn.RequestCreate {
+				id = PipelineID(spec)
 			}
 			return outcome{physicalID: id, changes: res.Changes, err: err}
 		}
+		id := PipelineID(spec)
+		if legacy {
+			id = res.SubscriptionID
+		}
 		return outcome{
-			physicalID: res.SubscriptionID, status: res.Status, changes: res.Changes,
+			physicalID: id, status: res.Status, changes: res.Changes,
 			data: map[string]any{AttrSubscriptionID: res.SubscriptionID, AttrTopicID: res.TopicID, AttrStatus: res.Status},
 		}
 	case cfn.RequestDelete:
@@ -279,13 +307,22 @@ func (h *CustomResource) apply(ctx context.Context, ev cfn.Event) outcome {
 	return outcome{physicalID: fallback, err: fmt.Errorf("unknown request type %q", ev.RequestType)}
 }
 
+// isLegacyID reports whether id is a Subscription's id: the
+// PhysicalResourceId of a resource created before ids named the pipeline.
+func isLegacyID(id string) bool {
+	return id != "" && !strings.HasPrefix(id, PipelineIDPrefix) && !strings.HasPrefix(id, FailedCreatePrefix)
+}
+
 // remove serves a Delete. CloudFormation sends one when the stack is
-// deleted or rolls back a Create, and also after an update returned a new
-// PhysicalResourceId (Ensure replaced the Subscription): with the old id
-// and the old properties. So the pipeline's resources are removed only when
-// the id is one of its Subscriptions, or a failed Create's
-// (FailedCreatePrefix), or the pipeline has no Subscription; otherwise the
-// Delete is for a Subscription already replaced, and nothing is removed.
+// deleted or rolls back a Create, and after an Update that answered a new
+// PhysicalResourceId, with the old id and the old properties. A pipeline's
+// id (PipelineID) removes that pipeline's topic and Subscriptions, whatever
+// their ids now; a failed Create's id (FailedCreatePrefix) whatever the
+// properties' pipeline has. A Subscription's id — a resource created before
+// ids named the pipeline, or the old id after such a resource's Update
+// replaced its Subscription — removes them only when it is one of the
+// pipeline's Subscriptions or the pipeline has none; otherwise the Delete is
+// for a Subscription already replaced, and nothing is removed.
 func (h *CustomResource) remove(ctx context.Context, ev cfn.Event) outcome {
 	out := outcome{physicalID: ev.PhysicalResourceID}
 	spec, err := specOf(ev.ResourceProperties, h.endpoint)
@@ -297,12 +334,16 @@ func (h *CustomResource) remove(ctx context.Context, ev cfn.Event) outcome {
 		out.note = "nothing to remove: the properties name no pipeline (" + err.Error() + ")"
 		return out
 	}
+	if strings.HasPrefix(ev.PhysicalResourceID, PipelineIDPrefix) && ev.PhysicalResourceID != PipelineID(spec) {
+		out.note = "nothing to remove: the id names another pipeline than the properties"
+		return out
+	}
 	st, err := lookup(ctx, h.api, spec)
 	if err != nil {
 		out.err = fmt.Errorf("remove subscription: %w", err)
 		return out
 	}
-	current := len(st.subs) == 0 || strings.HasPrefix(ev.PhysicalResourceID, FailedCreatePrefix)
+	current := len(st.subs) == 0 || !isLegacyID(ev.PhysicalResourceID)
 	for _, s := range st.subs {
 		current = current || s.ID == ev.PhysicalResourceID
 	}

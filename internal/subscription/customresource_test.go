@@ -145,56 +145,111 @@ func TestCustomResourceCreateUpdateDelete(t *testing.T) {
 		t.Fatalf("status after create: %+v, %v", st, err)
 	}
 	want := map[string]any{"SubscriptionId": st.SubscriptionID, "TopicId": st.TopicID, "Status": "requested"}
-	if created.Status != cfn.StatusSuccess || created.PhysicalResourceID != st.SubscriptionID || asJSON(created.Data) != asJSON(want) {
-		t.Fatalf("create response %+v, want SUCCESS, id %s, data %v", created, st.SubscriptionID, want)
+	pipeline := subscription.PipelineID(c.spec())
+	if pipeline != "pipeline:ds1:cdc-test" {
+		t.Fatalf("PipelineID = %q", pipeline)
 	}
-	first := created.PhysicalResourceID
+	if created.Status != cfn.StatusSuccess || created.PhysicalResourceID != pipeline || asJSON(created.Data) != asJSON(want) {
+		t.Fatalf("create response %+v, want SUCCESS, id %s, data %v", created, pipeline, want)
+	}
 
-	// An update that keeps the settings keeps the Subscription (and the
-	// PhysicalResourceId); HealthLake has activated it meanwhile.
+	// An update that keeps the settings keeps the Subscription; HealthLake
+	// has activated it meanwhile.
 	c.activate(t)
-	same := c.handle(t, c.event(cfn.RequestUpdate, first, c.props(), c.props()))
-	if same.Status != cfn.StatusSuccess || same.PhysicalResourceID != first || same.Data["Status"] != "active" {
+	same := c.handle(t, c.event(cfn.RequestUpdate, pipeline, c.props(), c.props()))
+	if same.Status != cfn.StatusSuccess || same.PhysicalResourceID != pipeline || same.Data["Status"] != "active" ||
+		same.Data["SubscriptionId"] != st.SubscriptionID {
 		t.Errorf("update without change %+v", same)
 	}
 
-	// A changed bus replaces the Subscription: a new PhysicalResourceId,
-	// then CloudFormation's Delete of the old one with the old properties,
-	// which removes nothing.
+	// A changed bus replaces the Subscription and keeps the
+	// PhysicalResourceId: CloudFormation sends no Delete.
 	props := c.props()
 	props["BusArn"] = otherBus
 	props["Types"] = "Patient, Observation"
-	moved := c.handle(t, c.event(cfn.RequestUpdate, first, props, c.props()))
-	if moved.Status != cfn.StatusSuccess || moved.PhysicalResourceID == first || moved.Data["SubscriptionId"] != moved.PhysicalResourceID ||
+	moved := c.handle(t, c.event(cfn.RequestUpdate, pipeline, props, c.props()))
+	newSub, _ := moved.Data["SubscriptionId"].(string)
+	if moved.Status != cfn.StatusSuccess || moved.PhysicalResourceID != pipeline || newSub == "" || newSub == st.SubscriptionID ||
 		moved.Data["TopicId"] != st.TopicID || moved.Data["Status"] != "requested" {
 		t.Fatalf("update with a new bus %+v", moved)
 	}
-	c.absent(t, "Subscription", first)
+	c.absent(t, "Subscription", st.SubscriptionID)
+	c.read(t, "Subscription", newSub)
+
+	// The stack's deletion removes both.
+	gone := c.handle(t, c.event(cfn.RequestDelete, pipeline, props, nil))
+	if gone.Status != cfn.StatusSuccess || gone.PhysicalResourceID != pipeline {
+		t.Errorf("delete %+v", gone)
+	}
+	c.absent(t, "Subscription", newSub)
+	c.absent(t, "SubscriptionTopic", st.TopicID)
+	// Lambda may run the Delete again: nothing left is fine.
+	if again := c.handle(t, c.event(cfn.RequestDelete, pipeline, props, nil)); again.Status != cfn.StatusSuccess {
+		t.Errorf("second delete %+v", again)
+	}
+	if strings.Contains(c.logs.String(), "X-Amz-Signature") {
+		t.Errorf("the logs carry the ResponseURL: %s", c.logs.String())
+	}
+}
+
+// An operator replaces the Subscription by hand (docs/OPERATIONS.md,
+// FastPathMissedAlarm); the stack's deletion still removes it.
+func TestCustomResourceDeleteRemovesASubscriptionReplacedByHand(t *testing.T) {
+	c := newCRFixture(t)
+	ctx := context.Background()
+	created := c.handle(t, c.event(cfn.RequestCreate, "", c.props(), nil))
+	first, _ := created.Data["SubscriptionId"].(string)
+	other := c.spec()
+	other.BusARN = otherBus // settings the stack did not give: Ensure replaces the Subscription
+	res, err := subscription.Ensure(ctx, c.hl, other)
+	if err != nil || res.SubscriptionID == "" || res.SubscriptionID == first {
+		t.Fatalf("replacement by hand: %+v, %v", res, err)
+	}
+	gone := c.handle(t, c.event(cfn.RequestDelete, created.PhysicalResourceID, c.props(), nil))
+	if gone.Status != cfn.StatusSuccess {
+		t.Fatalf("delete %+v", gone)
+	}
+	c.absent(t, "Subscription", res.SubscriptionID)
+	c.absent(t, "SubscriptionTopic", res.TopicID)
+}
+
+// A resource created when the PhysicalResourceId was the Subscription's id
+// keeps that scheme: an Update that replaces the Subscription answers the new
+// Subscription's id, and CloudFormation's Delete of the old id removes
+// nothing; the stack's deletion, with the current id, removes everything.
+func TestCustomResourceKeepsTheSubscriptionIdOfAnOlderResource(t *testing.T) {
+	c := newCRFixture(t)
+	ctx := context.Background()
+	res, err := subscription.Ensure(ctx, c.hl, c.spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := res.SubscriptionID
+	same := c.handle(t, c.event(cfn.RequestUpdate, legacy, c.props(), c.props()))
+	if same.Status != cfn.StatusSuccess || same.PhysicalResourceID != legacy {
+		t.Fatalf("update without change %+v", same)
+	}
+	props := c.props()
+	props["BusArn"] = otherBus
+	moved := c.handle(t, c.event(cfn.RequestUpdate, legacy, props, c.props()))
+	if moved.Status != cfn.StatusSuccess || moved.PhysicalResourceID == legacy || moved.Data["SubscriptionId"] != moved.PhysicalResourceID {
+		t.Fatalf("update with a new bus %+v", moved)
+	}
 	c.wire.take()
-	cleanup := c.handle(t, c.event(cfn.RequestDelete, first, c.props(), nil))
-	if cleanup.Status != cfn.StatusSuccess || cleanup.PhysicalResourceID != first || cleanup.Data != nil {
+	cleanup := c.handle(t, c.event(cfn.RequestDelete, legacy, c.props(), nil))
+	if cleanup.Status != cfn.StatusSuccess || cleanup.PhysicalResourceID != legacy {
 		t.Errorf("delete of the replaced Subscription %+v", cleanup)
 	}
 	if w := writes(c.wire.take()); len(w) != 0 {
 		t.Errorf("delete of the replaced Subscription wrote %q", w)
 	}
 	c.read(t, "Subscription", moved.PhysicalResourceID)
-	c.read(t, "SubscriptionTopic", st.TopicID)
-
-	// The stack's deletion removes both.
 	gone := c.handle(t, c.event(cfn.RequestDelete, moved.PhysicalResourceID, props, nil))
-	if gone.Status != cfn.StatusSuccess || gone.PhysicalResourceID != moved.PhysicalResourceID {
-		t.Errorf("delete %+v", gone)
+	if gone.Status != cfn.StatusSuccess {
+		t.Fatalf("delete %+v", gone)
 	}
 	c.absent(t, "Subscription", moved.PhysicalResourceID)
-	c.absent(t, "SubscriptionTopic", st.TopicID)
-	// Lambda may run the Delete again: nothing left is fine.
-	if again := c.handle(t, c.event(cfn.RequestDelete, moved.PhysicalResourceID, props, nil)); again.Status != cfn.StatusSuccess {
-		t.Errorf("second delete %+v", again)
-	}
-	if strings.Contains(c.logs.String(), "X-Amz-Signature") {
-		t.Errorf("the logs carry the ResponseURL: %s", c.logs.String())
-	}
+	c.absent(t, "SubscriptionTopic", res.TopicID)
 }
 
 func TestCustomResourceUpdateOfTheNameReplacesThePipelinesResources(t *testing.T) {
@@ -207,14 +262,19 @@ func TestCustomResourceUpdateOfTheNameReplacesThePipelinesResources(t *testing.T
 		t.Fatalf("rename %+v", renamed)
 	}
 	// CloudFormation deletes the old resource with the old properties: the
-	// old name's topic and Subscription go, the new name's stay.
+	// old name's topic and Subscription go, the new name's stay. A Delete
+	// whose id names another pipeline than its properties removes nothing.
+	if odd := c.handle(t, c.event(cfn.RequestDelete, renamed.PhysicalResourceID, c.props(), nil)); odd.Status != cfn.StatusSuccess {
+		t.Fatalf("delete with the properties of another pipeline %+v", odd)
+	}
+	c.read(t, "Subscription", created.Data["SubscriptionId"].(string))
 	old := c.handle(t, c.event(cfn.RequestDelete, created.PhysicalResourceID, c.props(), nil))
 	if old.Status != cfn.StatusSuccess {
 		t.Fatalf("delete of the old name %+v", old)
 	}
-	c.absent(t, "Subscription", created.PhysicalResourceID)
+	c.absent(t, "Subscription", created.Data["SubscriptionId"].(string))
 	c.absent(t, "SubscriptionTopic", created.Data["TopicId"].(string))
-	c.read(t, "Subscription", renamed.PhysicalResourceID)
+	c.read(t, "Subscription", renamed.Data["SubscriptionId"].(string))
 	c.read(t, "SubscriptionTopic", renamed.Data["TopicId"].(string))
 }
 
@@ -223,7 +283,7 @@ func TestCustomResourceFailedCreateAndItsRollback(t *testing.T) {
 	props := c.props()
 	props["Types"] = ""
 	failed := c.handle(t, c.event(cfn.RequestCreate, "", props, nil))
-	if failed.Status != cfn.StatusFailed || failed.PhysicalResourceID != "create-failed-req-Create" || !strings.Contains(failed.Reason, "at least one resource type") || failed.Data != nil {
+	if failed.Status != cfn.StatusFailed || failed.PhysicalResourceID != "pipeline:ds1:cdc-test" || !strings.Contains(failed.Reason, "at least one resource type") || failed.Data != nil {
 		t.Fatalf("create without types %+v", failed)
 	}
 	// The rollback's Delete names the failed Create's id.
@@ -235,6 +295,15 @@ func TestCustomResourceFailedCreateAndItsRollback(t *testing.T) {
 	bad := c.handle(t, c.event(cfn.RequestDelete, failed.PhysicalResourceID, map[string]any{"Name": 7}, nil))
 	if bad.Status != cfn.StatusSuccess {
 		t.Errorf("delete with unreadable properties %+v", bad)
+	}
+	// A Create whose properties name no pipeline answers the failed
+	// Create's id, and its rollback removes nothing.
+	nameless := c.handle(t, c.event(cfn.RequestCreate, "", map[string]any{"Name": 7}, nil))
+	if nameless.Status != cfn.StatusFailed || nameless.PhysicalResourceID != subscription.FailedCreatePrefix+"req-Create" {
+		t.Fatalf("create without a name %+v", nameless)
+	}
+	if rb := c.handle(t, c.event(cfn.RequestDelete, nameless.PhysicalResourceID, map[string]any{"Name": 7}, nil)); rb.Status != cfn.StatusSuccess {
+		t.Errorf("rollback of the nameless create %+v", rb)
 	}
 	if w := writes(c.wire.take()); len(w) != 0 {
 		t.Errorf("wrote %q", w)
@@ -250,7 +319,7 @@ func TestCustomResourceRollbackOfAPartialCreateRemovesTheTopic(t *testing.T) {
 	})
 	failed := c.handle(t, c.event(cfn.RequestCreate, "", c.props(), nil))
 	if failed.Status != cfn.StatusFailed || !strings.Contains(failed.Reason, "create the Subscription") ||
-		failed.PhysicalResourceID != subscription.FailedCreatePrefix+"req-Create" {
+		failed.PhysicalResourceID != subscription.PipelineID(c.spec()) {
 		t.Fatalf("create %+v", failed)
 	}
 	c.wire.setLose(nil)
