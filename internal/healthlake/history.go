@@ -1,7 +1,6 @@
 package healthlake
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,8 +112,10 @@ type historyBundle struct {
 		URL      string `json:"url"`
 	} `json:"link"`
 	Entry []struct {
-		FullURL  string          `json:"fullUrl"`
-		Resource json.RawMessage `json:"resource"`
+		FullURL string `json:"fullUrl"`
+		// Resource is decoded in the same pass as the Bundle, to the
+		// members History needs: a page is scanned once.
+		Resource *historyResource `json:"resource"`
 		Request  *struct {
 			Method string `json:"method"`
 			URL    string `json:"url"`
@@ -127,6 +128,16 @@ type historyBundle struct {
 	} `json:"entry"`
 }
 
+// historyResource is the part of an entry's resource History reads.
+type historyResource struct {
+	ResourceType string `json:"resourceType"`
+	ID           string `json:"id"`
+	Meta         struct {
+		VersionID   string `json:"versionId"`
+		LastUpdated string `json:"lastUpdated"`
+	} `json:"meta"`
+}
+
 // parseHistory reads one page of a history Bundle: its entries and the
 // `next` link ("" on the last page). A version is taken from the resource's
 // meta, else from response.etag (W/"n") or a fullUrl ending in
@@ -134,6 +145,10 @@ type historyBundle struct {
 func parseHistory(body []byte) ([]HistoryEntry, string, error) {
 	var b historyBundle
 	if err := json.Unmarshal(body, &b); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && strings.HasPrefix(te.Field, "entry.resource") {
+			return nil, "", errors.New("an entry's resource is not a JSON object")
+		}
 		return nil, "", errors.New("answer is not a JSON Bundle")
 	}
 	if b.ResourceType != "Bundle" || b.Type != "history" {
@@ -142,23 +157,12 @@ func parseHistory(body []byte) ([]HistoryEntry, string, error) {
 	out := make([]HistoryEntry, 0, len(b.Entry))
 	for i, e := range b.Entry {
 		var h HistoryEntry
-		res := bytes.TrimSpace(e.Resource)
-		hasResource := len(res) > 0 && string(res) != "null"
+		hasResource := e.Resource != nil
 		h.Deleted = (e.Request != nil && strings.EqualFold(e.Request.Method, http.MethodDelete)) || !hasResource
 		h.Created = !h.Deleted && ((e.Request != nil && strings.EqualFold(e.Request.Method, http.MethodPost)) ||
 			(e.Response != nil && strings.HasPrefix(strings.TrimSpace(e.Response.Status), "201")))
 		if hasResource {
-			var r struct {
-				ResourceType string `json:"resourceType"`
-				ID           string `json:"id"`
-				Meta         struct {
-					VersionID   string `json:"versionId"`
-					LastUpdated string `json:"lastUpdated"`
-				} `json:"meta"`
-			}
-			if err := json.Unmarshal(e.Resource, &r); err != nil {
-				return nil, "", fmt.Errorf("entry %d: resource is not a JSON object", i+1)
-			}
+			r := e.Resource
 			h.VersionID, h.LastUpdated = r.Meta.VersionID, r.Meta.LastUpdated
 			h.ResourceType, h.ID = r.ResourceType, r.ID
 		}

@@ -132,10 +132,11 @@ func TestHistoryFollowsNextLinks(t *testing.T) {
 
 func TestHistoryRefusesWhatIsNotAHistoryBundle(t *testing.T) {
 	for name, body := range map[string]string{
-		"not json":   `{`,
-		"searchset":  `{"resourceType":"Bundle","type":"searchset","entry":[]}`,
-		"no version": `{"resourceType":"Bundle","type":"history","entry":[{"request":{"method":"DELETE"},"response":{"lastModified":"2026-11-21T10:00:00Z"}}]}`,
-		"no time":    `{"resourceType":"Bundle","type":"history","entry":[{"resource":{"resourceType":"Patient","meta":{"versionId":"1"}}}]}`,
+		"not json":               `{`,
+		"searchset":              `{"resourceType":"Bundle","type":"searchset","entry":[]}`,
+		"no version":             `{"resourceType":"Bundle","type":"history","entry":[{"request":{"method":"DELETE"},"response":{"lastModified":"2026-11-21T10:00:00Z"}}]}`,
+		"no time":                `{"resourceType":"Bundle","type":"history","entry":[{"resource":{"resourceType":"Patient","meta":{"versionId":"1"}}}]}`,
+		"resource not an object": `{"resourceType":"Bundle","type":"history","entry":[{"resource":"secret-id","response":{"etag":"W/\\"1\\"","lastModified":"2026-11-21T10:00:00Z"}}]}`,
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(body)) }))
 		c, err := healthlake.New(healthlake.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})

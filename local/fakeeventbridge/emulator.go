@@ -611,7 +611,10 @@ func (e *Emulator) putEntry(ctx context.Context, call, index int, en Entry) resu
 		return resultEntry{ErrorCode: "InvalidArgument", ErrorMessage: "Parameter DetailType is not valid. Reason: DetailType is a required argument."}
 	case en.Detail == "":
 		return resultEntry{ErrorCode: "InvalidArgument", ErrorMessage: "Parameter Detail is not valid. Reason: Detail is a required argument."}
-	case !isJSONObject(en.Detail):
+	}
+	detail, ok := compactObject(en.Detail)
+	switch {
+	case !ok:
 		return resultEntry{ErrorCode: "MalformedDetail", ErrorMessage: "Detail is malformed."}
 	case strings.HasPrefix(en.Source, "aws."):
 		return resultEntry{ErrorCode: "NotAuthorizedForSourceException", ErrorMessage: "Not authorized for the source."}
@@ -649,7 +652,7 @@ func (e *Emulator) putEntry(ctx context.Context, call, index int, en Entry) resu
 	ev := Event{
 		Version: "0", ID: id, DetailType: en.DetailType, Source: en.Source,
 		Account: e.opts.AccountID, Time: t.Format("2006-01-02T15:04:05Z"), Region: e.opts.Region,
-		Resources: resources, Detail: json.RawMessage(en.Detail),
+		Resources: resources, Detail: detail,
 	}
 	if e.opts.Sink != nil {
 		if err := e.opts.Sink.Deliver(ctx, name, ev); err != nil {
@@ -660,8 +663,15 @@ func (e *Emulator) putEntry(ctx context.Context, call, index int, en Entry) resu
 	return resultEntry{EventID: id}
 }
 
-// ingest routes an accepted event to the bus's rules and archives.
+// ingest routes an accepted event to the bus's rules and archives. An
+// event no rule or archive of its bus can see is not encoded at all.
 func (e *Emulator) ingest(bus string, ev Event) {
+	e.mu.Lock()
+	listened := e.listened(bus)
+	e.mu.Unlock()
+	if !listened {
+		return
+	}
 	raw, err := marshalEvent(ev)
 	if err != nil {
 		return
@@ -671,15 +681,54 @@ func (e *Emulator) ingest(bus string, ev Event) {
 	e.mu.Unlock()
 }
 
-// marshalEvent is ev's JSON text with <, > and & left as they are.
+// listened reports whether bus has a rule or an archive. e.mu is held.
+func (e *Emulator) listened(bus string) bool {
+	if len(e.rules[bus]) > 0 {
+		return true
+	}
+	for _, a := range e.archives {
+		if a.sourceBus == bus {
+			return true
+		}
+	}
+	return false
+}
+
+// eventHead is the envelope before "detail", in EventBridge's order.
+type eventHead struct {
+	Version    string   `json:"version"`
+	ID         string   `json:"id"`
+	DetailType string   `json:"detail-type"`
+	Source     string   `json:"source"`
+	Account    string   `json:"account"`
+	Time       string   `json:"time"`
+	Region     string   `json:"region"`
+	Resources  []string `json:"resources"`
+}
+
+// marshalEvent is ev's JSON text with <, > and & left as they are. Its
+// detail is written as it is: every path into ingest has compacted it
+// (compactObject), so the text is not scanned a second time.
 func marshalEvent(ev Event) ([]byte, error) {
 	var b bytes.Buffer
+	b.Grow(len(ev.Detail) + 512)
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ev); err != nil {
+	if err := enc.Encode(eventHead{ev.Version, ev.ID, ev.DetailType, ev.Source, ev.Account, ev.Time, ev.Region, ev.Resources}); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	out := bytes.TrimRight(b.Bytes(), "\n")
+	out = append(out[:len(out)-1], `,"detail":`...) // drop the head's closing brace
+	out = append(out, ev.Detail...)
+	if ev.ReplayName != "" {
+		name, err := json.Marshal(ev.ReplayName)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, `,"replay-name":`...)
+		out = append(out, name...)
+	}
+	return append(out, '}'), nil
 }
 
 // PutServiceEvent puts an event an AWS service sends (a source starting
@@ -694,9 +743,11 @@ func (e *Emulator) PutServiceEvent(bus string, ev Event) error {
 	if !ok {
 		return fmt.Errorf("fakeeventbridge: event bus %s does not exist", name)
 	}
-	if !isJSONObject(string(ev.Detail)) {
+	detail, ok := compactObject(string(ev.Detail))
+	if !ok {
 		return fmt.Errorf("fakeeventbridge: service event detail is not a JSON object")
 	}
+	ev.Detail = detail
 	if ev.ID == "" {
 		ev.ID = e.opts.NewID()
 	}
@@ -730,10 +781,19 @@ func defaultMessage(code string) string {
 	}
 }
 
-// isJSONObject reports whether s is valid JSON whose top-level value is an object.
-func isJSONObject(s string) bool {
+// compactObject is s without insignificant white space if s is a JSON
+// object (one pass validates and compacts), and false if it is not.
+func compactObject(s string) (json.RawMessage, bool) {
 	b := bytes.TrimLeft([]byte(s), " \t\r\n")
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, false
+	}
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if err := json.Compact(&out, b); err != nil {
+		return nil, false
+	}
+	return out.Bytes(), true
 }
 
 type busOut struct {

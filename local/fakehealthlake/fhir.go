@@ -457,6 +457,84 @@ type bundle struct {
 	Entry        []bundleEntry `json:"entry"`
 }
 
+// writeBundle answers 200 with b. The entries' resources are stored JSON
+// and are written as they are; encoding/json would scan every one of them
+// again to compact it.
+func writeBundle(w http.ResponseWriter, b *bundle) {
+	out, err := b.appendJSON(make([]byte, 0, 4096))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("encode answer: %v", err), http.StatusInternalServerError)
+		return
+	}
+	writeRaw(w, http.StatusOK, "application/fhir+json", out)
+}
+
+// appendJSON appends b's JSON text to dst, members in the order of the
+// struct's fields.
+func (b *bundle) appendJSON(dst []byte) ([]byte, error) {
+	head := *b
+	head.Entry = nil
+	h, err := json.Marshal(struct {
+		ResourceType string       `json:"resourceType"`
+		Type         string       `json:"type"`
+		Total        *int         `json:"total,omitempty"`
+		Link         []bundleLink `json:"link,omitempty"`
+	}{head.ResourceType, head.Type, head.Total, head.Link})
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, h[:len(h)-1]...)
+	dst = append(dst, `,"entry":[`...)
+	for i := range b.Entry {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if dst, err = b.Entry[i].appendJSON(dst); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, "]}"...), nil
+}
+
+// appendJSON appends the entry's JSON text to dst.
+func (en *bundleEntry) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, '{')
+	first := true
+	member := func(key string, v any) error {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, '"')
+		dst = append(dst, key...)
+		dst = append(dst, `":`...)
+		if raw, ok := v.(json.RawMessage); ok {
+			dst = append(dst, raw...)
+			return nil
+		}
+		x, err := json.Marshal(v)
+		dst = append(dst, x...)
+		return err
+	}
+	var err error
+	if en.FullURL != "" {
+		err = errors.Join(err, member("fullUrl", en.FullURL))
+	}
+	if len(en.Resource) > 0 {
+		err = errors.Join(err, member("resource", en.Resource))
+	}
+	if en.Request != nil {
+		err = errors.Join(err, member("request", en.Request))
+	}
+	if en.Response != nil {
+		err = errors.Join(err, member("response", en.Response))
+	}
+	if en.Search != nil {
+		err = errors.Join(err, member("search", en.Search))
+	}
+	return append(dst, '}'), err
+}
+
 // HardDelete removes a resource and its whole history, as if it had never
 // been stored: reads and history answer 404 afterwards, exports leave it
 // out, and a later write of the same id starts again at version 1. It

@@ -279,7 +279,7 @@ func (d *Datastore) history(w http.ResponseWriter, r *http.Request, ri int32, p 
 	if next >= 0 {
 		b.Link = append(b.Link, bundleLink{Relation: "next", URL: nextLink(path, &p, next)})
 	}
-	writeJSON(w, http.StatusOK, "application/fhir+json", b)
+	writeBundle(w, &b)
 }
 
 // typeHistory answers GET /{Type}/_history (FHIR R4 history-type): every
@@ -321,5 +321,5 @@ func (d *Datastore) typeHistory(w http.ResponseWriter, r *http.Request, typ stri
 		}
 		b.Entry = append(b.Entry, en)
 	}
-	writeJSON(w, http.StatusOK, "application/fhir+json", b)
+	writeBundle(w, &b)
 }

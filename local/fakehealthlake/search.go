@@ -570,7 +570,7 @@ func (d *Datastore) search(w http.ResponseWriter, r *http.Request, typ string, b
 	}
 	b.Link = []bundleLink{{Relation: "self", URL: self.String()}}
 	if p.countOnly {
-		writeJSON(w, http.StatusOK, "application/fhir+json", b)
+		writeBundle(w, &b)
 		return
 	}
 	hits, more := run.page(p.count)
@@ -597,5 +597,5 @@ func (d *Datastore) search(w http.ResponseWriter, r *http.Request, typ string, b
 		v.Set("_page_token", pageToken(last.ms, last.key))
 		b.Link = append(b.Link, bundleLink{Relation: "next", URL: typ + "?" + v.Encode()})
 	}
-	writeJSON(w, http.StatusOK, "application/fhir+json", b)
+	writeBundle(w, &b)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
@@ -76,6 +77,10 @@ func benchmarkEndToEnd(b *testing.B, quota int) {
 		o.RecordEvents = false
 		o.PutEventsQuota = float64(quota)
 		o.Sink = span
+		if os.Getenv("CDC_BENCH_LATENCY") != "" {
+			l := localaws.DefaultLatency()
+			o.Latency = &l
+		}
 	})
 	ctx := context.Background()
 	store, err := st.runStore()
