@@ -268,6 +268,40 @@ func (h *harness) statesEntered(arn string) []string {
 	return out
 }
 
+// The states of PublishWindow's branches: their states interleave in the
+// history, each branch in its own order.
+var (
+	deleteBranch = map[string]bool{"ScanDeletes?": true, "NoDeleteScan": true, "FindDeletes": true, "DeletesDone?": true, "DeletesScanned": true}
+	changeBranch = map[string]bool{"AnyFiles?": true, "NoChanges": true, "PublishChanges": true}
+)
+
+// paths splits the states entered into the run's own, the delete branch's
+// and the change branch's, each in order, joined by spaces.
+func (h *harness) paths(arn string) (run, deletes, changes string) {
+	var r, d, c []string
+	for _, s := range h.statesEntered(arn) {
+		switch {
+		case deleteBranch[s]:
+			d = append(d, s)
+		case changeBranch[s]:
+			c = append(c, s)
+		default:
+			r = append(r, s)
+		}
+	}
+	return strings.Join(r, " "), strings.Join(d, " "), strings.Join(c, " ")
+}
+
+// wantPaths fails t unless the run entered the states run, deletes and
+// changes (see paths).
+func (h *harness) wantPaths(t *testing.T, arn, run, deletes, changes string) {
+	t.Helper()
+	r, d, c := h.paths(arn)
+	if r != run || d != deletes || c != changes {
+		t.Fatalf("states entered:\n run     %q, want %q\n deletes %q, want %q\n changes %q, want %q", r, run, d, deletes, c, changes)
+	}
+}
+
 func acquired(runID string) map[string]any {
 	return map[string]any{"acquired": true, "reason": "", "runId": runID, "window": window, "exportWindow": exportWindow, "empty": false, "continues": false, "reuse": nil}
 }
@@ -331,11 +365,10 @@ func TestDefinitionHappyPath(t *testing.T) {
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport FindDeletes DeletesDone? AnyFiles? PublishChanges CommitRun Done" {
-		t.Fatalf("states entered: %s", got)
-	}
-	if n, _ := h.em.Transitions(arn); n != 10 {
-		t.Fatalf("transitions = %d, want 10 (8 and the delete scan's Task and Choice)", n)
+	h.wantPaths(t, arn, "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow CommitRun Done",
+		"ScanDeletes? FindDeletes DeletesDone? DeletesScanned", "AnyFiles? PublishChanges")
+	if n, _ := h.em.Transitions(arn); n != 13 {
+		t.Fatalf("transitions = %d, want 13 (7 of the run, 4 of the delete branch, 2 of the change branch)", n)
 	}
 
 	lock := h.l.calls(runLockFn)
@@ -473,7 +506,8 @@ func TestDefinitionReusedExportSkipsTheWait(t *testing.T) {
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("second run: %s %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn1), " "); got != "AcquireLock LockTaken? ExportReused? ReuseExport AnyFiles? PublishChanges CommitRun Done" {
+	if r, d, c := h.paths(arn1); r != "AcquireLock LockTaken? ExportReused? ReuseExport PublishWindow CommitRun Done" || d != "ScanDeletes? NoDeleteScan" || c != "AnyFiles? PublishChanges" {
+		got := r + " | " + d + " | " + c
 		t.Fatalf("second run's states: %s", got)
 	}
 	out, err := h.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(h.queue), WaitTimeSeconds: 0})
@@ -583,9 +617,11 @@ func TestDefinitionNoFilesCommitsWithoutMapRun(t *testing.T) {
 	ex := h.putManifest("run-nofiles", nil, 10, 0) // one part holding []
 	h.succeedExport(msg["taskToken"], ex)
 	info := h.wait(arn)
-	if got := strings.Join(h.statesEntered(arn), " "); info.Status != asl.StatusSucceeded || got != "AcquireLock LockTaken? ExportReused? WaitForExport FindDeletes DeletesDone? AnyFiles? CommitRun Done" {
-		t.Fatalf("status %s, states %s", info.Status, got)
+	if info.Status != asl.StatusSucceeded {
+		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
+	h.wantPaths(t, arn, "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow CommitRun Done",
+		"ScanDeletes? FindDeletes DeletesDone? DeletesScanned", "AnyFiles? NoChanges")
 	commit := h.l.calls(runLockFn)[1]
 	if commit["exportJobId"] != "job1" || commit["results"] != nil {
 		t.Fatalf("commit payload = %v", commit)
@@ -672,8 +708,10 @@ func TestDefinitionMapChildFailingAfterRetriesGoesToHandleFailure(t *testing.T) 
 			if info.Status != asl.StatusFailed || info.Error != asl.ErrorExceedToleratedFailure {
 				t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
 			}
-			if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport FindDeletes DeletesDone? AnyFiles? PublishChanges HandleFailure Failed" {
-				t.Fatalf("states: %s", got)
+			// The Map's failure stops the delete branch wherever it is.
+			if r, d, c := h.paths(arn); r != "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow HandleFailure Failed" ||
+				c != "AnyFiles? PublishChanges" || !strings.HasPrefix("ScanDeletes? FindDeletes DeletesDone? DeletesScanned", d) {
+				t.Fatalf("states: %s | %s | %s", r, d, c)
 			}
 			failing := 0
 			for _, p := range h.l.calls(prepareFn) {
@@ -841,9 +879,8 @@ func TestDefinitionDeleteScanLoopsOnItsCursor(t *testing.T) {
 	if info := h.wait(arn); info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport FindDeletes DeletesDone? FindDeletes DeletesDone? FindDeletes DeletesDone? AnyFiles? PublishChanges CommitRun Done" {
-		t.Fatalf("states entered: %s", got)
-	}
+	h.wantPaths(t, arn, "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow CommitRun Done",
+		"ScanDeletes? FindDeletes DeletesDone? FindDeletes DeletesDone? FindDeletes DeletesDone? DeletesScanned", "AnyFiles? PublishChanges")
 	scans := h.l.calls(deletesFn)
 	if len(scans) != 3 {
 		t.Fatalf("%d scan calls, want 3", len(scans))
@@ -860,7 +897,9 @@ func TestDefinitionDeleteScanLoopsOnItsCursor(t *testing.T) {
 
 // TestDefinitionDeleteScanFailureFailsTheRun: a scan that keeps failing
 // (a history page that does not parse, a 429 storm) is retried, then the run
-// goes to HandleFailure: no batch is published and the checkpoint stays.
+// goes to HandleFailure and the checkpoint stays. The Map beside it
+// publishes the window's changes all the same (the next run's window covers
+// them again; the delivered index keeps them from consumers a second time).
 func TestDefinitionDeleteScanFailureFailsTheRun(t *testing.T) {
 	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
 		switch {
@@ -868,6 +907,9 @@ func TestDefinitionDeleteScanFailureFailsTheRun(t *testing.T) {
 			return acquired(in["executionName"].(string)), false, nil
 		case fn == runLockFn && in["action"] == "fail":
 			return map[string]any{"outcome": "FAILED"}, false, nil
+		case fn == prepareFn:
+			n := len(batchFiles(in))
+			return map[string]any{"files": n, "lines": n, "events": n}, false, nil
 		}
 		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(fn, in)}, true, nil
 	})
@@ -878,15 +920,14 @@ func TestDefinitionDeleteScanFailureFailsTheRun(t *testing.T) {
 	msg := h.startMessage()
 	h.succeedExport(msg["taskToken"], h.putManifest("run-scanfail", files(2), 2, 0))
 	info := h.wait(arn)
-	if info.Status != asl.StatusFailed {
-		t.Fatalf("status %s, want FAILED", info.Status)
+	if info.Status != asl.StatusFailed || info.Error != "ScanFailed" {
+		t.Fatalf("status %s %s, want FAILED ScanFailed", info.Status, info.Error)
 	}
 	if n := len(h.l.calls(deletesFn)); n != 4 {
 		t.Errorf("%d scan attempts, want 4 (the first and 3 retries)", n)
 	}
-	if n := len(h.l.calls(prepareFn)); n != 0 {
-		t.Errorf("%d batches published after a failed scan", n)
-	}
+	h.wantPaths(t, arn, "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow HandleFailure Failed",
+		"ScanDeletes? FindDeletes", "AnyFiles? PublishChanges")
 	if n := len(h.l.calls(runLockFn)); n != 2 || h.l.calls(runLockFn)[1]["action"] != "fail" {
 		t.Errorf("run-lock calls %v, want acquire then fail", h.l.calls(runLockFn))
 	}

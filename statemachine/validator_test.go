@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -37,18 +38,15 @@ func TestSubstitute(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Substitute: %v", err)
 	}
-	var m struct {
-		TimeoutSeconds int
-		States         map[string]struct {
-			HeartbeatSeconds int
-			MaxConcurrency   int
-		}
-	}
-	if err := json.Unmarshal(def, &m); err != nil {
+	var m struct{ TimeoutSeconds int }
+	var wait struct{ HeartbeatSeconds int }
+	var pc struct{ MaxConcurrency int }
+	if err := errors.Join(json.Unmarshal(def, &m), json.Unmarshal(stateNamed(t, def, "WaitForExport"), &wait),
+		json.Unmarshal(stateNamed(t, def, "PublishChanges"), &pc)); err != nil {
 		t.Fatal(err)
 	}
-	if m.TimeoutSeconds != 90000 || m.States["WaitForExport"].HeartbeatSeconds != 900 || m.States["PublishChanges"].MaxConcurrency != 10 {
-		t.Fatalf("numeric placeholders not substituted as numbers: timeout %d, %+v", m.TimeoutSeconds, m.States)
+	if m.TimeoutSeconds != 90000 || wait.HeartbeatSeconds != 900 || pc.MaxConcurrency != 10 {
+		t.Fatalf("numeric placeholders not substituted as numbers: timeout %d, heartbeat %d, Map concurrency %d", m.TimeoutSeconds, wait.HeartbeatSeconds, pc.MaxConcurrency)
 	}
 	if strings.Contains(string(def), "${") {
 		t.Fatalf("placeholders left")
@@ -121,19 +119,16 @@ func TestMapChildRetriesHandlerErrorsWithJitterInsideTheExpressLimit(t *testing.
 		MaxDelaySeconds              int
 		JitterStrategy               string
 	}
-	var m struct {
-		States map[string]struct {
-			ToleratedFailurePercentage *float64
-			ItemBatcher                any
-			ItemProcessor              struct {
-				States map[string]struct{ Retry []retrier }
-			}
+	var pc struct {
+		ToleratedFailurePercentage *float64
+		ItemBatcher                any
+		ItemProcessor              struct {
+			States map[string]struct{ Retry []retrier }
 		}
 	}
-	if err := json.Unmarshal(def, &m); err != nil {
+	if err := json.Unmarshal(stateNamed(t, def, "PublishChanges"), &pc); err != nil {
 		t.Fatal(err)
 	}
-	pc := m.States["PublishChanges"]
 	if pc.ItemBatcher != nil || pc.ToleratedFailurePercentage == nil || *pc.ToleratedFailurePercentage != 0 {
 		t.Fatalf("PublishChanges: ItemBatcher %v, ToleratedFailurePercentage %v; want none and 0", pc.ItemBatcher, pc.ToleratedFailurePercentage)
 	}
@@ -156,4 +151,46 @@ func TestMapChildRetriesHandlerErrorsWithJitterInsideTheExpressLimit(t *testing.
 	if wait > 60 {
 		t.Fatalf("the handler retrier may wait %.0f s in all; keep it within 60 s of the 300 s EXPRESS limit", wait)
 	}
+}
+
+// stateNamed returns the state called name in def, at the top level or in
+// a Parallel's branch or a Map's processor.
+func stateNamed(t *testing.T, def []byte, name string) json.RawMessage {
+	t.Helper()
+	type machine struct {
+		States map[string]json.RawMessage
+	}
+	var find func(m machine) json.RawMessage
+	find = func(m machine) json.RawMessage {
+		if st, ok := m.States[name]; ok {
+			return st
+		}
+		for _, raw := range m.States {
+			var st struct {
+				Branches      []machine
+				ItemProcessor *machine
+			}
+			if json.Unmarshal(raw, &st) != nil {
+				continue
+			}
+			if st.ItemProcessor != nil {
+				st.Branches = append(st.Branches, *st.ItemProcessor)
+			}
+			for _, b := range st.Branches {
+				if found := find(b); found != nil {
+					return found
+				}
+			}
+		}
+		return nil
+	}
+	var m machine
+	if err := json.Unmarshal(def, &m); err != nil {
+		t.Fatal(err)
+	}
+	st := find(m)
+	if st == nil {
+		t.Fatalf("no state %s in the definition", name)
+	}
+	return st
 }

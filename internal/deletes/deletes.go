@@ -126,9 +126,16 @@ type Config struct {
 	// DeadlineMargin: the scan stops reading pages this long before the
 	// invocation's deadline and returns its cursor.
 	DeadlineMargin time.Duration
-	// Publish configures the bus and the rate (the scan runs alone in its
-	// run, so it may use the pipeline's whole PutEvents share).
+	// Publish configures the bus and the rate: the pipeline's whole
+	// PutEvents share, which Share divides with the Map's children.
 	Publish publish.Config
+	// Share, when set, is called once the scan has what it will publish,
+	// with the run and the publisher's SetRate: the scan runs beside the
+	// window's Map, and Share keeps its rate at its part of the run's share
+	// (prepare-change: internal/share's board) until the returned stop is
+	// called, after the last delete is accepted. Nil: the scan publishes at
+	// Publish.Rate.
+	Share func(ctx context.Context, runID string, setRate func(float64)) (stop func())
 	// Bucket and KMSKeyID: where the delivered-index object is written.
 	Bucket, KMSKeyID string
 	// FastPath, when set, returns the versions the Subscriptions fast path
@@ -240,12 +247,20 @@ func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 			s.err = fmt.Errorf("delete scan: the fast path's record objects: %w", err)
 		}
 	}
+	var stopShare func()
+	if s.err == nil && len(s.found) > 0 && f.cfg.Share != nil {
+		stopShare = f.cfg.Share(parent, in.RunID, pub.SetRate)
+	}
 	if s.err == nil {
 		if err := s.publishAll(); err != nil {
 			s.err = err
 		}
 	}
-	if err := pub.Flush(parent); err != nil {
+	err = pub.Flush(parent)
+	if stopShare != nil {
+		stopShare()
+	}
+	if err != nil {
 		return Output{Totals: s.totals}, &ScanFailed{Err: fmt.Errorf("delete scan: publish %d deletes: %w", len(s.record), err)}
 	}
 	if s.err != nil {

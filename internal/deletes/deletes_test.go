@@ -441,3 +441,51 @@ func TestFastPathCreatedAndDeletedInsideTheWindowGetsItsDelete(t *testing.T) {
 		t.Errorf("totals %+v: want the delete published as missed by the fast path, none never announced", out.Totals)
 	}
 }
+
+// TestFindTakesItsPartOfTheShareOnlyWhilePublishing: the scan runs beside
+// the window's Map; it joins the run's share board (Config.Share) once it
+// has deletes to publish, and leaves only after EventBridge accepted the
+// last of them. A window without deletes never joins.
+func TestFindTakesItsPartOfTheShareOnlyWhilePublishing(t *testing.T) {
+	r := newRig(t)
+	r.load("Patient", "p1")
+	r.load("Patient", "p2")
+	since := r.mark()
+	want := r.del("Patient", "p1")
+	r.del("Patient", "p2")
+	until := r.mark()
+	var joined []string
+	accepted := -1
+	f, err := deletes.New(r.hc, r.eb, r.s3, deletes.Config{
+		Types: []string{"Observation", "Patient"}, PageSize: 1, Concurrency: 2,
+		Publish: publish.Config{EventBus: bus, Rate: 100}, Bucket: bucket,
+		Share: func(_ context.Context, runID string, setRate func(float64)) func() {
+			joined = append(joined, runID)
+			if len(r.sink.Events()) != 0 {
+				t.Errorf("joined the board after publishing")
+			}
+			setRate(50) // the part the board gives it
+			return func() { accepted = len(r.sink.Events()) }
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := events.Window{Since: since, Until: until}
+	if _, err := f.Find(context.Background(), input(w, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(joined, " ") != "run-1" || accepted != 2 {
+		t.Fatalf("joined %v, %d deletes accepted when it left; want run-1 once, after both", joined, accepted)
+	}
+	if got := r.published(w); len(got) != 2 || (got[0] != want && got[1] != want) {
+		t.Fatalf("published %v", got)
+	}
+	quiet := events.Window{Since: until, Until: r.mark()}
+	if _, err := f.Find(context.Background(), input(quiet, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if len(joined) != 1 {
+		t.Errorf("a window without deletes joined the board: %v", joined)
+	}
+}

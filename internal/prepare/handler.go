@@ -33,6 +33,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/share"
 )
 
 // Input is the payload of one invocation, built by the Distributed Map's
@@ -130,8 +131,10 @@ type Handler struct {
 
 // EnableDeleteScan lets the handler answer the run's delete scan
 // (action "deletes", internal/deletes) through hl: every R4 type the type
-// filter allows, published at the pipeline's whole PutEvents share (the scan
-// runs alone in its run, before the Map), recorded in the delivered index.
+// filter allows, recorded in the delivered index. The scan runs beside the
+// window's Map: with Config.Share it publishes at its part of the run's
+// share, counted on the board like a batch ("history-deletes"); without,
+// at the whole share.
 func (h *Handler) EnableDeleteScan(hl deletes.HistoryAPI) error {
 	pcfg := h.cfg.Publish
 	pcfg.Rate = h.cfg.RateFor(1)
@@ -139,10 +142,17 @@ func (h *Handler) EnableDeleteScan(hl deletes.HistoryAPI) error {
 	if h.cfg.FastPath {
 		fast = h.FastPathSet
 	}
+	var shared func(context.Context, string, func(float64)) func()
+	if h.cfg.Share != nil && pcfg.Rate > 0 {
+		shared = func(ctx context.Context, runID string, setRate func(float64)) func() {
+			return h.cfg.Share.Keep(ctx, runID, share.ChildID(DeleteScanChild), pcfg.Rate, h.cfg.SharePeriod,
+				func(rate float64, _ int) { setRate(rate) }, h.cfg.shareWarning(runID))
+		}
+	}
 	f, err := deletes.New(hl, h.eb, h.s3, deletes.Config{
 		Types: h.cfg.ScanTypes(), DeadlineMargin: h.cfg.DeadlineMargin, Publish: pcfg,
 		Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID, Logger: h.cfg.Logger, Metrics: h.cfg.Metrics,
-		FastPath: fast,
+		FastPath: fast, Share: shared,
 	})
 	if err != nil {
 		return fmt.Errorf("prepare-change: %w", err)
@@ -150,6 +160,10 @@ func (h *Handler) EnableDeleteScan(hl deletes.HistoryAPI) error {
 	h.deletes = f
 	return nil
 }
+
+// DeleteScanChild names the delete scan on the run's share board (its
+// ChildID): no batch's first file key is this.
+const DeleteScanChild = "history-deletes"
 
 // Invoke is the Lambda's entry point: a payload with "action": "deletes" is
 // the run's delete scan (deletes.Input → deletes.Output); any other is one

@@ -2,7 +2,6 @@ package prepare
 
 import (
 	"context"
-	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/share"
 )
@@ -19,44 +18,20 @@ func (b *batch) shareRate(ctx context.Context) func() {
 	if cfg.Share == nil || total <= 0 || cfg.MapMaxConcurrency <= 1 {
 		return nil
 	}
-	period := cfg.SharePeriod
-	if period <= 0 {
-		period = share.DefaultPeriod
+	return cfg.Share.Keep(ctx, b.in.RunID, share.ChildID(b.in.Files[0].Key), total, cfg.SharePeriod,
+		func(rate float64, live int) {
+			b.pub.SetRate(rate)
+			b.maxLive = max(b.maxLive, live)
+		}, cfg.shareWarning(b.in.RunID))
+}
+
+// shareWarning logs a board that could not be read or left (nil without a
+// logger): the child keeps its rate, its siblings wait for its lease.
+func (c Config) shareWarning(runID string) func(error) {
+	if c.Logger == nil {
+		return nil
 	}
-	child := share.ChildID(b.in.Files[0].Key)
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		warned := false
-		for {
-			live, err := cfg.Share.Beat(ctx, b.in.RunID, child)
-			switch {
-			case err == nil:
-				b.pub.SetRate(share.Of(total, live))
-				b.maxLive = max(b.maxLive, live)
-			case !warned && cfg.Logger != nil && ctx.Err() == nil:
-				cfg.Logger.Warn("PutEvents share not read; the batch keeps its rate", "runId", b.in.RunID, "error", err.Error())
-				warned = true
-			}
-			t := time.NewTimer(period)
-			select {
-			case <-done:
-				t.Stop()
-				return
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := cfg.Share.Leave(lctx, b.in.RunID, child); err != nil && cfg.Logger != nil {
-			cfg.Logger.Warn("PutEvents share not left; siblings wait for its lease", "runId", b.in.RunID, "error", err.Error())
-		}
+	return func(err error) {
+		c.Logger.Warn("PutEvents share not read or not left; the rate stays, siblings wait for the lease", "runId", runID, "error", err.Error())
 	}
 }

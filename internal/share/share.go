@@ -149,3 +149,55 @@ func live(item map[string]types.AttributeValue, now time.Time) int {
 	}
 	return n
 }
+
+// Keep beats for child of run runID at once — before it returns, so the
+// child starts at its part — and then every period (DefaultPeriod when 0)
+// until stop is called or ctx ends; after each beat it calls set with the
+// child's part of total, Of(total, live), and live. A failed beat keeps
+// the part the child has (warn, when set, is called once with the error).
+// stop ends the beats and leaves the board, so that the siblings take up
+// the child's part at their next beat.
+func (b *Board) Keep(ctx context.Context, runID, child string, total float64, period time.Duration,
+	set func(rate float64, live int), warn func(error)) (stop func()) {
+	if period <= 0 {
+		period = DefaultPeriod
+	}
+	warned := false
+	beat := func() {
+		live, err := b.Beat(ctx, runID, child)
+		switch {
+		case err == nil:
+			set(Of(total, live), live)
+		case !warned && warn != nil && ctx.Err() == nil:
+			warn(err)
+			warned = true
+		}
+	}
+	beat()
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			t := time.NewTimer(period)
+			select {
+			case <-done:
+				t.Stop()
+				return
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			beat()
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := b.Leave(lctx, runID, child); err != nil && warn != nil {
+			warn(err)
+		}
+	}
+}
