@@ -271,7 +271,7 @@ func (h *harness) statesEntered(arn string) []string {
 // The states of PublishWindow's branches: their states interleave in the
 // history, each branch in its own order.
 var (
-	deleteBranch = map[string]bool{"ScanDeletes?": true, "NoDeleteScan": true, "FindDeletes": true, "DeletesDone?": true, "DeletesScanned": true}
+	deleteBranch = map[string]bool{"FindDeletes": true, "DeletesDone?": true, "DeletesScanned": true}
 	changeBranch = map[string]bool{"AnyFiles?": true, "NoChanges": true, "PublishChanges": true}
 )
 
@@ -365,10 +365,10 @@ func TestDefinitionHappyPath(t *testing.T) {
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	h.wantPaths(t, arn, "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow CommitRun Done",
-		"ScanDeletes? FindDeletes DeletesDone? DeletesScanned", "AnyFiles? PublishChanges")
-	if n, _ := h.em.Transitions(arn); n != 13 {
-		t.Fatalf("transitions = %d, want 13 (7 of the run, 4 of the delete branch, 2 of the change branch)", n)
+	h.wantPaths(t, arn, "AcquireLock LockTaken? WaitForExport PublishWindow CommitRun",
+		"FindDeletes DeletesDone? DeletesScanned", "AnyFiles? PublishChanges")
+	if n, _ := h.em.Transitions(arn); n != 10 {
+		t.Fatalf("transitions = %d, want 10 (5 of the run, 3 of the delete branch, 2 of the change branch)", n)
 	}
 
 	lock := h.l.calls(runLockFn)
@@ -506,7 +506,7 @@ func TestDefinitionReusedExportSkipsTheWait(t *testing.T) {
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("second run: %s %s %s", info.Status, info.Error, info.Cause)
 	}
-	if r, d, c := h.paths(arn1); r != "AcquireLock LockTaken? ExportReused? ReuseExport PublishWindow CommitRun Done" || d != "ScanDeletes? NoDeleteScan" || c != "AnyFiles? PublishChanges" {
+	if r, d, c := h.paths(arn1); r != "AcquireLock LockTaken? ReuseExport PublishWindow CommitRun" || d != "FindDeletes DeletesDone? DeletesScanned" || c != "AnyFiles? PublishChanges" {
 		got := r + " | " + d + " | " + c
 		t.Fatalf("second run's states: %s", got)
 	}
@@ -514,8 +514,13 @@ func TestDefinitionReusedExportSkipsTheWait(t *testing.T) {
 	if err != nil || len(out.Messages) != 0 {
 		t.Fatalf("the reusing run sent a start message: %v %v", err, out)
 	}
-	if scans := h.l.calls(deletesFn); len(scans) != 1 || scans[0]["runId"] != "run-part0" {
-		t.Fatalf("delete scans = %v, want one, in the run that exported", scans)
+	// The reusing run's scan call carries the reuse, which prepare-change
+	// answers done at once (TestFindIsDoneAtOnceForAReusedExport); the
+	// exporting run's carries none.
+	scans := h.l.calls(deletesFn)
+	if len(scans) != 2 || scans[0]["runId"] != "run-part0" || scans[0]["reuse"] != nil ||
+		scans[1]["runId"] != "run-part1" || scans[1]["reuse"] == nil {
+		t.Fatalf("delete scans = %v, want the exporting run's without reuse, then the reusing run's with it", scans)
 	}
 
 	byRun := map[string][]string{}
@@ -591,7 +596,7 @@ func TestDefinitionEmptyWindowCommitsAtOnce(t *testing.T) {
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? CommitRun Done" {
+	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? CommitRun" {
 		t.Fatalf("states: %s", got)
 	}
 	commit := h.l.calls(runLockFn)[1]
@@ -620,8 +625,8 @@ func TestDefinitionNoFilesCommitsWithoutMapRun(t *testing.T) {
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	h.wantPaths(t, arn, "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow CommitRun Done",
-		"ScanDeletes? FindDeletes DeletesDone? DeletesScanned", "AnyFiles? NoChanges")
+	h.wantPaths(t, arn, "AcquireLock LockTaken? WaitForExport PublishWindow CommitRun",
+		"FindDeletes DeletesDone? DeletesScanned", "AnyFiles? NoChanges")
 	commit := h.l.calls(runLockFn)[1]
 	if commit["exportJobId"] != "job1" || commit["results"] != nil {
 		t.Fatalf("commit payload = %v", commit)
@@ -649,7 +654,7 @@ func TestDefinitionExportFailureGoesToHandleFailure(t *testing.T) {
 	if info.Status != asl.StatusFailed || info.Error != "Export.Failed" || info.Cause != "export job job1 ended FAILED" {
 		t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
 	}
-	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? ExportReused? WaitForExport HandleFailure Failed" {
+	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? WaitForExport HandleFailure Failed" {
 		t.Fatalf("states: %s", got)
 	}
 	fail := h.l.calls(runLockFn)[1]
@@ -709,8 +714,8 @@ func TestDefinitionMapChildFailingAfterRetriesGoesToHandleFailure(t *testing.T) 
 				t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
 			}
 			// The Map's failure stops the delete branch wherever it is.
-			if r, d, c := h.paths(arn); r != "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow HandleFailure Failed" ||
-				c != "AnyFiles? PublishChanges" || !strings.HasPrefix("ScanDeletes? FindDeletes DeletesDone? DeletesScanned", d) {
+			if r, d, c := h.paths(arn); r != "AcquireLock LockTaken? WaitForExport PublishWindow HandleFailure Failed" ||
+				c != "AnyFiles? PublishChanges" || !strings.HasPrefix("FindDeletes DeletesDone? DeletesScanned", d) {
 				t.Fatalf("states: %s | %s | %s", r, d, c)
 			}
 			failing := 0
@@ -879,8 +884,8 @@ func TestDefinitionDeleteScanLoopsOnItsCursor(t *testing.T) {
 	if info := h.wait(arn); info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	h.wantPaths(t, arn, "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow CommitRun Done",
-		"ScanDeletes? FindDeletes DeletesDone? FindDeletes DeletesDone? FindDeletes DeletesDone? DeletesScanned", "AnyFiles? PublishChanges")
+	h.wantPaths(t, arn, "AcquireLock LockTaken? WaitForExport PublishWindow CommitRun",
+		"FindDeletes DeletesDone? FindDeletes DeletesDone? FindDeletes DeletesDone? DeletesScanned", "AnyFiles? PublishChanges")
 	scans := h.l.calls(deletesFn)
 	if len(scans) != 3 {
 		t.Fatalf("%d scan calls, want 3", len(scans))
@@ -926,8 +931,8 @@ func TestDefinitionDeleteScanFailureFailsTheRun(t *testing.T) {
 	if n := len(h.l.calls(deletesFn)); n != 4 {
 		t.Errorf("%d scan attempts, want 4 (the first and 3 retries)", n)
 	}
-	h.wantPaths(t, arn, "AcquireLock LockTaken? ExportReused? WaitForExport PublishWindow HandleFailure Failed",
-		"ScanDeletes? FindDeletes", "AnyFiles? PublishChanges")
+	h.wantPaths(t, arn, "AcquireLock LockTaken? WaitForExport PublishWindow HandleFailure Failed",
+		"FindDeletes", "AnyFiles? PublishChanges")
 	if n := len(h.l.calls(runLockFn)); n != 2 || h.l.calls(runLockFn)[1]["action"] != "fail" {
 		t.Errorf("run-lock calls %v, want acquire then fail", h.l.calls(runLockFn))
 	}

@@ -45,8 +45,8 @@ func (d Design) Daily(changesPerDay, windowsPerDay float64) Usage {
 
 // ThisDesign is the usage model of healthlake-cdc, with per-run figures as
 // counted by cdc-local (docs/COST.md says how they were measured): one
-// STANDARD execution of ten state transitions per run (eight, and the
-// delete scan's Task and Choice), a Distributed Map
+// STANDARD execution of ten state transitions per run (five of the run,
+// three of the delete branch, two of the change branch), a Distributed Map
 // child (EXPRESS) and one prepare-change invocation per export file,
 // PutEvents batches of ten entries, arm64 Lambdas.
 func ThisDesign() Design {

@@ -17,6 +17,7 @@ package deletes
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,16 @@ type Input struct {
 	// skipped; after a replay they are published again on purpose.
 	Continues bool    `json:"continues,omitempty"`
 	Cursor    *Cursor `json:"cursor"`
+	// Reuse is run-lock's reuse (a later manifest part of an export an
+	// earlier run started), null or absent otherwise: the run that started
+	// the export scanned its window, so the scan answers done at once.
+	Reuse json.RawMessage `json:"reuse,omitempty"`
+}
+
+// reused reports whether the run publishes a later part of an export.
+func (in Input) reused() bool {
+	r := bytes.TrimSpace(in.Reuse)
+	return len(r) > 0 && string(r) != "null"
 }
 
 // Cursor is where a scan stands: the types still to read, each with the
@@ -221,6 +232,9 @@ func (f *Finder) Find(ctx context.Context, in Input) (Output, error) {
 func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 	if err := in.check(); err != nil {
 		return Output{}, err
+	}
+	if in.reused() {
+		return Output{Done: true}, nil
 	}
 	if events.IsSnapshotSince(in.Window.Since) {
 		// The first window publishes the store as it is: a deletion

@@ -489,3 +489,24 @@ func TestFindTakesItsPartOfTheShareOnlyWhilePublishing(t *testing.T) {
 		t.Errorf("a window without deletes joined the board: %v", joined)
 	}
 }
+
+// TestFindIsDoneAtOnceForAReusedExport: a run that publishes a later
+// manifest part of an export (run-lock's reuse) reads no history and
+// publishes nothing: the run that exported scanned the window.
+func TestFindIsDoneAtOnceForAReusedExport(t *testing.T) {
+	r := newRig(t)
+	r.load("Patient", "p1")
+	since := r.mark()
+	r.del("Patient", "p1")
+	w := events.Window{Since: since, Until: r.mark()}
+	in := input(w, nil)
+	in.Reuse = json.RawMessage(`{"manifestKey":"manifests/run-0/part-00001.json","part":1}`)
+	out, err := r.finder(r.hc, 10).Find(context.Background(), in)
+	if err != nil || !out.Done || out.Totals.Pages != 0 || len(r.sink.Events()) != 0 {
+		t.Fatalf("reused: %+v, %v, %d events; want done, no page, nothing published", out, err, len(r.sink.Events()))
+	}
+	in.Reuse = json.RawMessage(`null`)
+	if out, err := r.finder(r.hc, 10).Find(context.Background(), in); err != nil || out.Totals.Deletes != 1 {
+		t.Fatalf("reuse null: %+v, %v; want the scan", out, err)
+	}
+}
