@@ -204,15 +204,28 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "last runs (newest first):")
+	// The fast path's columns only when a run counted something for it.
+	fast := false
+	for _, h := range st.History {
+		fast = fast || h.Counts.FastPathSkipped > 0 || h.Counts.FastPathMissed > 0
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STARTED\tRUN\tOUTCOME\tWINDOW\tPART\tFILES\tEVENTS\tQUARANTINED\tJOB\tREASON")
+	head := "STARTED\tRUN\tOUTCOME\tWINDOW\tPART\tFILES\tEVENTS\tQUARANTINED\t"
+	if fast {
+		head += "FAST PATH SKIPPED\tFAST PATH MISSED\t"
+	}
+	fmt.Fprintln(tw, head+"JOB\tREASON")
 	for _, h := range st.History {
 		part := "-"
 		if h.Parts > 0 {
 			part = fmt.Sprintf("%d/%d", h.Part+1, h.Parts)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", events.FormatTime(h.StartTime), h.RunID, h.Outcome, h.Window,
-			part, h.Counts.Files, h.Counts.Events, h.Counts.Quarantined, orDash(h.ExportJobID), oneLine(h.Reason, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t", events.FormatTime(h.StartTime), h.RunID, h.Outcome, h.Window,
+			part, h.Counts.Files, h.Counts.Events, h.Counts.Quarantined)
+		if fast {
+			fmt.Fprintf(tw, "%d\t%d\t", h.Counts.FastPathSkipped, h.Counts.FastPathMissed)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", orDash(h.ExportJobID), oneLine(h.Reason, 80))
 	}
 	_ = tw.Flush()
 }

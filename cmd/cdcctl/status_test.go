@@ -72,3 +72,45 @@ func TestStatusShowsHolderCheckpointLagJobAndRuns(t *testing.T) {
 		t.Fatalf("stale holder not shown:\n%s", out)
 	}
 }
+
+// TestStatusShowsTheFastPathCountsOfEachRun: with the Subscriptions fast
+// path on, the run history shows per run what the window skipped because the
+// fast path had published it and what it published that the fast path
+// missed (docs/OPERATIONS.md, FastPathMissedAlarm); without, no such
+// columns.
+func TestStatusShowsTheFastPathCountsOfEachRun(t *testing.T) {
+	s := newCtlStack(t)
+	ctx := context.Background()
+	arn1, _ := s.acquire(t, "run-1")
+	if _, err := s.store.Commit(ctx, runlock.CommitRequest{Owner: arn1, RunID: "run-1", ExportJobID: "job-1",
+		Counts: runlock.Counts{Files: 1, Events: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ := s.cdcctl(t, "status"); strings.Contains(out, "FAST PATH") {
+		t.Fatalf("fast-path columns without fast-path counts:\n%s", out)
+	}
+	arn2, _ := s.acquire(t, "run-2")
+	if _, err := s.store.Commit(ctx, runlock.CommitRequest{Owner: arn2, RunID: "run-2", ExportJobID: "job-2",
+		Counts: runlock.Counts{Files: 1, Events: 4, FastPathSkipped: 120, FastPathMissed: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := s.cdcctl(t, "status")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var row string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "run-2") && strings.Contains(l, "job-2") {
+			row = l
+		}
+	}
+	if !strings.Contains(out, "FAST PATH SKIPPED") || !strings.Contains(out, "FAST PATH MISSED") || !strings.Contains(row, "120") {
+		t.Fatalf("status lacks the fast-path counts:\n%s", out)
+	}
+	code, out, _ = s.cdcctl(t, "status", "--json")
+	var v statusView
+	decodeJSON(t, out, &v)
+	if code != exitOK || len(v.History) < 1 || v.History[0].Counts.FastPathSkipped != 120 || v.History[0].Counts.FastPathMissed != 4 {
+		t.Fatalf("json history = %+v", v.History)
+	}
+}

@@ -32,6 +32,10 @@ type Summary struct {
 	QuarantineKey string `json:"quarantineKey,omitempty"`
 	// OverlapSkipped: lines of the overlap the previous window had published.
 	OverlapSkipped int64 `json:"overlapSkipped"`
+	// FastPathSkipped and FastPathMissed: the Subscriptions fast path's
+	// counts (docs/FASTPATH.md), absent with it off.
+	FastPathSkipped int64 `json:"fastPathSkipped"`
+	FastPathMissed  int64 `json:"fastPathMissed"`
 }
 
 // MapResults reads a Distributed Map's ResultWriter output: the manifest
@@ -148,7 +152,8 @@ func (m MapResults) Summaries(ctx context.Context, bucket, key string) (runlock.
 				files = *s.Files
 			}
 			c = c.Add(runlock.Counts{Files: files, Lines: s.Lines, Events: s.Events, OutsideWindow: s.OutsideWindow,
-				Quarantined: s.Quarantined, ClaimChecked: s.ClaimChecked, Bytes: s.Bytes, OverlapSkipped: s.OverlapSkipped})
+				Quarantined: s.Quarantined, ClaimChecked: s.ClaimChecked, Bytes: s.Bytes, OverlapSkipped: s.OverlapSkipped,
+				FastPathSkipped: s.FastPathSkipped, FastPathMissed: s.FastPathMissed})
 			return nil
 		})
 		if err != nil {

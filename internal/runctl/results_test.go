@@ -55,9 +55,12 @@ func TestMapResultsOverS3(t *testing.T) {
 		child("a", "SUCCEEDED", sum("exports/Patient-1.ndjson", 10, 9, 1, 0, 0, 5000)),
 		child("b", "SUCCEEDED", sum("exports/Observation-1.ndjson", 20, 18, 0, 2, 1, 7000)),
 	}))
-	// A second file written as JSON Lines, with Output as an object.
+	// A second file written as JSON Lines, with Output as an object; a
+	// window with the fast path on counts what it skipped and missed.
+	fast := sum("exports/Encounter-1.ndjson", 5, 5, 0, 0, 0, 100)
+	fast["fastPathSkipped"], fast["fastPathMissed"] = 7, 2
 	put(t, c, "art", prefix+"/SUCCEEDED_1.json", jsonOf(map[string]any{"Name": "c", "Status": "SUCCEEDED",
-		"Output": sum("exports/Encounter-1.ndjson", 5, 5, 0, 0, 0, 100)})+"\n")
+		"Output": fast})+"\n")
 	manifest := map[string]any{
 		"DestinationBucket": "art", "MapRunArn": "arn:aws:states:us-east-1:0:mapRun:cdc/PublishChanges:0f9e",
 		"ResultFiles": map[string]any{
@@ -72,7 +75,8 @@ func TestMapResultsOverS3(t *testing.T) {
 	if err != nil {
 		t.Fatalf("summaries: %v", err)
 	}
-	want := runlock.Counts{Files: 3, Lines: 35, Events: 32, OutsideWindow: 1, Quarantined: 2, ClaimChecked: 1, Bytes: 12100}
+	want := runlock.Counts{Files: 3, Lines: 35, Events: 32, OutsideWindow: 1, Quarantined: 2, ClaimChecked: 1, Bytes: 12100,
+		FastPathSkipped: 7, FastPathMissed: 2}
 	if got != want {
 		t.Fatalf("counts = %+v, want %+v", got, want)
 	}

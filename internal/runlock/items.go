@@ -181,6 +181,12 @@ type Counts struct {
 	// OverlapSkipped counts lines of the overlap not published again: the
 	// previous window had published their version.
 	OverlapSkipped int64 `json:"overlapSkipped"`
+	// FastPathSkipped counts lines whose version the Subscriptions fast
+	// path had published; FastPathMissed the events the window published
+	// that the fast path should have (docs/FASTPATH.md). Both 0 with the
+	// fast path off.
+	FastPathSkipped int64 `json:"fastPathSkipped,omitempty"`
+	FastPathMissed  int64 `json:"fastPathMissed,omitempty"`
 	// FailedFiles counts children that did not succeed (failed or pending).
 	FailedFiles int64 `json:"failedFiles"`
 }
@@ -192,6 +198,7 @@ func (c Counts) Add(o Counts) Counts {
 		OutsideWindow: c.OutsideWindow + o.OutsideWindow, Quarantined: c.Quarantined + o.Quarantined,
 		ClaimChecked: c.ClaimChecked + o.ClaimChecked, Bytes: c.Bytes + o.Bytes,
 		OverlapSkipped: c.OverlapSkipped + o.OverlapSkipped, FailedFiles: c.FailedFiles + o.FailedFiles,
+		FastPathSkipped: c.FastPathSkipped + o.FastPathSkipped, FastPathMissed: c.FastPathMissed + o.FastPathMissed,
 	}
 }
 
@@ -200,7 +207,7 @@ func countsAV(c Counts) types.AttributeValue {
 		"files": n(c.Files), "lines": n(c.Lines), "events": n(c.Events),
 		"outsideWindow": n(c.OutsideWindow), "quarantined": n(c.Quarantined),
 		"claimChecked": n(c.ClaimChecked), "bytes": n(c.Bytes), "failedFiles": n(c.FailedFiles),
-		"overlapSkipped": n(c.OverlapSkipped),
+		"overlapSkipped": n(c.OverlapSkipped), "fastPathSkipped": n(c.FastPathSkipped), "fastPathMissed": n(c.FastPathMissed),
 	}}
 }
 
@@ -214,7 +221,7 @@ func countsOf(it item) Counts {
 		Files: getN(v, "files"), Lines: getN(v, "lines"), Events: getN(v, "events"),
 		OutsideWindow: getN(v, "outsideWindow"), Quarantined: getN(v, "quarantined"),
 		ClaimChecked: getN(v, "claimChecked"), Bytes: getN(v, "bytes"), FailedFiles: getN(v, "failedFiles"),
-		OverlapSkipped: getN(v, "overlapSkipped"),
+		OverlapSkipped: getN(v, "overlapSkipped"), FastPathSkipped: getN(v, "fastPathSkipped"), FastPathMissed: getN(v, "fastPathMissed"),
 	}
 }
 

@@ -342,7 +342,7 @@ func TestCommitMovesTheCheckpointOnlyForTheOwner(t *testing.T) {
 		t.Fatalf("non-owner commit changed the record: checkpoint %v lock %+v", st.Checkpoint, st.Lock)
 	}
 	f.clock.Advance(3 * time.Minute)
-	counts := Counts{Files: 2, Lines: 10, Events: 9, Quarantined: 1, Bytes: 4096}
+	counts := Counts{Files: 2, Lines: 10, Events: 9, Quarantined: 1, Bytes: 4096, OverlapSkipped: 3, FastPathSkipped: 5, FastPathMissed: 1}
 	res, err := f.store.Commit(ctx, CommitRequest{Owner: arn("run-1"), RunID: "run-1", ExportJobID: "job-1", Counts: counts})
 	if err != nil {
 		t.Fatalf("commit: %v", err)
