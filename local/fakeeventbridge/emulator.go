@@ -694,41 +694,32 @@ func (e *Emulator) listened(bus string) bool {
 	return false
 }
 
-// eventHead is the envelope before "detail", in EventBridge's order.
-type eventHead struct {
-	Version    string   `json:"version"`
-	ID         string   `json:"id"`
-	DetailType string   `json:"detail-type"`
-	Source     string   `json:"source"`
-	Account    string   `json:"account"`
-	Time       string   `json:"time"`
-	Region     string   `json:"region"`
-	Resources  []string `json:"resources"`
-}
+// detailMark stands for the detail while the envelope is encoded: a JSON
+// number, so the bytes `,"detail":0` can only be the member itself (a
+// quote inside a string is escaped).
+var detailMark = []byte(`,"detail":0`)
 
 // marshalEvent is ev's JSON text with <, > and & left as they are. Its
 // detail is written as it is: every path into ingest has compacted it
 // (compactObject), so the text is not scanned a second time.
 func marshalEvent(ev Event) ([]byte, error) {
+	detail := ev.Detail
+	ev.Detail = json.RawMessage("0")
 	var b bytes.Buffer
-	b.Grow(len(ev.Detail) + 512)
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(eventHead{ev.Version, ev.ID, ev.DetailType, ev.Source, ev.Account, ev.Time, ev.Region, ev.Resources}); err != nil {
+	if err := enc.Encode(ev); err != nil {
 		return nil, err
 	}
-	out := bytes.TrimRight(b.Bytes(), "\n")
-	out = append(out[:len(out)-1], `,"detail":`...) // drop the head's closing brace
-	out = append(out, ev.Detail...)
-	if ev.ReplayName != "" {
-		name, err := json.Marshal(ev.ReplayName)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, `,"replay-name":`...)
-		out = append(out, name...)
+	head := bytes.TrimRight(b.Bytes(), "\n")
+	at := bytes.Index(head, detailMark)
+	if at < 0 {
+		return nil, fmt.Errorf("fakeeventbridge: encoded event %s has no detail", ev.ID)
 	}
-	return append(out, '}'), nil
+	out := make([]byte, 0, len(head)+len(detail))
+	out = append(out, head[:at+len(detailMark)-1]...)
+	out = append(out, detail...)
+	return append(out, head[at+len(detailMark):]...), nil
 }
 
 // PutServiceEvent puts an event an AWS service sends (a source starting
