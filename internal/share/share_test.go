@@ -75,3 +75,52 @@ func TestBoardCountsLiveChildren(t *testing.T) {
 		t.Fatalf("c's lease expired 1 s ago: %d live, want only a", n)
 	}
 }
+
+// TestKeepBeatsBeforeItReturnsAndLeavesAtStop: Keep gives the child its
+// part before it returns (so it never starts above it), follows the number
+// of live siblings at each beat, and stop leaves the board.
+func TestKeepBeatsBeforeItReturnsAndLeavesAtStop(t *testing.T) {
+	env := localaws.StartTest(t)
+	db := dynamodb.NewFromConfig(env.Config())
+	ctx := context.Background()
+	if err := runlock.CreateTable(ctx, db, "cdc"); err != nil {
+		t.Fatal(err)
+	}
+	b := &share.Board{DB: db, Table: "cdc"}
+	if _, err := b.Beat(ctx, "run-1", "sibling"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var rates []float64
+	stop := b.Keep(ctx, "run-1", "scan", 100, 10*time.Millisecond, func(rate float64, live int) {
+		mu.Lock()
+		rates = append(rates, rate)
+		mu.Unlock()
+	}, func(err error) { t.Errorf("warned: %v", err) })
+	mu.Lock()
+	first := append([]float64(nil), rates...)
+	mu.Unlock()
+	if len(first) != 1 || first[0] != 50 {
+		t.Fatalf("rates when Keep returned: %v, want [50] (the share of two)", first)
+	}
+	if err := b.Leave(ctx, "run-1", "sibling"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		last := rates[len(rates)-1]
+		mu.Unlock()
+		if last == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sibling left, the rate stayed at %v", last)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	if n, err := b.Beat(ctx, "run-1", "other"); err != nil || n != 1 {
+		t.Fatalf("live after stop: %d, %v; want the new child alone", n, err)
+	}
+}
