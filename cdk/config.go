@@ -65,6 +65,12 @@ type Config struct {
 	// timeouts and memory, queue limits, the export wait, the run timeout
 	// and lease, the PutEvents budget.
 	Settings stackconfig.Config
+	// Region is where the stack will be deployed when synth knows it
+	// (CDK_DEFAULT_REGION, which the CDK CLI sets from the credentials'
+	// profile); "" when it does not. The template stays Region-agnostic;
+	// the Region only lets synth compare PutEventsQuota with the Region's
+	// default quota (stackconfig.QuotaAdvice) and warn.
+	Region string
 }
 
 // DefaultConfig returns the configuration used when no context is given.

@@ -44,6 +44,7 @@ func run() error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	cfg.Region = os.Getenv("CDK_DEFAULT_REGION")
 	if _, err := NewPipelineStack(app, cfg, &awscdk.StackProps{
 		// Environment-agnostic on purpose: account and region come from the
 		// credentials used at `cdk deploy` and appear in the template only as

@@ -88,3 +88,32 @@ func TestCostModelCountsTheAlarms(t *testing.T) {
 		t.Errorf("the stack has %d alarms, the cost model assumes %d: update internal/cost.ThisFootprint", len(ids), want)
 	}
 }
+
+// TestSynthWarnsOfAQuotaThatIsNotTheRegions: when synth knows the Region
+// (CDK_DEFAULT_REGION), a PutEventsQuota other than the Region's documented
+// default is a synth warning, not a refusal (a raised quota is legitimate);
+// an unknown Region gives none.
+func TestSynthWarnsOfAQuotaThatIsNotTheRegions(t *testing.T) {
+	warned := func(region string) string {
+		t.Helper()
+		cfg := synthesized.cfg
+		cfg.Region = region
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+		stack, err := NewPipelineStack(app, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range warningAnnotations(stack) {
+			if strings.Contains(l, "PutEventsQuota") {
+				return l
+			}
+		}
+		return ""
+	}
+	if w := warned("us-east-1"); !strings.Contains(w, "below us-east-1's default PutEvents quota of 10000") {
+		t.Errorf("default quota 400 in us-east-1: warning %q", w)
+	}
+	if w := warned(""); w != "" {
+		t.Errorf("no Region: warning %q", w)
+	}
+}

@@ -61,6 +61,9 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 		props.Description = jsii.String("healthlake-cdc: AWS HealthLake change-data-capture to EventBridge")
 	}
 	stack := awscdk.NewStack(scope, jsii.String(cfg.StackName), props)
+	if advice := cfg.Settings.QuotaAdvice(cfg.Region); advice != "" {
+		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("healthlake-cdc:PutEventsQuota"), jsii.String(advice))
+	}
 	p := newParams(stack, cfg.Settings)
 	set := cfg.Settings
 	_, err := pipeline.New(stack, "Default", pipeline.Props{

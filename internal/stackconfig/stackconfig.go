@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -207,6 +208,41 @@ func (c Config) FastPathFlushAfter() time.Duration { return 30 * time.Second }
 // has 10,000, us-east-2 2,400). Set PutEventsQuota to the quota of the
 // stack's region (Service Quotas) to use more of it.
 const DefaultPutEventsQuota = 400
+
+// putEventsRegionalDefaults are the default PutEvents quotas (requests per
+// second, per account and Region) that the EventBridge quotas page names by
+// Region: 10,000 in us-east-1, us-west-2 and eu-west-1, 2,400 in us-east-2.
+// The page's other tiers (1,200, 600 and 400) are not listed here: their
+// Regions are not in the reference this table was taken from, so those
+// Regions are "not known" rather than guessed.
+var putEventsRegionalDefaults = map[string]float64{
+	"us-east-1": 10000, "us-west-2": 10000, "eu-west-1": 10000,
+	"us-east-2": 2400,
+}
+
+// PutEventsRegionalDefault returns the default PutEvents quota of region
+// and whether it is known (see putEventsRegionalDefaults).
+func PutEventsRegionalDefault(region string) (float64, bool) {
+	q, ok := putEventsRegionalDefaults[strings.ToLower(strings.TrimSpace(region))]
+	return q, ok
+}
+
+// QuotaAdvice compares PutEventsQuota with region's default quota when it
+// is known, and returns what the operator should know ("" when they agree,
+// or the Region is unknown or empty). It warns rather than refuses: an
+// account may have had its quota raised through Service Quotas.
+func (c Config) QuotaAdvice(region string) string {
+	def, ok := PutEventsRegionalDefault(region)
+	if !ok || c.PutEventsQuota == def {
+		return ""
+	}
+	if c.PutEventsQuota > def {
+		return fmt.Sprintf("PutEventsQuota %.0f is above %s's default PutEvents quota of %.0f requests/s: unless the account's quota was raised (Service Quotas, EventBridge \"PutEvents throttle limit in transactions per second\"), the pipeline asks for more than EventBridge allows and its publishing is throttled and retried (docs/DEPLOY.md)",
+			c.PutEventsQuota, region, def)
+	}
+	return fmt.Sprintf("PutEventsQuota %.0f is below %s's default PutEvents quota of %.0f requests/s: the pipeline publishes at %.0f events/s where it could at %.0f; set PutEventsQuota to %.0f, or to the account's quota if it was changed (docs/DEPLOY.md)",
+		c.PutEventsQuota, region, def, c.PutEventsQuota*c.PutEventsShare*10, def*c.PutEventsShare*10, def)
+}
 
 // Default returns the configuration the stack deploys.
 func Default() Config {

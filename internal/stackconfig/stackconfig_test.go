@@ -349,3 +349,26 @@ func TestReservedConcurrencyIsOptIn(t *testing.T) {
 		t.Errorf("ReservedConcurrency=sometimes accepted")
 	}
 }
+
+// TestQuotaAdviceComparesWithTheRegionsDefault: synth warns when
+// PutEventsQuota is above the Region's documented default (throttled unless
+// raised) or below it (share left unused), and says nothing for a Region
+// whose default the table does not know.
+func TestQuotaAdviceComparesWithTheRegionsDefault(t *testing.T) {
+	c := Default() // quota 400, share 0.5
+	if q, ok := PutEventsRegionalDefault(" US-EAST-2 "); !ok || q != 2400 {
+		t.Fatalf("us-east-2 default = %v, %v", q, ok)
+	}
+	if a := c.QuotaAdvice("us-east-1"); !strings.Contains(a, "below us-east-1's default PutEvents quota of 10000") || !strings.Contains(a, "set PutEventsQuota to 10000") {
+		t.Errorf("400 in us-east-1: %q", a)
+	}
+	c.PutEventsQuota = 10000
+	if a := c.QuotaAdvice("us-east-2"); !strings.Contains(a, "above us-east-2's default PutEvents quota of 2400") || !strings.Contains(a, "throttled") {
+		t.Errorf("10,000 in us-east-2: %q", a)
+	}
+	for _, region := range []string{"us-west-2", "ap-southeast-3", ""} {
+		if a := c.QuotaAdvice(region); a != "" {
+			t.Errorf("10,000 in %q: %q, want nothing", region, a)
+		}
+	}
+}
