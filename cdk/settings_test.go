@@ -119,12 +119,22 @@ func TestPutEventsRateSharedByTheMap(t *testing.T) {
 		t.Fatalf("CDC_PUTEVENTS_RATE: %v %v", rate, err)
 	}
 	def := definition(t)
+	// The Map sits in a branch of PublishWindow (a Parallel state).
 	var conc float64
-	for _, st := range path(def, "States").(map[string]any) {
-		if c, ok := path(st, "MaxConcurrency").(float64); ok {
-			conc = c
+	var walk func(states any)
+	walk = func(states any) {
+		m, _ := states.(map[string]any)
+		for _, st := range m {
+			if c, ok := path(st, "MaxConcurrency").(float64); ok {
+				conc = c
+			}
+			branches, _ := path(st, "Branches").([]any)
+			for _, b := range branches {
+				walk(path(b, "States"))
+			}
 		}
 	}
+	walk(path(def, "States"))
 	if conc == 0 {
 		t.Fatalf("no Map MaxConcurrency in the definition")
 	}

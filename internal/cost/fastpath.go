@@ -1,6 +1,10 @@
 package cost
 
-import "math"
+import (
+	"math"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+)
 
 // FastPathModel is how the Subscriptions fast path (docs/FASTPATH.md)
 // consumes resources beside the export path. Every figure but the prices is
@@ -20,7 +24,8 @@ type FastPathModel struct {
 	// duration; MemoryGB its memory (0.5 as deployed).
 	SecondsPerInvocation, SecondsPerMessage, MemoryGB float64
 	// Environments is how many execution environments write record
-	// objects, each at most one per FlushAfterSeconds (30 s).
+	// objects, each at most one per FlushAfterSeconds (the FastPathFlushAfter
+	// setting, 10 s).
 	Environments, FlushAfterSeconds float64
 	// WindowsPerDay read the record objects of their span (SpanSeconds:
 	// the window, the safety lag and the export, about 8 minutes).
@@ -40,7 +45,7 @@ func DeployedFastPath() FastPathModel {
 	return FastPathModel{
 		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: 1,
 		SecondsPerInvocation: 0.05, SecondsPerMessage: 0.005, MemoryGB: 0.5,
-		Environments: 5, FlushAfterSeconds: 30,
+		Environments: 5, FlushAfterSeconds: stackconfig.Default().FastPathFlushAfter.Seconds(),
 		WindowsPerDay: 288, SpanSeconds: 480,
 		VReadsPerChange: 0.0002,
 	}

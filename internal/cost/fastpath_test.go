@@ -19,7 +19,7 @@ func TestFastPathUsageFollowsTheBatching(t *testing.T) {
 	if low.LambdaRequests != 10_000 || high.LambdaRequests != 5*86400 {
 		t.Errorf("invocations %v and %v: want one per message at 10 k, the pollers' bound at 10 M", low.LambdaRequests, high.LambdaRequests)
 	}
-	if high.S3PutListRequests > 5*2880+288*2 {
+	if high.S3PutListRequests > 5*8640+288*2 {
 		t.Errorf("%v PUT/LIST requests: the records must be bounded by the flush interval", high.S3PutListRequests)
 	}
 	p := ListPrices()
@@ -41,7 +41,7 @@ func Example_fastPath() {
 	}
 	// Output:
 	//    10000/day: $8.559 per M changes (SQS 2.064, Lambda 0.567, S3 5.928); 2 vreads, 10000 notifications a day
-	//   100000/day: $2.694 per M changes (SQS 1.286, Lambda 0.567, S3 0.841); 20 vreads, 100000 notifications a day
-	//  1000000/day: $1.102 per M changes (SQS 0.754, Lambda 0.264, S3 0.084); 200 vreads, 1000000 notifications a day
-	// 10000000/day: $0.569 per M changes (SQS 0.505, Lambda 0.056, S3 0.008); 2000 vreads, 10000000 notifications a day
+	//   100000/day: $4.318 per M changes (SQS 1.286, Lambda 0.567, S3 2.465); 20 vreads, 100000 notifications a day
+	//  1000000/day: $1.265 per M changes (SQS 0.754, Lambda 0.264, S3 0.247); 200 vreads, 1000000 notifications a day
+	// 10000000/day: $0.586 per M changes (SQS 0.505, Lambda 0.056, S3 0.025); 2000 vreads, 10000000 notifications a day
 }

@@ -71,7 +71,7 @@ type Config struct {
 	// its span when it runs, at least the safety lag after its until; a
 	// version whose record is not written by then is published again by
 	// the window (a duplicate, never a loss). The stack sets it to a
-	// quarter of the safety lag (stackconfig).
+	// twelfth of the safety lag (stackconfig).
 	FlushAfter time.Duration
 }
 

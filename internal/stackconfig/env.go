@@ -26,7 +26,7 @@ const (
 	EnvFastPath = "CDC_FAST_PATH"
 	// EnvFastPathFlushAfter is how long the fast-path Lambda keeps what it
 	// published before writing its record object (internal/fastpath
-	// Config.FlushAfter): a quarter of the safety lag.
+	// Config.FlushAfter): a twelfth of the safety lag.
 	EnvFastPathFlushAfter = "CDC_FAST_PATH_FLUSH_AFTER"
 )
 
@@ -74,7 +74,7 @@ func (c Config) Env(name string) map[string]string {
 	case FastPath:
 		return map[string]string{
 			EnvPutEventsRate:      strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
-			EnvFastPathFlushAfter: dur(c.FastPathFlushAfter()),
+			EnvFastPathFlushAfter: dur(c.FastPathFlushAfter),
 		}
 	case RunLock:
 		return map[string]string{

@@ -61,6 +61,7 @@ func (c *Config) fields() []field {
 		field{"ReconcileExpiryDays", "lifecycle expiry of reconcile/ (the reconciliation's own objects and index), in days", &c.ReconcileExpiryDays},
 		field{"WindowDeletes", "true: every window publishes the deletions in it from the types' HealthLake history; false: only the reconciliation publishes deletes", &c.WindowDeletes},
 		field{"FastPath", "true deploys the HealthLake Subscriptions fast path: changes published within seconds, the windows skip what it delivered (docs/FASTPATH.md)", &c.FastPath},
+		field{"FastPathFlushAfter", "how long a fast-path Lambda environment keeps what it published before writing its record object (10s; about what a window publishes again when traffic stops)", &c.FastPathFlushAfter},
 		field{"FastPathPayload", "the fast path Subscription's payload: full-resource or id-only (every version read back with vread)", &c.FastPathPayload},
 		field{"ReservedConcurrency", "true reserves concurrency for every Lambda (ReservedConcurrencyTotal: 31 with the defaults); the account's concurrency quota must exceed that by 100", &c.ReservedConcurrency},
 	)

@@ -190,18 +190,21 @@ type Config struct {
 	// (the resource rides in the notification; over 256 KB HealthLake sends
 	// it id-only) or "id-only" (every version is read back with vread).
 	FastPathPayload string
+	// FastPathFlushAfter is how long the fast-path Lambda keeps what it
+	// published before it writes its record object (CDC_FAST_PATH_FLUSH_AFTER):
+	// 10 s by default, a twelfth of the default 2-minute safety lag, so the
+	// windows find the record long before they run. It is also about what a
+	// window publishes again when traffic stops (an environment's last
+	// versions wait for an invocation that does not come): 30 s gave 0.23 %
+	// duplicates in the 2-hour fastpath workload; each halving doubles the
+	// record objects (docs/COST.md, "The fast path"). At most 1 minute:
+	// keep it well below the SafetyLag parameter.
+	FastPathFlushAfter time.Duration
 	// FastPathFunction is the fast-path Lambda (an SQS event-source
 	// mapping's consumer: its queue's visibility timeout is 6 × its timeout);
 	// FastPathSetupFunction the custom resource that keeps the Subscription.
 	FastPathFunction, FastPathSetupFunction Function
 }
-
-// FastPathFlushAfter is how long the fast-path Lambda keeps what it
-// published before it writes its record object: 30 s, a quarter of the
-// default 2-minute safety lag (the SafetyLag parameter), so the windows find
-// the record long before they run. A safety lag below 1 minute with the
-// fast path on makes windows publish some of its versions again.
-func (c Config) FastPathFlushAfter() time.Duration { return 30 * time.Second }
 
 // DefaultPutEventsQuota is the lowest default PutEvents quota that
 // EventBridge documents for any region (400 requests per second; us-east-1
@@ -284,6 +287,7 @@ func Default() Config {
 		ReconcileExpiryDays:   30,
 		WindowDeletes:         true,
 		FastPathPayload:       "full-resource",
+		FastPathFlushAfter:    10 * time.Second,
 		FastPathFunction:      Function{Timeout: 60 * time.Second, MemoryMB: 512},
 		FastPathSetupFunction: Function{Timeout: 120 * time.Second, MemoryMB: 256},
 	}
@@ -479,6 +483,9 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
+	if c.FastPathFlushAfter <= 0 || c.FastPathFlushAfter > time.Minute {
+		bad("FastPathFlushAfter %s: want more than 0 and at most 1m (well below the 2-minute safety lag)", c.FastPathFlushAfter)
+	}
 	if c.FastPathPayload != "full-resource" && c.FastPathPayload != "id-only" {
 		bad("FastPathPayload %q: want full-resource or id-only (the payloads HealthLake documents)", c.FastPathPayload)
 	}

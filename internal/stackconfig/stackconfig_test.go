@@ -62,6 +62,8 @@ func TestValidateRefuses(t *testing.T) {
 		"archive forever":                {mutate(func(c *Config) { c.ArchiveRetentionDays = 0 }), "archive"},
 		"memory too small":               {mutate(func(c *Config) { c.StartExport.MemoryMB = 64 }), "memory"},
 		"run longer than a year":         {mutate(func(c *Config) { c.RunTimeout = 366 * 24 * time.Hour }), "STANDARD"},
+		"fast-path flush near the lag":   {mutate(func(c *Config) { c.FastPathFlushAfter = 90 * time.Second }), "FastPathFlushAfter"},
+		"fast-path flush 0":              {mutate(func(c *Config) { c.FastPathFlushAfter = 0 }), "FastPathFlushAfter"},
 	} {
 		err := c.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

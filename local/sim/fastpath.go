@@ -417,7 +417,7 @@ func droppedIsLatest(eventID string, in fastPathInputs) bool {
 }
 
 // tailSeconds bounds the end of the writes a kept, never recorded version
-// comes from: FlushAfter as deployed (a quarter of the 2-minute safety lag)
+// comes from: FlushAfter as deployed (a twelfth of the 2-minute safety lag)
 // with a minute for the notification's delay and jitter.
 const tailSeconds = 90
 
