@@ -98,11 +98,6 @@ func (p Props) checkFastPath() error {
 			"has one resourceTrigger per resource type and cannot subscribe to \"every type\" (an empty list); "+
 			"set ResourceTypes (e.g. Patient,Observation) or turn FastPath off", p.Name)
 	}
-	if set.ReservedConcurrency && set.ReservedConcurrencyOf(stackconfig.FastPath) == 0 {
-		return fmt.Errorf("pipeline %s: the settings FastPath and ReservedConcurrency together: the configuration "+
-			"reserves no concurrency for the %s Lambda (stackconfig.Config.ReservedConcurrencyOf), which cdk-nag's "+
-			"HIPAA LambdaConcurrency check refuses; turn one of the two settings off", p.Name, stackconfig.FastPath)
-	}
 	return nil
 }
 
@@ -158,13 +153,10 @@ func typeList(types *string) any {
 	return out
 }
 
-// fastPathMaxConcurrency bounds the fast-path queue mapping: the Lambda
-// publishes at one prepare-change invocation's PutEvents rate
-// (CDC_PUTEVENTS_RATE), so MapMaxConcurrency invocations together publish at
-// most the pipeline's share, as the Map's children do; within SQS mappings'
-// 2–1000.
+// fastPathMaxConcurrency bounds the fast-path queue mapping
+// (stackconfig.Config.FastPathMaxConcurrency).
 func fastPathMaxConcurrency(set Settings) float64 {
-	return float64(min(max(set.MapMaxConcurrency, 2), 1000))
+	return float64(set.FastPathMaxConcurrency())
 }
 
 // fastPathBatchingWindow is the mapping's MaximumBatchingWindow: up to 100

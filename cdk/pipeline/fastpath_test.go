@@ -43,8 +43,7 @@ func fastPathProps(t *testing.T, dir string, settings map[string]string) Props {
 
 // With FastPath on, New refuses what could not work before building
 // anything: no type list (the SubscriptionTopic needs one resourceTrigger
-// per type), the fast path's bootstraps missing, and reserved concurrency
-// the configuration does not give the fast-path Lambda.
+// per type) and the fast path's bootstraps missing.
 func TestFastPathRefusedAtSynth(t *testing.T) {
 	dir := fastPathLambdaDir(t)
 	for name, c := range map[string]struct {
@@ -77,18 +76,38 @@ func TestFastPathRefusedAtSynth(t *testing.T) {
 			}
 		}
 	}
-	// Reserved concurrency: refused while the configuration reserves
-	// nothing for the fast-path Lambda (cdk-nag's LambdaConcurrency).
+}
+
+// With ReservedConcurrency the fast path's two Lambdas reserve too: the
+// fast-path Lambda its mapping's MaximumConcurrency, the custom resource's
+// one; cdk-nag's LambdaConcurrency then finds nothing.
+func TestFastPathReservesConcurrencyWithTheSetting(t *testing.T) {
+	dir := fastPathLambdaDir(t)
 	p := fastPathProps(t, dir, map[string]string{"ReservedConcurrency": "true"})
 	p.ResourceTypes = jsii.String("Patient")
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
-	_, err := New(awscdk.NewStack(app, jsii.String("S"), nil), "Cdc", p)
-	if p.Settings.ReservedConcurrencyOf(stackconfig.FastPath) == 0 {
-		if err == nil || !strings.Contains(err.Error(), "ReservedConcurrency") {
-			t.Errorf("FastPath with ReservedConcurrency = %v, want a refusal naming the setting", err)
+	ApplyNagPacks(app)
+	stack := awscdk.NewStack(app, jsii.String("S"), nil)
+	if _, err := New(stack, "Cdc", p); err != nil {
+		t.Fatalf("FastPath with ReservedConcurrency: %v", err)
+	}
+	for _, f := range errorAnnotations(stack) {
+		t.Error(f)
+	}
+	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()
+	got := map[string]float64{}
+	for id, f := range resourcesOf(tpl, "AWS::Lambda::Function") {
+		if strings.Contains(id, "FastPath") {
+			n, _ := f["Properties"].(map[string]any)["ReservedConcurrentExecutions"].(float64)
+			got[id[:len(id)-8]] = n
 		}
-	} else if err != nil {
-		t.Errorf("FastPath with ReservedConcurrency: %v", err)
+	}
+	want := map[string]float64{"CdcFastPath": float64(p.Settings.FastPathMaxConcurrency()), "CdcFastPathSetup": 1}
+	if js(got) != js(want) {
+		t.Errorf("fast-path reservations = %v, want %v", got, want)
+	}
+	if n := p.Settings.ReservedConcurrencyTotal(); n != 31+p.Settings.FastPathMaxConcurrency()+1 {
+		t.Errorf("ReservedConcurrencyTotal with the fast path = %d", n)
 	}
 }
 

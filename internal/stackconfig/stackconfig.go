@@ -293,13 +293,23 @@ func Default() Config {
 	}
 }
 
+// FastPathMaxConcurrency is the fast-path queue mapping's
+// MaximumConcurrency: the Lambda publishes at one prepare-change
+// invocation's PutEvents rate, so MapMaxConcurrency invocations together
+// publish at most the pipeline's share, as the Map's children do; within
+// SQS mappings' 2–1000.
+func (c Config) FastPathMaxConcurrency() int { return min(max(c.MapMaxConcurrency, 2), 1000) }
+
 // ReservedConcurrencyOf is the named Lambda's reserved concurrency, 0 (none)
 // unless ReservedConcurrency is set: prepare-change and reconcile at
 // MapMaxConcurrency (the Map runs that many; the run lock keeps the two
 // apart); start-export and check-export one above their queue mappings'
 // maximum concurrency (2), so a mapping is never throttled into its
 // dead-letter queue; run-lock a few overlapping executions (a throttled
-// call is retried by the state machine).
+// call is retried by the state machine); the fast-path Lambda its queue
+// mapping's MaximumConcurrency (FastPathMaxConcurrency: the mapping never
+// asks for more), the custom resource's one (CloudFormation invokes it once
+// per stack operation).
 func (c Config) ReservedConcurrencyOf(name string) int {
 	if !c.ReservedConcurrency {
 		return 0
@@ -311,19 +321,27 @@ func (c Config) ReservedConcurrencyOf(name string) int {
 		return 5
 	case StartExport, CheckExport:
 		return 3
+	case FastPath:
+		return c.FastPathMaxConcurrency()
+	case FastPathSetup:
+		return 1
 	}
 	return 0
 }
 
-// ReservedConcurrencyTotal is what the five Lambdas reserve together with
-// ReservedConcurrency on (31 with the defaults), whether or not it is on;
-// the account's concurrency quota must be at least this plus
-// MinUnreservedConcurrency.
+// ReservedConcurrencyTotal is what the stack's Lambdas reserve together
+// with ReservedConcurrency on (31 with the defaults; 42 with FastPath too),
+// whether or not it is on; the account's concurrency quota must be at least
+// this plus MinUnreservedConcurrency.
 func (c Config) ReservedConcurrencyTotal() int {
 	on := c
 	on.ReservedConcurrency = true
+	names := append(Lambdas(), Reconcile)
+	if c.FastPath {
+		names = append(names, FastPath, FastPathSetup)
+	}
 	n := 0
-	for _, name := range append(Lambdas(), Reconcile) {
+	for _, name := range names {
 		n += on.ReservedConcurrencyOf(name)
 	}
 	return n
