@@ -105,13 +105,10 @@ func (c *Client) nextPage(datastoreID, link string) (string, url.Values, error) 
 
 // historyBundle is the part of a history Bundle History reads.
 type historyBundle struct {
-	ResourceType string `json:"resourceType"`
-	Type         string `json:"type"`
-	Link         []struct {
-		Relation string `json:"relation"`
-		URL      string `json:"url"`
-	} `json:"link"`
-	Entry []struct {
+	ResourceType string       `json:"resourceType"`
+	Type         string       `json:"type"`
+	Link         []bundleLink `json:"link"`
+	Entry        []struct {
 		FullURL string `json:"fullUrl"`
 		// Resource is decoded in the same pass as the Bundle, to the
 		// members History needs: a page is scanned once.
@@ -191,13 +188,7 @@ func parseHistory(body []byte) ([]HistoryEntry, string, error) {
 		}
 		out = append(out, h)
 	}
-	next := ""
-	for _, l := range b.Link {
-		if l.Relation == "next" && l.URL != "" {
-			next = l.URL
-		}
-	}
-	return out, next, nil
+	return out, nextLink(b.Link), nil
 }
 
 // entryResource returns the type and id a history entry names: from its

@@ -238,17 +238,8 @@ func (c *Client) SearchResources(ctx context.Context, datastoreID, resourceType 
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range b.Entry {
-			if len(e.Resource) > 0 {
-				out = append(out, e.Resource)
-			}
-		}
-		next := ""
-		for _, l := range b.Link {
-			if l.Relation == "next" && l.URL != "" {
-				next = l.URL
-			}
-		}
+		out = append(out, b.resources()...)
+		next := nextLink(b.Link)
 		if next == "" {
 			return out, nil
 		}

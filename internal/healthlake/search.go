@@ -39,16 +39,41 @@ func rangeQuery(after, until time.Time) url.Values {
 
 // searchBundle is the part of a searchset Bundle the client reads.
 type searchBundle struct {
-	ResourceType string `json:"resourceType"`
-	Type         string `json:"type"`
-	Total        *int64 `json:"total"`
-	Link         []struct {
-		Relation string `json:"relation"`
-		URL      string `json:"url"`
-	} `json:"link"`
-	Entry []struct {
+	ResourceType string       `json:"resourceType"`
+	Type         string       `json:"type"`
+	Total        *int64       `json:"total"`
+	Link         []bundleLink `json:"link"`
+	Entry        []struct {
 		Resource json.RawMessage `json:"resource"`
 	} `json:"entry"`
+}
+
+// resources returns the resource of every entry that has one, as stored.
+func (b *searchBundle) resources() []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(b.Entry))
+	for _, e := range b.Entry {
+		if len(e.Resource) > 0 {
+			out = append(out, e.Resource)
+		}
+	}
+	return out
+}
+
+// bundleLink is one of a Bundle's links.
+type bundleLink struct {
+	Relation string `json:"relation"`
+	URL      string `json:"url"`
+}
+
+// nextLink returns the url of the "next" link, "" on a Bundle's last page.
+func nextLink(links []bundleLink) string {
+	next := ""
+	for _, l := range links {
+		if l.Relation == "next" && l.URL != "" {
+			next = l.URL
+		}
+	}
+	return next
 }
 
 func (c *Client) search(ctx context.Context, op, datastoreID, resourceType, path string, query url.Values) (*searchBundle, error) {
@@ -114,17 +139,5 @@ func (c *Client) SearchPage(ctx context.Context, datastoreID, resourceType strin
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]json.RawMessage, 0, len(b.Entry))
-	for _, e := range b.Entry {
-		if len(e.Resource) > 0 {
-			out = append(out, e.Resource)
-		}
-	}
-	link := ""
-	for _, l := range b.Link {
-		if l.Relation == "next" && l.URL != "" {
-			link = l.URL
-		}
-	}
-	return out, link, nil
+	return b.resources(), nextLink(b.Link), nil
 }
