@@ -26,13 +26,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/indexobject"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -514,28 +513,8 @@ func RecordKey(day time.Time, runID string, seq int) string {
 // index (the reconciliation reads them: a delete published here is "gone",
 // never published again).
 func (s *scan) writeRecord(ctx context.Context, seq int) error {
-	if len(s.record) == 0 {
-		return nil
-	}
-	var buf bytes.Buffer
-	w := delivered.NewWriter(&buf, false)
-	for _, e := range s.record {
-		if err := w.Write(e); err != nil {
-			return fmt.Errorf("delete scan: delivered index: %w", err)
-		}
-	}
-	if err := w.Close(); err != nil {
+	if err := indexobject.Put(ctx, s.f.s3, s.f.cfg.Bucket, s.f.cfg.KMSKeyID, RecordKey(time.Now(), s.in.RunID, seq), s.record); err != nil {
 		return fmt.Errorf("delete scan: delivered index: %w", err)
-	}
-	key := RecordKey(time.Now(), s.in.RunID, seq)
-	in := &s3.PutObjectInput{Bucket: aws.String(s.f.cfg.Bucket), Key: aws.String(key), Body: bytes.NewReader(buf.Bytes()),
-		ContentType: aws.String("text/tab-separated-values"), ContentEncoding: aws.String("gzip")}
-	if s.f.cfg.KMSKeyID != "" {
-		in.ServerSideEncryption = s3types.ServerSideEncryptionAwsKms
-		in.SSEKMSKeyId = aws.String(s.f.cfg.KMSKeyID)
-	}
-	if _, err := s.f.s3.PutObject(ctx, in); err != nil {
-		return fmt.Errorf("delete scan: put delivered index s3://%s/%s: %w", s.f.cfg.Bucket, key, err)
 	}
 	return nil
 }

@@ -5,11 +5,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/indexobject"
 )
 
 // recorder is an index object being built: one line
@@ -40,14 +37,8 @@ func (r *recorder) write(ctx context.Context, s3c S3WriteAPI, bucket, kmsKeyID, 
 	if err := r.w.Close(); err != nil {
 		return fmt.Errorf("index object %s: %w", key, err)
 	}
-	in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(r.buf.Bytes()),
-		ContentType: aws.String("text/tab-separated-values"), ContentEncoding: aws.String("gzip")}
-	if kmsKeyID != "" {
-		in.ServerSideEncryption = s3types.ServerSideEncryptionAwsKms
-		in.SSEKMSKeyId = aws.String(kmsKeyID)
-	}
-	if _, err := s3c.PutObject(ctx, in); err != nil {
-		return fmt.Errorf("put index object s3://%s/%s: %w", bucket, key, err)
+	if err := indexobject.PutEncoded(ctx, s3c, bucket, kmsKeyID, key, r.buf.Bytes()); err != nil {
+		return err
 	}
 	r.buf, r.w = bytes.Buffer{}, nil
 	return nil
