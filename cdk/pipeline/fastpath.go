@@ -153,12 +153,6 @@ func typeList(types *string) any {
 	return out
 }
 
-// fastPathMaxConcurrency bounds the fast-path queue mapping
-// (stackconfig.Config.FastPathMaxConcurrency).
-func fastPathMaxConcurrency(set Settings) float64 {
-	return float64(set.FastPathMaxConcurrency())
-}
-
 // fastPathBatchingWindow is the mapping's MaximumBatchingWindow: up to 100
 // notifications an invocation, waiting at most this long for them.
 const fastPathBatchingWindow = time.Second
@@ -280,7 +274,7 @@ func (b *builder) fastPathInfra() {
 		BatchSize:               jsii.Number(fastPathBatchSize),
 		MaxBatchingWindow:       seconds(fastPathBatchingWindow),
 		ReportBatchItemFailures: jsii.Bool(true),
-		MaxConcurrency:          jsii.Number(fastPathMaxConcurrency(b.set)),
+		MaxConcurrency:          jsii.Number(b.set.FastPathMaxConcurrency()),
 	})
 	esm.Node().AddDependency(fp.fn.role)
 
