@@ -574,3 +574,27 @@ func TestFastPathStackNagIAMNamesAndLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// The fast-path Lambda logs in JSON with Lambda's platform lines at WARN
+// (no START, END and REPORT line per invocation: docs/COST.md, "The fast
+// path") and its own from INFO, in its log group; the other functions keep
+// the default (text, every platform line).
+func TestFastPathLoggingConfig(t *testing.T) {
+	onFastPath(t, func() {
+		ids, fns := ofType("AWS::Lambda::Function")
+		if len(ids) != 7 {
+			t.Errorf("%d functions with the fast path, want 7", len(ids))
+		}
+		for i, f := range fns {
+			construct := constructID(ids[i])
+			lg, _ := oneOfType(t, "AWS::Logs::LogGroup", construct+"Logs")
+			want := map[string]any{"LogGroup": ref(lg)}
+			if construct == "FastPath" {
+				want = map[string]any{"ApplicationLogLevel": "INFO", "LogFormat": "JSON", "LogGroup": ref(lg), "SystemLogLevel": "WARN"}
+			}
+			if got := path(props(f), "LoggingConfig"); !jsonEq(got, want) {
+				t.Errorf("%s LoggingConfig = %v, want %v", ids[i], got, want)
+			}
+		}
+	})
+}

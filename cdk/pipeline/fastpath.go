@@ -60,6 +60,19 @@ type FastPath struct {
 	Subscription awscdk.CustomResource
 }
 
+// fastPathLogging is the fast-path Lambda's LoggingConfig beside its log
+// group: JSON, its own lines from INFO, Lambda's platform lines from WARN.
+// With an invocation every few notifications, the START, END and REPORT
+// lines Lambda writes at INFO for each would cost about as much in
+// CloudWatch Logs ingestion as the function's compute (docs/COST.md, "The
+// fast path"); WARN keeps the platform's errors and timeouts, and Lambda's
+// metrics keep durations.
+var fastPathLogging = map[string]string{
+	"LogFormat":           "JSON",
+	"SystemLogLevel":      "WARN",
+	"ApplicationLogLevel": "INFO",
+}
+
 // fastPath is the builder's view of the fast path.
 type fastPath struct {
 	out          FastPath
@@ -264,6 +277,11 @@ func (b *builder) fastPathInfra() {
 	res := b.lambdaResources()
 	fp.fn = b.newLambda("FastPath", stackconfig.FastPath, "healthlake-cdc: HealthLake Subscription notifications to change events (the fast path)", res)
 	suppressFastPathFindings(fp.fn.f, b.set)
+	// Overrides beside the LogGroup the L2 sets, which they keep.
+	cfnFn := fp.fn.f.Node().DefaultChild().(awslambda.CfnFunction)
+	for k, v := range fastPathLogging {
+		cfnFn.AddPropertyOverride(b.s("LoggingConfig."+k), v)
+	}
 	fp.setup = b.newLambda("FastPathSetup", stackconfig.FastPathSetup, "healthlake-cdc: keeps the fast path's SubscriptionTopic and Subscription (custom resource)", res)
 	suppressFastPathSetupFindings(fp.setup.f, b.set)
 	// A plain mapping, not SqsEventSource: the role's statements all come

@@ -24,6 +24,7 @@ type Prices struct {
 	DynamoDBReadUnit    float64
 	S3PutListRequest    float64
 	S3GetRequest        float64
+	LogsIngestByte      float64 // CloudWatch Logs standard ingestion
 }
 
 // ListPrices returns the list prices the project's cost model uses.
@@ -41,6 +42,7 @@ func ListPrices() Prices {
 		DynamoDBReadUnit:    0.125 / 1e6,
 		S3PutListRequest:    5.00 / 1e6,
 		S3GetRequest:        0.40 / 1e6,
+		LogsIngestByte:      0.50 / (1 << 30),
 	}
 }
 
@@ -58,6 +60,9 @@ type Usage struct {
 	DynamoReadUnits   float64 `json:"dynamoReadUnits"`
 	S3PutListRequests float64 `json:"s3PutListRequests"`
 	S3GetRequests     float64 `json:"s3GetRequests"`
+	// LogBytes are CloudWatch Logs bytes ingested; only the fast path's
+	// model counts them here (Monthly prices the pipeline's logs).
+	LogBytes float64 `json:"logBytes,omitempty"`
 }
 
 // Add returns the sum of u and v (LambdaArm64 is kept from u).
@@ -73,6 +78,7 @@ func (u Usage) Add(v Usage) Usage {
 	u.DynamoReadUnits += v.DynamoReadUnits
 	u.S3PutListRequests += v.S3PutListRequests
 	u.S3GetRequests += v.S3GetRequests
+	u.LogBytes += v.LogBytes
 	return u
 }
 
@@ -108,6 +114,9 @@ func Price(u Usage, p Prices) Bill {
 		"eventBridge":           u.EventChunks * p.EventBridgeEvent,
 		"dynamoDB":              u.DynamoWriteUnits*p.DynamoDBWriteUnit + u.DynamoReadUnits*p.DynamoDBReadUnit,
 		"s3":                    u.S3PutListRequests*p.S3PutListRequest + u.S3GetRequests*p.S3GetRequest,
+	}
+	if u.LogBytes > 0 {
+		items["logs"] = u.LogBytes * p.LogsIngestByte
 	}
 	total := 0.0
 	for _, v := range items {

@@ -33,6 +33,15 @@ type FastPathModel struct {
 	// VReadsPerChange is 1 with id-only payloads, about 0.0002 with
 	// full-resource ones (the resources over 256 KB, sent id-only).
 	VReadsPerChange float64
+	// PlatformLogBytes are the log bytes Lambda writes per invocation
+	// (START, END and REPORT lines, about 255 bytes; 0 with the system log
+	// level at WARN, as deployed); ReportBytes one report of the fast path
+	// (its log line and EMF record, about 1,260 bytes: an environment
+	// reports at most once per FlushAfterSeconds, internal/fastpath).
+	PlatformLogBytes, ReportBytes float64
+	// ReportEveryInvocation models a report per invocation (the fast path
+	// before it summed its counts per environment), for comparison.
+	ReportEveryInvocation bool
 	// NotificationsBilled counts HealthLake's puts on the notification bus
 	// as custom events of the account (HealthLake's pricing page does not
 	// say): the model prices them apart.
@@ -47,7 +56,8 @@ func DeployedFastPath() FastPathModel {
 		SecondsPerInvocation: 0.05, SecondsPerMessage: 0.005, MemoryGB: 0.5,
 		Environments: 5, FlushAfterSeconds: stackconfig.Default().FastPathFlushAfter.Seconds(),
 		WindowsPerDay: 288, SpanSeconds: 480,
-		VReadsPerChange: 0.0002,
+		VReadsPerChange:  0.0002,
+		PlatformLogBytes: 0, ReportBytes: 1260,
 	}
 }
 
@@ -67,6 +77,10 @@ func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, not
 	calls := invocations * math.Ceil(perInvocation/10) // ReceiveMessage and DeleteMessageBatch take 10
 	emptyPolls := m.Pollers * 3 * 60 * 24              // 20 s long polls of idle pollers, at most
 	records := math.Min(invocations, m.Environments*86400/math.Max(m.FlushAfterSeconds, 1))
+	reports := records // as often as the records, at most
+	if m.ReportEveryInvocation {
+		reports = invocations
+	}
 	perWindow := math.Min(records/86400*m.SpanSeconds, records)
 	u = Usage{
 		SQSRequests:       messages + 2*calls + emptyPolls,
@@ -75,6 +89,7 @@ func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, not
 		LambdaArm64:       true,
 		S3PutListRequests: records + m.WindowsPerDay*math.Ceil(m.SpanSeconds/3600+1), // records; each window lists its hours
 		S3GetRequests:     m.WindowsPerDay * perWindow,
+		LogBytes:          invocations*m.PlatformLogBytes + reports*m.ReportBytes,
 	}
 	return u, changesPerDay * m.VReadsPerChange, messages
 }

@@ -54,7 +54,9 @@ type Config struct {
 	Filter change.Filter
 	// DeadlineMargin: see DefaultDeadlineMargin (0 takes it; negative: none).
 	DeadlineMargin time.Duration
-	// Logger receives one line of counts per invocation; nil logs nothing.
+	// Logger receives the environment's line of counts once per
+	// FlushAfter (Handler.observe) and a line per failed invocation; nil
+	// logs nothing.
 	Logger *slog.Logger
 	// Metrics receives the invocation's EMF metrics; nil emits none.
 	Metrics *metrics.Recorder

@@ -6,7 +6,7 @@
 // pipeline's v1 event to the pipeline's bus with the eventId the export
 // path gives the same version ({type}/{id}/_history/{versionId}), so a
 // consumer deduplicates the two paths' deliveries, and it records what it
-// published (one delivered-index object per invocation under fastpath/) so
+// published (delivered-index objects under fastpath/, Handler.keepAndFlush) so
 // the export path's windows can skip it.
 //
 // A full-resource notification is published with the resource's bytes as
@@ -43,7 +43,8 @@ import (
 )
 
 // Metric names of the fast path (EMF, dimension Pipeline only). One record
-// per invocation.
+// per report: an execution environment sums its invocations' counts and
+// reports them at most once per Config.FlushAfter (Handler.observe).
 const (
 	// MetricPublished counts the versions EventBridge accepted, deletes included.
 	MetricPublished = "FastPathPublished"
@@ -63,7 +64,7 @@ const (
 	// their versions are kept for the next invocation, and a window that
 	// runs before publishes them again (duplicates).
 	MetricRecordFailed = "FastPathRecordFailed"
-	// MetricLagSeconds is the largest lag of the invocation's published
+	// MetricLagSeconds is the largest lag of the report's published
 	// versions: the time of publishing less the version's lastUpdated (a
 	// delete's: its notification's timestamp). The maximum, not a sum, so
 	// that an alarm on it bounds every version; emitted only when a version
@@ -93,6 +94,10 @@ type Handler struct {
 	kept    []delivered.Entry // published, not yet in a record object
 	oldest  time.Time         // when the first of kept was published
 	lastEnd time.Time         // the end of the previous invocation
+	// rep is what the environment's invocations did since its last report
+	// (log line and metrics, Handler.observe), made at lastReport.
+	rep        tally
+	lastReport time.Time
 }
 
 // Handle processes one SQS batch: it parses each message, publishes the
@@ -120,7 +125,7 @@ func (h *Handler) Handle(ctx context.Context, ev lambdaevents.SQSEvent) (lambdae
 	}
 	cancel()
 	inv.settle()
-	h.keepAndFlush(ctx, inv, requestID(ctx))
+	inv.idle = h.keepAndFlush(ctx, inv, requestID(ctx))
 	resp := lambdaevents.SQSEventResponse{BatchItemFailures: []lambdaevents.SQSBatchItemFailure{}}
 	for _, m := range inv.msgs {
 		if m.failed {
@@ -196,6 +201,7 @@ type invocation struct {
 	detail  []byte
 	rec     record
 	key     string // the record object, once written
+	idle    bool   // the environment was idle FlushAfter before it
 	c       counts
 	reasons map[string]int64
 	err     error // the first failure
@@ -391,12 +397,12 @@ func (inv *invocation) settle() {
 // makes a window publish those versions again, with the same eventIds — a
 // duplicate, never a loss — so a failed write is kept for the next
 // invocation, counted and logged, and no message comes again for it.
-func (h *Handler) keepAndFlush(ctx context.Context, inv *invocation, unique string) {
+func (h *Handler) keepAndFlush(ctx context.Context, inv *invocation, unique string) (idle bool) {
 	cfg := h.cfg
 	now := cfg.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	idle := h.lastEnd.IsZero() || now.Sub(h.lastEnd) >= cfg.FlushAfter
+	idle = h.lastEnd.IsZero() || now.Sub(h.lastEnd) >= cfg.FlushAfter
 	h.lastEnd = now
 	if len(inv.rec.entries) > 0 {
 		if len(h.kept) == 0 {
@@ -406,11 +412,18 @@ func (h *Handler) keepAndFlush(ctx context.Context, inv *invocation, unique stri
 	}
 	if len(h.kept) == 0 || !(idle || now.Sub(h.oldest) >= cfg.FlushAfter || len(h.kept) >= maxKept) {
 		inv.c.kept = int64(len(h.kept))
-		return
+		return idle
 	}
+	h.writeKept(ctx, inv, now, unique)
+	return idle
+}
+
+// writeKept writes what the environment keeps as one record object; on
+// failure it keeps it (counted in inv). h.mu is held.
+func (h *Handler) writeKept(ctx context.Context, inv *invocation, now time.Time, unique string) {
 	key := delivered.FastPathKey(now, unique)
 	rec := record{entries: h.kept}
-	if err := rec.write(ctx, h.s3, cfg.Bucket, cfg.KMSKeyID, key); err != nil {
+	if err := rec.write(ctx, h.s3, h.cfg.Bucket, h.cfg.KMSKeyID, key); err != nil {
 		inv.c.recordFailed++
 		inv.fail(err)
 		inv.c.kept = int64(len(h.kept))
@@ -419,6 +432,25 @@ func (h *Handler) keepAndFlush(ctx context.Context, inv *invocation, unique stri
 	inv.key = key
 	inv.c.recorded = int64(len(h.kept))
 	h.kept, h.oldest = nil, time.Time{}
+}
+
+// Shutdown writes what the environment still keeps as a record object and
+// makes its last report: Lambda calls it (SIGTERM, lambdart.Start) when it
+// shuts the execution environment down, which gives it about 500 ms. A
+// record written then usually comes after the windows that needed it
+// (they have published those versions again, with the same eventIds), but
+// the reconciliation and the metrics count them.
+func (h *Handler) Shutdown(ctx context.Context) {
+	inv := &invocation{h: h, reasons: map[string]int64{}}
+	h.mu.Lock()
+	if len(h.kept) > 0 {
+		h.writeKept(ctx, inv, h.cfg.Now(), requestID(ctx))
+	}
+	h.rep.add(inv, 0, publish.Stats{}, 0)
+	rep := h.rep
+	h.rep, h.lastReport = tally{}, h.cfg.Now()
+	h.mu.Unlock()
+	h.emit(rep)
 }
 
 // maxKept bounds what an environment keeps before it writes (about 1 MB
@@ -436,47 +468,131 @@ func InstantWindow(at time.Time) events.Window {
 	return events.Window{Since: until.Add(-time.Millisecond), Until: until}
 }
 
-// observe writes the invocation's log line (counts only) and metrics.
-func (h *Handler) observe(inv *invocation, took time.Duration) {
+// tally is what an environment's invocations did between two reports.
+type tally struct {
+	invocations                  int64
+	c                            counts
+	reasons                      map[string]int64
+	claimChecked, calls, retried int64
+	records                      int64  // record objects written
+	record                       string // the last of them
+	durationMax                  time.Duration
+}
+
+// add sums one invocation (ps its publisher's stats) into t.
+func (t *tally) add(inv *invocation, claimChecked int64, ps publish.Stats, took time.Duration) {
 	c := inv.c
+	if took > 0 {
+		t.invocations++
+	}
+	t.c.messages += c.messages
+	t.c.handshakes += c.handshakes
+	t.c.heartbeats += c.heartbeats
+	t.c.changes += c.changes
+	t.c.published += c.published
+	t.c.deletes += c.deletes
+	t.c.unrecognized += c.unrecognized
+	t.c.filtered += c.filtered
+	t.c.duplicates += c.duplicates
+	t.c.vreads += c.vreads
+	t.c.failedVersions += c.failedVersions
+	t.c.failedMessages += c.failedMessages
+	t.c.recorded += c.recorded
+	t.c.recordFailed += c.recordFailed
+	t.c.kept = c.kept // what the environment keeps now
+	t.c.lagMax = max(t.c.lagMax, c.lagMax)
+	t.claimChecked += claimChecked
+	t.calls += int64(ps.Calls)
+	t.retried += int64(ps.Retried)
+	if inv.key != "" {
+		t.records++
+		t.record = inv.key
+	}
+	t.durationMax = max(t.durationMax, took)
+	for r, n := range inv.reasons {
+		if t.reasons == nil {
+			t.reasons = map[string]int64{}
+		}
+		t.reasons[r] += n
+	}
+}
+
+// observe reports the invocation. An invocation that leaves messages to
+// come again is logged at once (Warn, its own counts). Otherwise its counts
+// join the environment's, which are reported — one log line and one EMF
+// record, counts only — at most once per FlushAfter (at every invocation
+// when it is 0), at the first invocation after the environment was idle
+// that long, and when Lambda shuts the environment down (Shutdown). One
+// line and one record per invocation cost more in CloudWatch Logs
+// ingestion than the invocation itself (docs/COST.md, "The fast path").
+func (h *Handler) observe(inv *invocation, took time.Duration) {
 	ps := inv.pub.Stats()
 	claimChecked := inv.em.ClaimChecked()
+	now := h.cfg.Now()
+	h.mu.Lock()
+	h.rep.add(inv, claimChecked, ps, took)
+	due := h.cfg.FlushAfter <= 0 || inv.idle || h.lastReport.IsZero() || now.Sub(h.lastReport) >= h.cfg.FlushAfter
+	var rep tally
+	if due {
+		rep = h.rep
+		h.rep, h.lastReport = tally{}, now
+	}
+	h.mu.Unlock()
+	if due {
+		h.emit(rep)
+	}
+	if h.cfg.Logger != nil && (inv.err != nil || inv.c.failedMessages > 0) {
+		var one tally
+		one.add(inv, claimChecked, ps, took)
+		attrs := one.attrs()
+		if inv.err != nil {
+			attrs = append(attrs, "error", inv.err.Error()) // errors name types and counts, never a resource
+		}
+		h.cfg.Logger.Warn("fast path: messages will come again", attrs...)
+	}
+}
+
+// attrs are a tally's log attributes.
+func (t tally) attrs() []any {
+	c := t.c
+	attrs := []any{"invocations", t.invocations, "messages", c.messages, "handshakes", c.handshakes, "heartbeats", c.heartbeats, "changes", c.changes,
+		"published", c.published, "deletes", c.deletes, "unrecognized", c.unrecognized, "filtered", c.filtered,
+		"duplicates", c.duplicates, "vreads", c.vreads, "claimChecked", t.claimChecked, "failedVersions", c.failedVersions,
+		"failedMessages", c.failedMessages, "putEventsCalls", t.calls, "entriesRetried", t.retried,
+		"lagSecondsMax", c.lagMax.Seconds(), "recorded", c.recorded, "records", t.records, "kept", c.kept, "recordFailed", c.recordFailed,
+		"durationMsMax", t.durationMax.Milliseconds()}
+	if len(t.reasons) > 0 {
+		attrs = append(attrs, "unrecognizedReasons", t.reasons)
+	}
+	if t.record != "" {
+		attrs = append(attrs, "record", t.record)
+	}
+	return attrs
+}
+
+// emit writes one report: the log line (counts only) and the metrics.
+func (h *Handler) emit(t tally) {
+	if t.invocations == 0 && t.records == 0 && t.c.recordFailed == 0 {
+		return
+	}
 	if h.cfg.Logger != nil {
-		attrs := []any{"messages", c.messages, "handshakes", c.handshakes, "heartbeats", c.heartbeats, "changes", c.changes,
-			"published", c.published, "deletes", c.deletes, "unrecognized", c.unrecognized, "filtered", c.filtered,
-			"duplicates", c.duplicates, "vreads", c.vreads, "claimChecked", claimChecked, "failedVersions", c.failedVersions,
-			"failedMessages", c.failedMessages, "putEventsCalls", ps.Calls, "entriesRetried", ps.Retried,
-			"lagSecondsMax", c.lagMax.Seconds(), "recorded", c.recorded, "kept", c.kept, "recordFailed", c.recordFailed,
-			"durationMs", took.Milliseconds()}
-		if len(inv.reasons) > 0 {
-			attrs = append(attrs, "unrecognizedReasons", inv.reasons)
-		}
-		if inv.key != "" {
-			attrs = append(attrs, "record", inv.key)
-		}
-		if inv.err != nil || c.failedMessages > 0 {
-			if inv.err != nil {
-				attrs = append(attrs, "error", inv.err.Error()) // errors name types and counts, never a resource
-			}
-			h.cfg.Logger.Warn("fast path: messages will come again", attrs...)
-		} else {
-			h.cfg.Logger.Info("fast path", attrs...)
-		}
+		h.cfg.Logger.Info("fast path", t.attrs()...)
 	}
 	if h.cfg.Metrics == nil {
 		return
 	}
+	c := t.c
 	values := []metrics.Value{
 		metrics.Count(MetricPublished, c.published),
 		metrics.Count(MetricDeletes, c.deletes),
 		metrics.Count(MetricUnrecognized, c.unrecognized),
 		metrics.Count(MetricVReads, c.vreads),
-		metrics.Count(MetricClaimChecked, claimChecked),
+		metrics.Count(MetricClaimChecked, t.claimChecked),
 		metrics.Count(MetricFailed, c.failedMessages),
 		metrics.Count(MetricRecordFailed, c.recordFailed),
 	}
 	if c.published > 0 {
 		values = append(values, metrics.Seconds(MetricLagSeconds, c.lagMax))
 	}
-	_ = h.cfg.Metrics.Emit(values, nil, map[string]any{"messages": c.messages, "filtered": c.filtered, "handshakes": c.handshakes})
+	_ = h.cfg.Metrics.Emit(values, nil, map[string]any{"invocations": t.invocations, "messages": c.messages, "filtered": c.filtered, "handshakes": c.handshakes})
 }

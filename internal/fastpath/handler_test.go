@@ -734,3 +734,80 @@ func TestInstantWindowHoldsTheVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestReportIsMadeOncePerFlushInterval: an environment reports — one log
+// line and one EMF record of summed counts — at most once per FlushAfter,
+// at once after it was idle that long, and when Lambda shuts it down
+// (Shutdown, which also writes what it keeps); an invocation that leaves a
+// notification to come again is logged at once.
+func TestReportIsMadeOncePerFlushInterval(t *testing.T) {
+	r := newRig(t)
+	var emf syncBuffer
+	r.metrics = metrics.New(&emf, "test")
+	var mu sync.Mutex
+	clock := now
+	at := func(d time.Duration) { mu.Lock(); clock = now.Add(d); mu.Unlock() }
+	h := r.handler(nil, func(c *fastpath.Config) {
+		c.FlushAfter = 10 * time.Second
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	})
+	lines := func(buf *syncBuffer) int { return strings.Count(buf.String(), "\n") }
+	for i, step := range []struct {
+		at    time.Duration
+		lines int
+	}{
+		{0, 1},                // the first invocation: reported at once
+		{2 * time.Second, 1},  // summed
+		{4 * time.Second, 1},  // summed
+		{11 * time.Second, 2}, // 11 s after the last report: the three since it
+		{12 * time.Second, 2},
+	} {
+		at(step.at)
+		if failed := handle(t, h, fullResource(t, r.load("Patient", fmt.Sprintf("pat-r%d", i), ""), ts1)); len(failed) != 0 {
+			t.Fatalf("step %d: failed %v", i, failed)
+		}
+		if lines(r.logs) != step.lines || lines(&emf) != step.lines {
+			t.Fatalf("step %d (at %s): %d log lines and %d EMF records, want %d", i, step.at, lines(r.logs), lines(&emf), step.lines)
+		}
+	}
+	if line := r.logLine(); line["invocations"] != 3.0 || line["published"] != 3.0 || line["changes"] != 3.0 {
+		t.Errorf("the second report = %v, want the three invocations since the first", line)
+	}
+	if r.total(fastpath.MetricPublished) != 4 {
+		t.Errorf("FastPathPublished = %v before the shutdown, want the 4 reported", r.total(fastpath.MetricPublished))
+	}
+
+	// A failure is logged at once, beside the report it waits for.
+	at(13 * time.Second)
+	r.ebe.FailNextEntries(2, "InternalFailure") // both attempts (MaxAttempts 2)
+	if failed := handle(t, h, fullResource(t, r.load("Patient", "pat-rx", ""), ts1)); len(failed) != 1 {
+		t.Fatalf("failed = %v, want the message", failed)
+	}
+	if line := r.logLine(); line["level"] != "WARN" || line["failedMessages"] != 1.0 || lines(&emf) != 2 {
+		t.Errorf("after a failure: last log line %v, %d EMF records", line, lines(&emf))
+	}
+
+	// One more version, kept (its record is due 10 s later); Shutdown
+	// writes it and reports what is pending: nothing is left out of the
+	// records or the metrics.
+	at(13500 * time.Millisecond)
+	if failed := handle(t, h, fullResource(t, r.load("Patient", "pat-ry", ""), ts1)); len(failed) != 0 {
+		t.Fatalf("failed = %v", failed)
+	}
+	_, before := r.records()
+	at(14 * time.Second)
+	h.Shutdown(context.Background())
+	entries, keys := r.records()
+	if len(keys) != len(before)+1 || len(entries) != 6 {
+		t.Errorf("after Shutdown: %d record objects (%d before) with %d versions, want one more and all 6", len(keys), len(before), len(entries))
+	}
+	if r.total(fastpath.MetricPublished) != 6 || r.total(fastpath.MetricFailed) != 1 {
+		t.Errorf("after Shutdown: FastPathPublished %v, FastPathFailed %v, want 6 and 1",
+			r.total(fastpath.MetricPublished), r.total(fastpath.MetricFailed))
+	}
+	// Since the report at 11 s: the invocations at 12, 13 and 13.5 s; the
+	// record written at 12 s (four versions) and Shutdown's (one).
+	if line := r.logLine(); line["level"] != "INFO" || line["invocations"] != 3.0 || line["published"] != 2.0 || line["recorded"] != 5.0 || line["records"] != 2.0 {
+		t.Errorf("the last report = %v", line)
+	}
+}

@@ -41,8 +41,20 @@ func FromLambda(ctx context.Context, component string) (Runtime, error) {
 	return Runtime{AWS: awsCfg, Logger: logging.New(os.Stdout, component), Metrics: metrics.FromEnv()}, nil
 }
 
+// shutdowner is a handler with work to finish when Lambda shuts its
+// execution environment down (internal/fastpath: its record and report).
+type shutdowner interface {
+	Shutdown(ctx context.Context)
+}
+
+// shutdownBudget bounds Shutdown: Lambda stops the process about 500 ms
+// after SIGTERM.
+const shutdownBudget = 400 * time.Millisecond
+
 // Start is a Lambda main: it builds the handler with build from the
-// deployed Runtime and the process environment, and serves it; a handler
+// deployed Runtime and the process environment, and serves it (a handler
+// with a Shutdown method gets it called on SIGTERM, which Lambda sends
+// when it shuts the environment down); a handler
 // that cannot be built ends the process with the reason (no PHI: a
 // configuration error).
 func Start[H any](component string, build func(getenv func(string) string, rt Runtime) (H, error), handle func(H) any) {
@@ -50,7 +62,17 @@ func Start[H any](component string, build func(getenv func(string) string, rt Ru
 	if err == nil {
 		var h H
 		if h, err = build(os.Getenv, rt); err == nil {
-			lambda.Start(handle(h))
+			var opts []lambda.Option
+			if sd, ok := any(h).(shutdowner); ok {
+				// Lambda sends SIGTERM when it shuts the environment down
+				// and stops the process about 500 ms later.
+				opts = append(opts, lambda.WithEnableSIGTERM(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+					defer cancel()
+					sd.Shutdown(ctx)
+				}))
+			}
+			lambda.StartWithOptions(handle(h), opts...)
 			return
 		}
 	}

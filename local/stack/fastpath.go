@@ -131,6 +131,7 @@ func (s *Stack) registerFastPath() error {
 	if err := s.Lambdas.Register(FnFastPath, h.Handle); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
+	s.fastPath = h
 	return nil
 }
 

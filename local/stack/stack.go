@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -301,6 +302,8 @@ type Stack struct {
 	sfnc     *sfnapi.Client
 	esms     []*esm.Mapping
 	esmNames []string
+	// fastPath is the fast-path Lambda's handler (FastPath only).
+	fastPath *fastpath.Handler
 	seeded   int
 	// seedSkipped counts seed lines not loaded (guarded by mu).
 	seedSkipped int
@@ -553,6 +556,13 @@ func (s *Stack) Close() {
 	s.mu.Unlock()
 	for _, m := range s.esms {
 		m.Stop()
+	}
+	if s.fastPath != nil {
+		// Lambda shuts the fast path's environment down: its SIGTERM hook
+		// writes what it keeps and makes its last report (lambdart.Start).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.fastPath.Shutdown(ctx)
+		cancel()
 	}
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
