@@ -128,6 +128,9 @@ var fastPathParts = [][2]string{
 	{"Custom::HealthLakeSubscription", "FastPathSubscription"},
 	{"AWS::CloudWatch::Alarm", "FastPathDeadLetterAlarm"},
 	{"AWS::CloudWatch::Alarm", "FastPathMissedAlarm"},
+	{"AWS::Events::Rule", "FastPathSubscriptionCheck"},
+	{"AWS::Lambda::Permission", "FastPathSubscriptionCheckPermission"},
+	{"AWS::CloudWatch::Alarm", "FastPathSubscriptionAlarm"},
 }
 
 // Off by default: the default stack has none of the fast path's resources,
@@ -595,6 +598,58 @@ func TestFastPathLoggingConfig(t *testing.T) {
 			if got := path(props(f), "LoggingConfig"); !jsonEq(got, want) {
 				t.Errorf("%s LoggingConfig = %v, want %v", ids[i], got, want)
 			}
+		}
+	})
+}
+
+// The setup Lambda checks the Subscription between deploys: a schedule
+// every 10 minutes whose constant input is the custom resource's
+// properties under "check" (subscription.CheckEvent), which only that rule
+// may invoke it with, removed before the Subscription on stack deletion
+// (it depends on the custom resource); an alarm when the check reports the
+// Subscription inactive, or nothing, three times in a row.
+func TestFastPathSubscriptionCheck(t *testing.T) {
+	onFastPath(t, func() {
+		setupID, _ := oneOfType(t, "AWS::Lambda::Function", "FastPathSetup")
+		busID, _ := oneOfType(t, "AWS::Events::EventBus", "NotificationBus")
+		crID, _ := oneOfType(t, "Custom::HealthLakeSubscription", "FastPathSubscription")
+		ruleID, rule := oneOfType(t, "AWS::Events::Rule", "FastPathSubscriptionCheck")
+		p := props(rule)
+		if p["ScheduleExpression"] != "rate(10 minutes)" || p["State"] != "ENABLED" {
+			t.Errorf("check rule = %v", p)
+		}
+		targets, _ := p["Targets"].([]any)
+		if len(targets) != 1 {
+			t.Fatalf("check rule targets = %v", p["Targets"])
+		}
+		tg, _ := targets[0].(map[string]any)
+		if !jsonEq(tg["Arn"], getAtt(setupID, "Arn")) {
+			t.Errorf("check target = %v, want the setup Lambda", tg["Arn"])
+		}
+		input := flatten(tg["Input"])
+		for _, want := range []string{`{"check":{`, `"DatastoreId":"${` + ParamDatastoreID + `}"`, `"Types":"${` + ParamResourceTypes + `}"`,
+			`"BusArn":"${` + busID + `.Arn}"`, `"Payload":"id-only"`, `"Name":"` + stackName + `"`} {
+			if !strings.Contains(input, want) {
+				t.Errorf("check input %s lacks %s", input, want)
+			}
+		}
+		if deps := strs(rule["DependsOn"]); !containsAll(deps, []string{crID}) {
+			t.Errorf("check rule DependsOn %v, want the custom resource %s", deps, crID)
+		}
+		_, perm := oneOfType(t, "AWS::Lambda::Permission", "FastPathSubscriptionCheckPermission")
+		if pp := props(perm); !jsonEq(pp, map[string]any{"Action": "lambda:InvokeFunction", "FunctionName": getAtt(setupID, "Arn"),
+			"Principal": "events.amazonaws.com", "SourceArn": getAtt(ruleID, "Arn"), "SourceAccount": ref("AWS::AccountId")}) {
+			t.Errorf("check permission = %v", pp)
+		}
+		_, a := oneOfType(t, "AWS::CloudWatch::Alarm", "FastPathSubscriptionAlarm")
+		ap := props(a)
+		if ap["Namespace"] != MetricNamespace || ap["MetricName"] != metrics.FastPathSubscriptionInactive || ap["Statistic"] != "Maximum" ||
+			ap["Period"] != 600.0 || ap["EvaluationPeriods"] != 3.0 || ap["Threshold"] != 0.0 ||
+			ap["ComparisonOperator"] != "GreaterThanThreshold" || ap["TreatMissingData"] != "breaching" {
+			t.Errorf("FastPathSubscriptionAlarm = %v", ap)
+		}
+		if desc, _ := ap["AlarmDescription"].(string); !strings.Contains(desc, "docs/OPERATIONS.md") {
+			t.Errorf("FastPathSubscriptionAlarm description %q: say where to look", desc)
 		}
 	})
 }

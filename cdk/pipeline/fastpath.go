@@ -56,8 +56,10 @@ type FastPath struct {
 	// Function is the fast-path Lambda; SetupFunction the custom
 	// resource's, which keeps the SubscriptionTopic and Subscription.
 	Function, SetupFunction awslambda.Function
-	// Subscription is the custom resource.
+	// Subscription is the custom resource; CheckRule the schedule of the
+	// setup Lambda's check between deploys.
 	Subscription awscdk.CustomResource
+	CheckRule    awsevents.CfnRule
 }
 
 // fastPathLogging is the fast-path Lambda's LoggingConfig beside its log
@@ -333,6 +335,45 @@ func (b *builder) fastPathSubscription() {
 	// The bus with its policy, the rule, the setup role with its policy.
 	cr.Node().AddDependency(fp.out.NotificationBus, fp.out.Rule, fp.setup.role)
 	fp.out.Subscription = cr
+	b.fastPathCheck()
+}
+
+// fastPathCheck schedules the setup Lambda's check of the Subscription
+// between deploys (subscription.CheckEvent, every
+// stackconfig.FastPathCheckEvery): the custom resource's properties as the
+// rule's constant input, the Types parameter as its comma-separated
+// string. The rule depends on the custom resource, so a stack deletion
+// removes the schedule before the Subscription (and the check creates
+// nothing for a pipeline that has neither topic nor Subscription).
+func (b *builder) fastPathCheck() {
+	fp := b.fp
+	stack := awscdk.Stack_Of(b.stack)
+	input := stack.ToJsonString(map[string]any{"check": map[string]any{
+		"DatastoreId": b.p.DatastoreID,
+		"Types":       b.p.ResourceTypes,
+		"BusArn":      fp.out.NotificationBus.EventBusArn(),
+		"Payload":     b.set.FastPathPayload,
+		"Name":        b.cfg.Name,
+	}}, nil)
+	rule := awsevents.NewCfnRule(b.stack, b.s("FastPathSubscriptionCheck"), &awsevents.CfnRuleProps{
+		Description:        b.s("Checks and repairs the fast path's HealthLake Subscription between deploys"),
+		ScheduleExpression: b.s(fmt.Sprintf("rate(%d minutes)", int(stackconfig.FastPathCheckEvery.Minutes()))),
+		State:              b.s("ENABLED"),
+		Targets: []any{&awsevents.CfnRule_TargetProperty{
+			Id:    b.s("FastPathSetup"),
+			Arn:   fp.setup.f.FunctionArn(),
+			Input: input,
+		}},
+	})
+	rule.Node().AddDependency(fp.out.Subscription)
+	awslambda.NewCfnPermission(b.stack, b.s("FastPathSubscriptionCheckPermission"), &awslambda.CfnPermissionProps{
+		Action:        b.s("lambda:InvokeFunction"),
+		FunctionName:  fp.setup.f.FunctionArn(),
+		Principal:     b.s("events.amazonaws.com"),
+		SourceArn:     rule.AttrArn(),
+		SourceAccount: awscdk.Aws_ACCOUNT_ID(),
+	})
+	fp.out.CheckRule = rule
 }
 
 // fastPathAlarms adds the fast path's alarms through alarm (alarms).
@@ -346,6 +387,19 @@ func (b *builder) fastPathAlarms(alarm func(id, desc string, metric awscloudwatc
 		"The windows still deliver its versions (counted as FastPathMissed). See docs/FASTPATH.md.",
 		b.fp.out.DeadLetterQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: b.s("Maximum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	checks := awscdk.Duration_Minutes(jsii.Number(stackconfig.FastPathCheckEvery.Minutes()))
+	alarm("FastPathSubscriptionAlarm", "The fast path's HealthLake Subscription has not been active for three checks in a row "+
+		"(FastPathSubscriptionInactive, every 10 minutes), or no check reported: HealthLake stopped it (status error or "+
+		"off) and the check's repair did not make it active again, or the check cannot run. The windows deliver every "+
+		"change meanwhile, minutes later. See docs/OPERATIONS.md, FastPathSubscriptionAlarm.",
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     b.s(MetricNamespace),
+			MetricName:    b.s(metrics.FastPathSubscriptionInactive),
+			DimensionsMap: &map[string]*string{MetricDimension: b.s(b.cfg.Name)},
+			Statistic:     b.s("Maximum"),
+			Period:        checks,
+		}),
+		jsii.Number(0), 3, awscloudwatch.TreatMissingData_BREACHING)
 	alarm("FastPathMissedAlarm", "Windows published versions the Subscriptions fast path had not delivered (FastPathMissed > 0 "+
 		"in three consecutive 5-minute periods): HealthLake notifications lost or late, the Subscription not active "+
 		"(status error or off), or the fast-path Lambda failing. Consumers got every version, later than the fast path "+
@@ -387,10 +441,10 @@ func suppressFastPathFindings(f awslambda.Function, set stackconfig.Config) {
 // create, update and delete only.
 func suppressFastPathSetupFindings(f awslambda.Function, set stackconfig.Config) {
 	if set.ReservedConcurrencyOf(stackconfig.FastPathSetup) == 0 {
-		suppress(f, nagRule{id: "HIPAA.Security-LambdaConcurrency", reason: "CloudFormation invokes this custom resource's function once per create, update or delete of the stack (and Lambda's retries of it): a reservation would hold account concurrency for a function that runs a few times a deploy, and with the ReservedConcurrency setting off (the default) fail the first deploy into a new account."})
+		suppress(f, nagRule{id: "HIPAA.Security-LambdaConcurrency", reason: "CloudFormation invokes this custom resource's function once per create, update or delete of the stack, and its schedule once every 10 minutes to check the Subscription (and Lambda's retries of either): a reservation would hold account concurrency for a function that runs a few seconds an hour, and with the ReservedConcurrency setting off (the default) fail the first deploy into a new account."})
 	}
 	suppress(f,
-		nagRule{id: "HIPAA.Security-LambdaDLQ", reason: "CloudFormation invokes the custom resource's function asynchronously with a request it must answer at the request's pre-signed URL; an invocation that fails after Lambda's two retries fails the stack operation (at the custom resource's ServiceTimeout), which CloudFormation shows and rolls back. A dead-letter queue would hold a request nothing can answer any more: the retry is the next deploy."},
+		nagRule{id: "HIPAA.Security-LambdaDLQ", reason: "CloudFormation invokes the custom resource's function asynchronously with a request it must answer at the request's pre-signed URL; an invocation that fails after Lambda's two retries fails the stack operation (at the custom resource's ServiceTimeout), which CloudFormation shows and rolls back. A dead-letter queue would hold a request nothing can answer any more: the retry is the next deploy. Its scheduled check needs none either: a check that fails is the next one ten minutes later, and FastPathSubscriptionAlarm treats checks that report nothing as breaching."},
 		nagRule{id: "HIPAA.Security-LambdaInsideVPC", reason: "The function reaches only the HealthLake API (SubscriptionTopic and Subscription resources of the data store) and CloudFormation's response URL over TLS, the HealthLake calls authorised by its IAM role; it accepts no inbound connections. A VPC would add NAT or interface endpoints without narrowing access."},
 	)
 }

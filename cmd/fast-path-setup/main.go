@@ -9,5 +9,5 @@ import (
 )
 
 func main() {
-	lambdart.Start("fast-path-setup", subscription.NewFromEnv, func(h *subscription.CustomResource) any { return h.Handle })
+	lambdart.Start("fast-path-setup", subscription.NewFromEnv, func(h *subscription.CustomResource) any { return h.Serve })
 }

@@ -48,6 +48,10 @@ const (
 	// not delivered by then — lost, late or never notified (its alarm).
 	FastPathSkipped = "FastPathSkipped"
 	FastPathMissed  = "FastPathMissed"
+	// FastPathSubscriptionInactive is 0 when the scheduled check found the
+	// fast path's Subscription active, else 1 (internal/subscription,
+	// Check; its alarm).
+	FastPathSubscriptionInactive = "FastPathSubscriptionInactive"
 )
 
 // Units used by the pipeline's metrics.

@@ -293,6 +293,13 @@ func Default() Config {
 	}
 }
 
+// FastPathCheckEvery is how often a schedule invokes the fast-path-setup
+// Lambda to check the pipeline's Subscription between deploys
+// (subscription.CheckEvent: repair it, report FastPathSubscriptionInactive).
+// HealthLake activates a new Subscription 5 to 10 minutes after it is
+// created: its alarm waits three checks.
+const FastPathCheckEvery = 10 * time.Minute
+
 // FastPathMaxConcurrency is the fast-path queue mapping's
 // MaximumConcurrency: the Lambda publishes at one prepare-change
 // invocation's PutEvents rate, so MapMaxConcurrency invocations together

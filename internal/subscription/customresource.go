@@ -19,6 +19,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 )
 
 // The custom resource's properties (its ResourceProperties). CloudFormation
@@ -100,6 +101,9 @@ type CustomResourceOptions struct {
 	SendAttempts int
 	// Sleep waits between those tries; default a context-aware timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Metrics receives the scheduled check's metrics (HandleCheck); nil
+	// emits none.
+	Metrics *metrics.Recorder
 }
 
 // NewCustomResource returns the handler; endpoint is the HealthLake
@@ -148,7 +152,7 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*CustomResourc
 	if err != nil {
 		return nil, fmt.Errorf("fast-path-setup: build the HealthLake client: %w", err)
 	}
-	return NewCustomResource(hc, endpoint, CustomResourceOptions{Logger: rt.Logger})
+	return NewCustomResource(hc, endpoint, CustomResourceOptions{Logger: rt.Logger, Metrics: rt.Metrics})
 }
 
 // SpecFromProperties reads and validates a Spec from the custom resource's

@@ -286,7 +286,8 @@ func (s *Stack) Run(ctx context.Context, onWindow func(report.Run, error)) error
 }
 
 // RunWith is Run with both schedules' callbacks. Beside the windows it
-// starts a reconciliation every RunOptions.ReconcileEvery, else
+// checks the fast path's Subscription every Options.FastPathCheckEvery
+// (FastPath only; CheckSubscription) and starts a reconciliation every RunOptions.ReconcileEvery, else
 // Options.ReconcileEvery, else the deployed daily schedule, as the second
 // schedule does in AWS. Both tick together when the period is a multiple of Every,
 // as in AWS; a reconciliation that finds a window holding the lock waits
@@ -304,6 +305,12 @@ func (s *Stack) RunWith(ctx context.Context, h RunOptions) error {
 		rt := time.NewTicker(every)
 		defer rt.Stop()
 		reconcileTick = rt.C
+	}
+	var checkTick <-chan time.Time
+	if ce := s.fastPathCheckEvery(); ce > 0 {
+		ct := time.NewTicker(ce)
+		defer ct.Stop()
+		checkTick = ct.C
 	}
 	done := make(chan struct{}, 64)
 	inflight := 0
@@ -338,6 +345,14 @@ func (s *Stack) RunWith(ctx context.Context, h RunOptions) error {
 			inflight--
 		case <-t.C:
 			launch()
+		case <-checkTick:
+			inflight++
+			go func() {
+				defer func() { done <- struct{}{} }()
+				if err := s.CheckSubscription(context.WithoutCancel(ctx)); err != nil {
+					s.log.Warn("fast path: Subscription check failed", "error", err.Error())
+				}
+			}()
 		case <-reconcileTick:
 			inflight++
 			go func() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -151,6 +152,46 @@ func (s *Stack) ensureSubscription(ctx context.Context) error {
 		return fmt.Errorf("stack: fast path setup: %w", err)
 	}
 	return nil
+}
+
+// CheckSubscription runs the fast path's scheduled check as the deployed
+// schedule does: the setup Lambda's handler (subscription.CustomResource
+// Serve) with the rule's constant input, the custom resource's properties
+// under "check", signing as the fast-path-setup role. RunWith calls it
+// every Options.FastPathCheckEvery.
+func (s *Stack) CheckSubscription(ctx context.Context) error {
+	if !s.opts.FastPath {
+		return nil
+	}
+	hc, err := healthlake.NewFromConfig(s.principalConfig(iampolicy.FastPathSetup), s.Res.HealthLakeEndpoint)
+	if err != nil {
+		return fmt.Errorf("stack: fast path check: %w", err)
+	}
+	h, err := subscription.NewCustomResource(hc, s.Res.HealthLakeEndpoint, subscription.CustomResourceOptions{Logger: s.log, Metrics: s.Metrics})
+	if err != nil {
+		return fmt.Errorf("stack: fast path check: %w", err)
+	}
+	spec := s.FastPathSpec()
+	input, err := json.Marshal(subscription.CheckEvent{Check: map[string]any{
+		subscription.PropDatastoreID: spec.DatastoreID, subscription.PropTypes: strings.Join(spec.Types, ","),
+		subscription.PropBusARN: spec.BusARN, subscription.PropPayload: spec.Payload, subscription.PropName: spec.Name,
+	}})
+	if err != nil {
+		return fmt.Errorf("stack: fast path check: %w", err)
+	}
+	return h.Serve(ctx, input)
+}
+
+// fastPathCheckEvery is the check's schedule: the option, else the
+// deployed stackconfig.FastPathCheckEvery; 0 without the fast path.
+func (s *Stack) fastPathCheckEvery() time.Duration {
+	switch {
+	case !s.opts.FastPath || s.opts.FastPathCheckEvery < 0:
+		return 0
+	case s.opts.FastPathCheckEvery > 0:
+		return s.opts.FastPathCheckEvery
+	}
+	return stackconfig.FastPathCheckEvery
 }
 
 // fastPathNotifier is the HealthLake emulator's notification hook: nil

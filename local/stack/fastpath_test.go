@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
 )
@@ -136,5 +138,52 @@ func TestFastPathMissedIsWhatWasDropped(t *testing.T) {
 	}
 	if got := st.Metrics.Totals()[metrics.FastPathMissed] - missedBefore; got != 3 {
 		t.Errorf("FastPathMissed grew by %v, want the 3 dropped versions", got)
+	}
+}
+
+// TestScheduledCheckRepairsADeletedSubscription: the schedule's check
+// (CheckSubscription, the setup Lambda's handler with the rule's input)
+// leaves an active Subscription alone and reports it active; when the
+// Subscription is deleted by hand it creates it again and reports it
+// inactive until HealthLake activates it, after which the fast path
+// delivers again.
+func TestScheduledCheckRepairsADeletedSubscription(t *testing.T) {
+	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{})
+	ctx := context.Background()
+	waitActive(t, st)
+	hc, err := healthlake.NewFromConfig(st.Config, st.Res.HealthLakeEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := subscription.Status(ctx, hc, st.FastPathSpec())
+	if err != nil || before.Status != subscription.StatusActive {
+		t.Fatalf("status %+v, %v", before, err)
+	}
+	inactive := func() float64 { return st.Metrics.Totals()[metrics.FastPathSubscriptionInactive] }
+	repaired := func() float64 { return st.Metrics.Totals()[subscription.MetricSubscriptionRepaired] }
+	if err := st.CheckSubscription(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if inactive() != 0 || repaired() != 0 {
+		t.Fatalf("check of an active Subscription: inactive %v, repaired %v", inactive(), repaired())
+	}
+
+	deleteResource(t, st, subscription.SubscriptionType, before.SubscriptionID)
+	if err := st.CheckSubscription(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := subscription.Status(ctx, hc, st.FastPathSpec())
+	if err != nil || after.SubscriptionID == "" || after.SubscriptionID == before.SubscriptionID || after.TopicID != before.TopicID {
+		t.Fatalf("after the check: %+v (before %+v), %v", after, before, err)
+	}
+	if inactive() != 1 || repaired() != 1 {
+		t.Errorf("check of a deleted Subscription: inactive %v, repaired %v, want 1 and 1", inactive(), repaired())
+	}
+	waitActive(t, st)
+	if err := st.CheckSubscription(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if inactive() != 1 || repaired() != 1 {
+		t.Errorf("check after the activation: inactive total %v, repaired total %v, want unchanged", inactive(), repaired())
 	}
 }

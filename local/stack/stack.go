@@ -197,6 +197,10 @@ type Options struct {
 	FastPathPayload string
 	FastPathTypes   []string
 	Subscriptions   fakehealthlake.SubscriptionOptions
+	// FastPathCheckEvery is how often RunWith checks the Subscription
+	// (CheckSubscription): 0 takes the deployed schedule,
+	// stackconfig.FastPathCheckEvery; < 0 checks never.
+	FastPathCheckEvery time.Duration
 }
 
 func (o *Options) defaults() {
