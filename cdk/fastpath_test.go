@@ -273,6 +273,11 @@ func TestFastPathRuleQueueAndDeadLetterQueue(t *testing.T) {
 			if !jsonEq(props(body)["KmsMasterKeyId"], keyArn(t)) {
 				t.Errorf("%s is not SSE-KMS with the stack's key", id)
 			}
+			// A notification's detail is up to 256 KB; with EventBridge's
+			// envelope it needs more than SQS's default 256 KiB.
+			if props(body)["MaximumMessageSize"] != 1048576.0 {
+				t.Errorf("%s MaximumMessageSize = %v, want 1 MiB", id, props(body)["MaximumMessageSize"])
+			}
 		}
 		set := fastPathSynth.cfg.Settings
 		if !jsonEq(path(props(q), "RedrivePolicy", "deadLetterTargetArn"), getAtt(dlqID, "Arn")) ||

@@ -172,6 +172,10 @@ func typeList(types *string) any {
 // notifications an invocation, waiting at most this long for them.
 const fastPathBatchingWindow = time.Second
 
+// fastPathMaxMessageBytes is the fast-path queues' MaximumMessageSize:
+// SQS's maximum, 1 MiB.
+const fastPathMaxMessageBytes = 1 << 20
+
 // fastPathBatchSize is the mapping's BatchSize.
 const fastPathBatchSize = 100
 
@@ -229,8 +233,13 @@ func (b *builder) fastPathInfra() {
 	}))
 
 	fpFn := b.set.FastPathFunction
+	// Both queues take messages up to SQS's maximum, 1 MiB (the default is
+	// 256 KiB): HealthLake keeps a full-resource notification's detail
+	// within 256 KB, and EventBridge's envelope around it would push the
+	// largest past 256 KiB into the dead-letter queue.
 	dlq := awssqs.NewQueue(b.stack, b.s("FastPathDeadLetterQueue"), &awssqs.QueueProps{
 		QueueName:           b.s(FastPathDeadLetterName(name)),
+		MaxMessageSizeBytes: jsii.Number(fastPathMaxMessageBytes),
 		Encryption:          awssqs.QueueEncryption_KMS,
 		EncryptionMasterKey: b.key,
 		EnforceSSL:          jsii.Bool(true),
@@ -238,6 +247,7 @@ func (b *builder) fastPathInfra() {
 	})
 	q := awssqs.NewQueue(b.stack, b.s("FastPathQueue"), &awssqs.QueueProps{
 		QueueName:           b.s(FastPathQueueName(name)),
+		MaxMessageSizeBytes: jsii.Number(fastPathMaxMessageBytes),
 		Encryption:          awssqs.QueueEncryption_KMS,
 		EncryptionMasterKey: b.key,
 		EnforceSSL:          jsii.Bool(true),

@@ -84,8 +84,11 @@ func (s *Stack) createFastPath(ctx context.Context) error {
 		return fmt.Errorf("stack: create the notification bus: %w", err)
 	}
 	for _, q := range []string{s.fastPathQueue(), s.fastPathQueue() + "-dlq"} {
+		// Messages up to 1 MiB (SQS's maximum; its default is 256 KiB): a
+		// notification whose detail HealthLake keeps within 256 KB grows past
+		// 256 KiB with EventBridge's envelope (cdk/pipeline/fastpath.go).
 		out, err := s.sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q),
-			Attributes: map[string]string{"VisibilityTimeout": fmt.Sprint(seconds(s.visibility(FnFastPath)))}})
+			Attributes: map[string]string{"VisibilityTimeout": fmt.Sprint(seconds(s.visibility(FnFastPath))), "MaximumMessageSize": "1048576"}})
 		if err != nil {
 			return fmt.Errorf("stack: create queue %s: %w", q, err)
 		}

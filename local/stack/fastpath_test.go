@@ -2,8 +2,14 @@ package stack
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
@@ -185,5 +191,39 @@ func TestScheduledCheckRepairsADeletedSubscription(t *testing.T) {
 	}
 	if inactive() != 1 || repaired() != 1 {
 		t.Errorf("check after the activation: inactive total %v, repaired total %v, want unchanged", inactive(), repaired())
+	}
+}
+
+// TestFastPathTakesNotificationsNearTheEventLimit: a full-resource
+// notification HealthLake sends whole (its detail up to 256 KB) grows by
+// EventBridge's envelope past SQS's default message size; the fast-path
+// queue takes messages up to 1 MiB, so every notification of a band of
+// resource sizes around the limit — full-resource or, above it, id-only —
+// is published by the fast path (as a claim-check) and none reaches the
+// dead-letter queue.
+func TestFastPathTakesNotificationsNearTheEventLimit(t *testing.T) {
+	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{})
+	waitActive(t, st)
+	var ids []string
+	for pad := 260_000; pad <= 262_200; pad += 100 {
+		id := fmt.Sprintf("fp-big-%d", pad)
+		body := `{"resourceType":"Patient","id":"` + id + `","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">` +
+			strings.Repeat("x", pad) + `</div>"}}`
+		v, err := st.PutResource(context.Background(), "Patient", id, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, events.EventID("Patient", id, v))
+	}
+	for _, id := range ids {
+		waitDelivered(t, st, id, 1)
+	}
+	out, err := st.sqsc.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(st.Res.FastPathDLQURL),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)]; n != "0" {
+		t.Errorf("%s notifications in the fast-path dead-letter queue, want none", n)
 	}
 }
