@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -208,26 +209,45 @@ type Config struct {
 
 // DefaultPutEventsQuota is the lowest default PutEvents quota that
 // EventBridge documents for any region (400 requests per second; us-east-1
-// has 10,000, us-east-2 2,400). Set PutEventsQuota to the quota of the
+// has 10,000, us-east-2 2,400: PutEventsRegionalDefault). Set PutEventsQuota to the quota of the
 // stack's region (Service Quotas) to use more of it.
 const DefaultPutEventsQuota = 400
 
 // putEventsRegionalDefaults are the default PutEvents quotas (requests per
-// second, per account and Region) that the EventBridge quotas page names by
-// Region: 10,000 in us-east-1, us-west-2 and eu-west-1, 2,400 in us-east-2.
-// The page's other tiers (1,200, 600 and 400) are not listed here: their
-// Regions are not in the reference this table was taken from, so those
-// Regions are "not known" rather than guessed.
+// second, per account and Region) that the EventBridge quotas page
+// ("Amazon EventBridge quotas", PutEvents throttle limit in transactions
+// per second, L-9B653E91) names by Region; "each of the other supported
+// Regions" has putEventsOtherRegions.
 var putEventsRegionalDefaults = map[string]float64{
 	"us-east-1": 10000, "us-west-2": 10000, "eu-west-1": 10000,
-	"us-east-2": 2400,
+	"us-east-2": 2400, "eu-central-1": 2400, "eu-south-2": 2400,
+	"us-west-1": 1200, "ap-northeast-1": 1200, "ap-southeast-1": 1200, "ap-southeast-2": 1200, "eu-west-2": 1200,
+	"ap-east-1": 600, "ap-northeast-2": 600, "ap-south-1": 600, "ca-central-1": 600, "eu-north-1": 600,
+	"eu-west-3": 600, "sa-east-1": 600,
 }
 
+// putEventsOtherRegions is the page's default for every other supported
+// Region.
+const putEventsOtherRegions = 400
+
+// commercialRegion matches a Region name of the commercial partition (the
+// quotas page's; GovCloud and China Regions are other partitions, whose
+// defaults it does not give).
+var commercialRegion = regexp.MustCompile(`^[a-z]{2}-[a-z]+-[0-9]+$`)
+
 // PutEventsRegionalDefault returns the default PutEvents quota of region
-// and whether it is known (see putEventsRegionalDefaults).
+// and whether it is known: the page's figure for the Regions it names, 400
+// for any other commercial Region, unknown for an empty name, GovCloud and
+// China.
 func PutEventsRegionalDefault(region string) (float64, bool) {
-	q, ok := putEventsRegionalDefaults[strings.ToLower(strings.TrimSpace(region))]
-	return q, ok
+	r := strings.ToLower(strings.TrimSpace(region))
+	if q, ok := putEventsRegionalDefaults[r]; ok {
+		return q, true
+	}
+	if commercialRegion.MatchString(r) && !strings.HasPrefix(r, "cn-") {
+		return putEventsOtherRegions, true
+	}
+	return 0, false
 }
 
 // QuotaAdvice compares PutEventsQuota with region's default quota when it

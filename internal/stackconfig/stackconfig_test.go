@@ -368,9 +368,25 @@ func TestQuotaAdviceComparesWithTheRegionsDefault(t *testing.T) {
 	if a := c.QuotaAdvice("us-east-2"); !strings.Contains(a, "above us-east-2's default PutEvents quota of 2400") || !strings.Contains(a, "throttled") {
 		t.Errorf("10,000 in us-east-2: %q", a)
 	}
-	for _, region := range []string{"us-west-2", "ap-southeast-3", ""} {
+	for _, region := range []string{"us-west-2", "eu-west-1", "", "us-gov-west-1", "cn-north-1"} {
 		if a := c.QuotaAdvice(region); a != "" {
 			t.Errorf("10,000 in %q: %q, want nothing", region, a)
+		}
+	}
+	// Every Region the quotas page names, and one of "the other supported
+	// Regions" (400).
+	for region, want := range map[string]float64{"eu-central-1": 2400, "eu-south-2": 2400, "us-west-1": 1200, "ap-northeast-1": 1200,
+		"ap-southeast-2": 1200, "eu-west-2": 1200, "ap-south-1": 600, "ca-central-1": 600, "sa-east-1": 600, "ap-southeast-3": 400, "me-central-1": 400} {
+		if q, ok := PutEventsRegionalDefault(region); !ok || q != want {
+			t.Errorf("%s default = %v, %v; want %v", region, q, ok, want)
+		}
+		if a := c.QuotaAdvice(region); !strings.Contains(a, fmt.Sprintf("above %s's default PutEvents quota of %.0f", region, want)) {
+			t.Errorf("10,000 in %s: %q", region, a)
+		}
+	}
+	for _, region := range []string{"", "us-gov-west-1", "cn-northwest-1", "local"} {
+		if q, ok := PutEventsRegionalDefault(region); ok {
+			t.Errorf("%q default = %v, want unknown", region, q)
 		}
 	}
 }

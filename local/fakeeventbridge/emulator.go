@@ -30,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Defaults of Options.
@@ -96,17 +98,15 @@ type Options struct {
 }
 
 // RegionPutEventsQuota returns the default PutEvents quota (requests per
-// second per account) of region as the EventBridge quotas page lists it:
-// 10,000 in us-east-1, us-west-2 and eu-west-1, 2,400 in us-east-2; other
-// Regions have 1,200 or 400, and 400 is returned for them (the safe side).
+// second per account) of region as the EventBridge quotas page lists it
+// (stackconfig.PutEventsRegionalDefault: from 10,000 in us-east-1 down to
+// 400 in the Regions it does not name); 400, the safe side, for a name it
+// does not know.
 func RegionPutEventsQuota(region string) float64 {
-	switch region {
-	case "us-east-1", "us-west-2", "eu-west-1":
-		return 10000
-	case "us-east-2":
-		return 2400
+	if q, ok := stackconfig.PutEventsRegionalDefault(region); ok {
+		return q
 	}
-	return 400
+	return stackconfig.DefaultPutEventsQuota
 }
 
 // Entry is one PutEvents request entry as the emulator decoded it.
