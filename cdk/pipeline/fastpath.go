@@ -81,6 +81,9 @@ type fastPath struct {
 	fn, setup    fn
 	busArn       *string
 	deadLetterQs map[string]awssqs.IQueue
+	// keyStatement is what the notification bus's key policy must allow
+	// when that key is not the stack's (FastPathBusKey), else nil.
+	keyStatement awsiam.PolicyStatement
 }
 
 // fastPathLambdas are the fast path's Lambdas (<LambdaDir>/<name>/bootstrap),
@@ -193,9 +196,12 @@ func (b *builder) fastPathInfra() {
 	busName := NotificationBusName(name)
 	fp.busArn = arn("events", "event-bus/", b.s(busName))
 
-	// The bus is under the stack's key, like the change bus: EventBridge
-	// may use it only with this bus's ARN as encryption context.
-	b.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+	// The bus is under the stack's key, like the change bus, or under the
+	// data store's customer-managed key (FastPathBusKey: HealthLake
+	// requires the same key); EventBridge may use it only with this bus's
+	// ARN as encryption context. The stack cannot change another key's
+	// policy: the statement goes out as NotificationBusKeyPolicyStatement.
+	keyStatement := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        b.s("EventBridgeNotificationBusEncryption"),
 		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(b.s("events.amazonaws.com"), nil)},
 		Actions:    jsii.Strings("kms:GenerateDataKey", "kms:Decrypt", "kms:ReEncrypt*"),
@@ -203,13 +209,24 @@ func (b *builder) fastPathInfra() {
 		Conditions: &map[string]any{"StringEquals": map[string]any{
 			"kms:EncryptionContext:aws:events:event-bus:arn": fp.busArn,
 		}},
-	}), nil)
+	})
+	busKey := b.key.KeyArn()
+	if k := b.set.FastPathBusKey; k != "" {
+		busKey = b.s(k)
+		fp.keyStatement = keyStatement
+		awscdk.Annotations_Of(b.stack).AddWarningV2(b.s("healthlake-cdc:FastPathBusKey"), b.s(
+			"FastPathBusKey: the notification bus is encrypted with "+k+", a key this stack does not manage. Before "+
+				"HealthLake can deliver, that key's policy must let events.amazonaws.com use it for the bus: add the "+
+				"statement of the stack output NotificationBusKeyPolicyStatement (docs/DEPLOY.md, \"Prerequisites\")."))
+	} else {
+		b.key.AddToResourcePolicy(keyStatement, nil)
+	}
 	bus := awsevents.NewEventBus(b.stack, b.s("NotificationBus"), &awsevents.EventBusProps{
 		EventBusName: b.s(busName),
 		Description:  b.s("HealthLake FHIR Subscription notifications of " + name + " (the fast path)"),
 	})
 	cfnBus := bus.Node().DefaultChild().(awsevents.CfnEventBus)
-	cfnBus.SetKmsKeyIdentifier(b.key.KeyArn())
+	cfnBus.SetKmsKeyIdentifier(busKey)
 	// Notifications EventBridge cannot encrypt or decrypt go to the events
 	// dead-letter queue, as the change bus's do (EventsDeadLetterAlarm).
 	cfnBus.SetDeadLetterConfig(&awsevents.CfnEventBus_DeadLetterConfigProperty{Arn: b.eventsDLQ.QueueArn()})
@@ -432,6 +449,10 @@ func (b *builder) fastPathOutputs(out func(id string, v *string, desc string)) {
 	out("NotificationBusArn", b.fp.out.NotificationBus.EventBusArn(), "Bus of the HealthLake Subscription's notifications (the fast path)")
 	out("FastPathQueueUrl", b.fp.out.Queue.QueueUrl(), "Queue of the fast-path Lambda")
 	out("FastPathDeadLetterQueueUrl", b.fp.out.DeadLetterQueue.QueueUrl(), "Dead-letter queue of the fast path")
+	if st := b.fp.keyStatement; st != nil {
+		out("NotificationBusKeyPolicyStatement", awscdk.Stack_Of(b.stack).ToJsonString(st.ToStatementJson(), nil),
+			"Statement to add to the policy of the notification bus's key (FastPathBusKey), so that EventBridge can use it for that bus")
+	}
 }
 
 // suppressFastPathFindings records why HIPAA checks do not apply to the

@@ -184,3 +184,55 @@ func TestLambdasOf(t *testing.T) {
 		t.Errorf("LambdasOf(FastPath) = %v", got)
 	}
 }
+
+// With FastPathBusKey (a data store on a customer-managed key: HealthLake
+// delivers only to a bus on that same key) the notification bus is
+// encrypted with that key; the stack's key policy gets no statement for
+// it, the statement the other key's policy needs goes out as the output
+// NotificationBusKeyPolicyStatement, and synth warns that it must be added.
+func TestFastPathBusKeyEncryptsTheNotificationBus(t *testing.T) {
+	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	p := fastPathProps(t, fastPathLambdaDir(t), map[string]string{"FastPathBusKey": key})
+	p.ResourceTypes = jsii.String("Patient")
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+	ApplyNagPacks(app)
+	stack := awscdk.NewStack(app, jsii.String("S"), nil)
+	if _, err := New(stack, "Cdc", p); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range errorAnnotations(stack) {
+		t.Error(f)
+	}
+	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()
+	for id, bus := range resourcesOf(tpl, "AWS::Events::EventBus") {
+		props := bus["Properties"].(map[string]any)
+		if props["Name"] == NotificationBusName("p") {
+			if props["KmsKeyIdentifier"] != key {
+				t.Errorf("%s KmsKeyIdentifier = %v, want the data store's key", id, props["KmsKeyIdentifier"])
+			}
+		} else if js(props["KmsKeyIdentifier"]) == js(key) {
+			t.Errorf("%s (the change bus) is on the data store's key", id)
+		}
+	}
+	for id, k := range resourcesOf(tpl, "AWS::KMS::Key") {
+		if strings.Contains(js(k), "EventBridgeNotificationBusEncryption") {
+			t.Errorf("%s: the stack's key policy names the notification bus, which is on another key", id)
+		}
+	}
+	outputs, _ := tpl["Outputs"].(map[string]any)
+	var statement string
+	for name, o := range outputs {
+		if strings.Contains(name, "NotificationBusKeyPolicyStatement") {
+			statement = js(o.(map[string]any)["Value"])
+		}
+	}
+	for _, want := range []string{"events.amazonaws.com", "kms:GenerateDataKey", "kms:Decrypt", "kms:EncryptionContext:aws:events:event-bus:arn", "event-bus/p-notifications"} {
+		if !strings.Contains(statement, want) {
+			t.Errorf("NotificationBusKeyPolicyStatement %s lacks %s", statement, want)
+		}
+	}
+	warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("FastPathBusKey")))
+	if warnings == nil || len(*warnings) == 0 {
+		t.Error("no synth warning that the key's policy needs the statement")
+	}
+}

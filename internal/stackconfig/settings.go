@@ -62,6 +62,7 @@ func (c *Config) fields() []field {
 		field{"WindowDeletes", "true: every window publishes the deletions in it from the types' HealthLake history; false: only the reconciliation publishes deletes", &c.WindowDeletes},
 		field{"FastPath", "true deploys the HealthLake Subscriptions fast path: changes published within seconds, the windows skip what it delivered (docs/FASTPATH.md)", &c.FastPath},
 		field{"FastPathFlushAfter", "how long a fast-path Lambda environment keeps what it published before writing its record object (10s; about what a window publishes again when traffic stops)", &c.FastPathFlushAfter},
+		field{"FastPathBusKey", "ARN of the KMS key of the fast path's notification bus: the data store's key when it is a customer-managed one (HealthLake requires the same key); empty: the stack's key", &c.FastPathBusKey},
 		field{"FastPathPayload", "the fast path Subscription's payload: full-resource or id-only (every version read back with vread)", &c.FastPathPayload},
 		field{"ReservedConcurrency", "true reserves concurrency for every Lambda (ReservedConcurrencyTotal: 31 with the defaults); the account's concurrency quota must exceed that by 100", &c.ReservedConcurrency},
 	)

@@ -191,6 +191,14 @@ type Config struct {
 	// (the resource rides in the notification; over 256 KB HealthLake sends
 	// it id-only) or "id-only" (every version is read back with vread).
 	FastPathPayload string
+	// FastPathBusKey is the ARN of the KMS key the notification bus is
+	// encrypted with; empty: the stack's key. HealthLake requires a data
+	// store encrypted with a customer-managed key to deliver to a bus on
+	// that same key (HealthLake Developer Guide, "Creating a
+	// Subscription"): set the data store's key here, and add the statement
+	// of the stack output NotificationBusKeyPolicyStatement to its key
+	// policy (docs/DEPLOY.md). Only with FastPath.
+	FastPathBusKey string
 	// FastPathFlushAfter is how long the fast-path Lambda keeps what it
 	// published before it writes its record object (CDC_FAST_PATH_FLUSH_AFTER):
 	// 10 s by default, a twelfth of the default 2-minute safety lag, so the
@@ -266,6 +274,9 @@ func (c Config) QuotaAdvice(region string) string {
 	return fmt.Sprintf("PutEventsQuota %.0f is below %s's default PutEvents quota of %.0f requests/s: the pipeline publishes at %.0f events/s where it could at %.0f; set PutEventsQuota to %.0f, or to the account's quota if it was changed (docs/DEPLOY.md)",
 		c.PutEventsQuota, region, def, c.PutEventsQuota*c.PutEventsShare*10, def*c.PutEventsShare*10, def)
 }
+
+// kmsKeyARN matches a KMS key's ARN (not an alias's).
+var kmsKeyARN = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$`)
 
 // Default returns the configuration the stack deploys.
 func Default() Config {
@@ -533,6 +544,12 @@ func (c Config) Validate() error {
 	}
 	if c.FastPathPayload != "full-resource" && c.FastPathPayload != "id-only" {
 		bad("FastPathPayload %q: want full-resource or id-only (the payloads HealthLake documents)", c.FastPathPayload)
+	}
+	switch {
+	case c.FastPathBusKey != "" && !c.FastPath:
+		bad("FastPathBusKey is set but FastPath is off: it encrypts the fast path's notification bus only")
+	case c.FastPathBusKey != "" && !kmsKeyARN.MatchString(c.FastPathBusKey):
+		bad("FastPathBusKey %q: want a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>), the data store's key itself, not an alias", c.FastPathBusKey)
 	}
 	for _, name := range Lambdas() {
 		fn, _ := c.Function(name)

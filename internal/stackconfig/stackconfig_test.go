@@ -390,3 +390,26 @@ func TestQuotaAdviceComparesWithTheRegionsDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestFastPathBusKeyIsAKeyARNWithTheFastPath: the notification bus's key
+// must be a KMS key's ARN (HealthLake wants the data store's key itself,
+// not an alias) and is refused without the fast path, which alone uses it.
+func TestFastPathBusKeyIsAKeyARNWithTheFastPath(t *testing.T) {
+	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	c := Default()
+	c.FastPath = true
+	c.FastPathBusKey = key
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a key ARN with the fast path: %v", err)
+	}
+	for _, bad := range []string{"alias/healthlake", "arn:aws:kms:us-east-1:123456789012:alias/healthlake", "1234abcd-12ab-34cd-56ef-1234567890ab"} {
+		c.FastPathBusKey = bad
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "FastPathBusKey") {
+			t.Errorf("%q: %v, want refused", bad, err)
+		}
+	}
+	c.FastPath, c.FastPathBusKey = false, key
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "FastPath is off") {
+		t.Errorf("without the fast path: %v, want refused", err)
+	}
+}
