@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -110,7 +112,7 @@ func newHarness(t *testing.T, handle func(fn string, in map[string]any) (any, bo
 func newHarnessWith(t *testing.T, overrides map[string]string, handle func(fn string, in map[string]any) (any, bool, error)) *harness {
 	t.Helper()
 	ctx := context.Background()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	cfg := env.Config()
 	h := &harness{t: t, l: &lambdas{handle: handle}}
 	h.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })

@@ -10,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
 func TestFHIRSubcommandDeletes(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	env.Gateway.Handle(localaws.ServiceHealthLake, fakehealthlake.New(fakehealthlake.Options{Datastores: []string{"local"}}))
 	ctx := context.Background()
 	if code := run(ctx, []string{"fhir", "PUT", "Patient/p1", "--endpoint", env.URL}, strings.NewReader(`{"resourceType":"Patient","id":"p1"}`), io.Discard, io.Discard); code != exitOK {

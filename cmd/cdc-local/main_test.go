@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
@@ -50,7 +52,7 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 }
 
 func TestFHIRSubcommandSignsRequestsTheEmulatorAccepts(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	env.Gateway.Handle(localaws.ServiceHealthLake, fakehealthlake.New(fakehealthlake.Options{Datastores: []string{"local"}}))
 	ctx := context.Background()
 	body := `{"resourceType":"Patient","id":"p1","name":[{"family":"Doe"}]}`
@@ -88,7 +90,7 @@ func TestBannerCurlLineIsAccepted(t *testing.T) {
 	if err != nil {
 		t.Skip("curl not installed")
 	}
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	env.Gateway.Handle(localaws.ServiceHealthLake, fakehealthlake.New(fakehealthlake.Options{Datastores: []string{"local"}}))
 	body := `{"resourceType":"Patient","id":"c1","name":[{"family":"Curl"}]}`
 	cmd := exec.Command(curl, "-sS", "-f", "--aws-sigv4", "aws:amz:"+env.Region+":healthlake",

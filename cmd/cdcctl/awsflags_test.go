@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
@@ -32,7 +34,7 @@ type ctlStack struct {
 
 func newCtlStack(t *testing.T) *ctlStack {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	fake := runlocktest.NewSFN()
 	env.Gateway.Handle(localaws.ServiceSFN, fake)
 	db := dynamodb.NewFromConfig(env.Config())

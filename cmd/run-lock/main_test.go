@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -18,7 +20,7 @@ import (
 )
 
 func TestWiringServesTheActionsAgainstLocalAWS(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	fake := runlocktest.NewSFN()
 	env.Gateway.Handle(localaws.ServiceSFN, fake)
 	if err := runlock.CreateTable(context.Background(), dynamodb.NewFromConfig(env.Config()), "cdc-wiring"); err != nil {

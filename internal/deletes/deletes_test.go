@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -61,7 +63,7 @@ func (c *clock) now() time.Time {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	env.Gateway.Handle(localaws.ServiceEventBridge, fakeeventbridge.New(fakeeventbridge.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink}))
 	c := &clock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/Admiral-Piett/goaws/app/models"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -95,7 +97,7 @@ type world struct {
 func newWorld(t *testing.T, mutate func(*exportjob.Config)) *world {
 	t.Helper()
 	ctx := context.Background()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	awsCfg := env.Config()
 	w := &world{t: t, env: env, logs: &syncBuffer{}, emf: &syncBuffer{}, clk: &clock{t: time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)}}
 	w.s3 = s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })

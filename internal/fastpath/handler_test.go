@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -84,7 +86,7 @@ func (s *syncBuffer) String() string {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	ebe := fakeeventbridge.New(fakeeventbridge.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink})
 	env.Gateway.Handle(localaws.ServiceEventBridge, ebe)

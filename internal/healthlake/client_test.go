@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -43,7 +45,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, secret string, maxAttempts int) *fixture {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	s3c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 	emu := fakehealthlake.New(fakehealthlake.Options{S3: s3c, Datastores: []string{"ds1"}, Manual: true})
 	env.Gateway.Handle(localaws.ServiceHealthLake, emu)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
@@ -143,7 +145,7 @@ func TestCreateResourceRefusalCarriesTheOutcomeNotTheBody(t *testing.T) {
 }
 
 func TestCreateResourceReadsLocationWithoutBody(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	var prefer string
 	env.Gateway.Handle(localaws.ServiceHealthLake, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		prefer = r.Header.Get("Prefer")
@@ -165,7 +167,7 @@ func TestCreateResourceReadsLocationWithoutBody(t *testing.T) {
 }
 
 func TestCreateResourceWithoutIDFails(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	env.Gateway.Handle(localaws.ServiceHealthLake, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", `W/"1"`)
 		w.WriteHeader(http.StatusCreated)
@@ -231,7 +233,7 @@ func TestDeleteResourceIsRetriedAndAbsentIsReported(t *testing.T) {
 	if err := f.client.DeleteResource(ctx, "ds1", "Patient", w.ID); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	env.Gateway.Handle(localaws.ServiceHealthLake, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/fhir+json")
 		w.WriteHeader(http.StatusNotFound)
@@ -249,7 +251,7 @@ func TestDeleteResourceIsRetriedAndAbsentIsReported(t *testing.T) {
 }
 
 func TestSearchResourcesFollowsNextLinks(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	emu := fakehealthlake.New(fakehealthlake.Options{Datastores: []string{"ds1"}, Manual: true, SearchMaxCount: 2, HistoryLag: 1 << 40})
 	l := &wireLog{next: emu}
 	env.Gateway.Handle(localaws.ServiceHealthLake, l)
@@ -299,7 +301,7 @@ func TestSearchResourcesFollowsNextLinks(t *testing.T) {
 }
 
 func TestSearchResourcesRefusesForeignNextLink(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	env.Gateway.Handle(localaws.ServiceHealthLake, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/fhir+json")
 		_, _ = w.Write([]byte(`{"resourceType":"Bundle","type":"searchset","link":[{"relation":"next","url":"https://elsewhere.example/x"}],"entry":[]}`))

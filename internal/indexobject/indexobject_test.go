@@ -4,12 +4,13 @@ import (
 	"context"
 	"testing"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/indexobject"
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 // TestPutWritesAReadableIndexObject: over a real S3 client (gofakes3), Put
@@ -17,7 +18,7 @@ import (
 // back, with the index object's content type and encoding; no entries,
 // no object.
 func TestPutWritesAReadableIndexObject(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	ctx := context.Background()
 	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("art")}); err != nil {

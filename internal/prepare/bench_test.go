@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -39,7 +41,6 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 // countingBus is an in-memory bus: it accepts every entry and keeps counts only.
@@ -184,7 +185,7 @@ func benchHandler(b *testing.B, files []benchFile, overHTTP, batched bool) {
 	bus := newCountingBus()
 	var s3c prepare.S3API
 	if overHTTP {
-		env := localaws.StartTest(b)
+		env := localawstest.Start(b)
 		c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 		if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 			b.Fatal(err)

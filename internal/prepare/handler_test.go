@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -53,7 +55,7 @@ type rig struct {
 
 func newRig(t testing.TB, maxRequestBytes int) *rig {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	em := fakeeventbridge.New(fakeeventbridge.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink, MaxRequestBytes: maxRequestBytes})
 	env.Gateway.Handle(localaws.ServiceEventBridge, em)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -23,7 +25,7 @@ import (
 // PutEvents quota of quota requests/s with a bucket of burst.
 func quotaRig(t *testing.T, quota float64, burst int) *rig {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	em := fakeeventbridge.New(fakeeventbridge.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink,
 		PutEventsQuota: quota, PutEventsBurst: burst})

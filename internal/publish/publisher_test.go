@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -51,7 +53,7 @@ func (r *recorder) callSizes() []int {
 
 func newRig(t *testing.T, opts fakeeventbridge.Options) *rig {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	opts.Sink = sink
 	opts.Buses = append(opts.Buses, testBus)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -59,7 +61,7 @@ func newRig(t *testing.T, partitions int) *rig {
 
 func newRigWith(t *testing.T, partitions int, mutate func(*reconcile.Config)) *rig {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	env.Gateway.Handle(localaws.ServiceEventBridge, fakeeventbridge.New(fakeeventbridge.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink}))
 	hl := fakehealthlake.New(fakehealthlake.Options{Region: env.Region, AccountID: env.AccountID, Datastores: []string{dsID}})

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -33,7 +35,7 @@ type exportWorld struct {
 func newExportWorld(t *testing.T) *exportWorld {
 	t.Helper()
 	ctx := context.Background()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	awsCfg := env.Config()
 	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
 	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("artifacts")}); err != nil {

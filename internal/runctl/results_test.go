@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl/s3objects"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 func put(t *testing.T, c *s3.Client, bucket, key, body string) {
@@ -41,7 +42,7 @@ func jsonOf(v any) string {
 }
 
 func TestMapResultsOverS3(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 	if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("art")}); err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func batchChild(name, status string, keys []string, summary map[string]any) map[
 }
 
 func TestMapResultsSumsBatchAndSingleFileOutputs(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 	if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("art")}); err != nil {
 		t.Fatal(err)

@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -81,7 +82,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts ...func(*runlock.Config)) *fixture {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	db := dynamodb.NewFromConfig(env.Config())
 	table := fmt.Sprintf("runctl-%d", tableSeq.Add(1))
 	if err := runlock.CreateTable(context.Background(), db, table); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -105,7 +107,7 @@ var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 func newFixture(t *testing.T, mutate func(*Config)) *fixture {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	db := dynamodb.NewFromConfig(env.Config())
 	f := &fixture{env: env, db: db, table: fmt.Sprintf("runlock-%d", tableSeq.Add(1)),
 		clock: newClock(t0), owners: newOwners(), logs: &syncBuffer{}}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock/runlocktest"
@@ -11,7 +13,7 @@ import (
 )
 
 func TestSFNOwnerCheckerOverTheSDK(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	fake := runlocktest.NewSFN()
 	env.Gateway.Handle(localaws.ServiceSFN, fake)
 	checker := SFNOwnerChecker{Client: sfn.NewFromConfig(env.Config())}

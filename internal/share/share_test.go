@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/share"
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 func TestOfDividesTheShareAmongLiveChildren(t *testing.T) {
@@ -33,7 +34,7 @@ func TestOfDividesTheShareAmongLiveChildren(t *testing.T) {
 // count the children of one run only, a retried child is counted once, a
 // child that leaves or whose lease expires stops counting.
 func TestBoardCountsLiveChildren(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	db := dynamodb.NewFromConfig(env.Config())
 	ctx := context.Background()
 	if err := runlock.CreateTable(ctx, db, "cdc"); err != nil {
@@ -80,7 +81,7 @@ func TestBoardCountsLiveChildren(t *testing.T) {
 // part before it returns (so it never starts above it), follows the number
 // of live siblings at each beat, and stop leaves the board.
 func TestKeepBeatsBeforeItReturnsAndLeavesAtStop(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	db := dynamodb.NewFromConfig(env.Config())
 	ctx := context.Background()
 	if err := runlock.CreateTable(ctx, db, "cdc"); err != nil {

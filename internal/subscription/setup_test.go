@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
@@ -132,7 +134,7 @@ type fixture struct {
 // client signing as that role.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	clk := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	notes := &handshakes{}
 	key := localaws.PrincipalAccessKeyID(string(iampolicy.FastPathSetup))

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 // recorder is a handler that records every delivery and fails according to
@@ -71,7 +71,7 @@ var queueSeq int
 
 func setup(t *testing.T) fixture {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	client := sqs.NewFromConfig(env.Config())
 	ctx := context.Background()
 	queueSeq++

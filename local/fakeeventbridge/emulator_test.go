@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdk "github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -21,7 +23,7 @@ import (
 // that does not retry (so injected throttling is visible).
 func setup(t *testing.T, opts fakeeventbridge.Options) (*sdk.Client, *fakeeventbridge.Emulator, *localaws.Env) {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	if opts.Region == "" {
 		opts.Region = env.Region
 		opts.AccountID = env.AccountID

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sdk "github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -36,7 +38,7 @@ type rulesEnv struct {
 
 func startRules(t *testing.T, opts fakeeventbridge.Options) *rulesEnv {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	cfg := env.Config()
 	cfg.RetryMaxAttempts = 1
 	sq := sqs.NewFromConfig(cfg)

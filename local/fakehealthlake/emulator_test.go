@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -45,7 +47,7 @@ type fx struct {
 
 func setup(t *testing.T, mutate func(*fakehealthlake.Options)) *fx {
 	t.Helper()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	s3c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 	clk := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	opts := fakehealthlake.Options{S3: s3c, Datastores: []string{"ds1"}, Manual: true, Now: clk.Now}

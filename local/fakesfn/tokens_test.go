@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
@@ -26,7 +28,7 @@ func startSFN(t *testing.T, opts Options) (*Emulator, *awssfn.Client, *localaws.
 
 func startEnv(t *testing.T) *localaws.Env {
 	t.Helper()
-	return localaws.StartTest(t)
+	return localawstest.Start(t)
 }
 
 // startSFNOn serves a new Emulator on env and returns it with an SDK client.

@@ -16,7 +16,7 @@ import (
 
 func TestEnvRoutesRealClientsToEachEmulator(t *testing.T) {
 	ctx := context.Background()
-	env := StartTest(t)
+	env := startTest(t)
 	cfg := env.Config()
 
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
@@ -79,7 +79,7 @@ func TestEnvRoutesRealClientsToEachEmulator(t *testing.T) {
 }
 
 func TestLocalPathsAreServedBeforeServiceRouting(t *testing.T) {
-	env := StartTest(t)
+	env := startTest(t)
 	env.Gateway.HandleLocal("/_local/ping", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("pong"))
 	}))
@@ -104,4 +104,16 @@ func TestLocalPathsAreServedBeforeServiceRouting(t *testing.T) {
 	if env.Gateway.Calls()["s3:GETObject"] != 1 {
 		t.Fatalf("unknown local path not routed to S3: %v", env.Gateway.Calls())
 	}
+}
+
+// startTest is localawstest.Start for this package's own tests (which
+// cannot import it: it imports this package).
+func startTest(t testing.TB) *Env {
+	t.Helper()
+	env, err := Start(Options{})
+	if err != nil {
+		t.Fatalf("start local AWS: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	return env
 }

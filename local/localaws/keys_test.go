@@ -46,7 +46,7 @@ func TestDocumentedKeysAreTheKeys(t *testing.T) {
 // The built-in services refuse a wrong secret with their own errors, and
 // ConfigFor signs with the key's own secret.
 func TestBuiltInServicesVerifySignatures(t *testing.T) {
-	env := StartTest(t)
+	env := startTest(t)
 	ctx := context.Background()
 	as := func(key, secret string) aws.Config {
 		cfg := env.Config()

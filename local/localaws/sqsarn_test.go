@@ -19,7 +19,7 @@ import (
 // empty so that its queue URLs stay on the endpoint's host).
 func TestQueueArnCarriesTheRegion(t *testing.T) {
 	ctx := context.Background()
-	env := StartTest(t)
+	env := startTest(t)
 	c := sqs.NewFromConfig(env.Config())
 	name := fmt.Sprintf("arn-q-%d", time.Now().UnixNano()%1e9)
 	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})

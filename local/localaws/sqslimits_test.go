@@ -17,7 +17,7 @@ import (
 // out of range) with InvalidParameterValue; goaws alone would accept them.
 func TestSQSRefusesOutOfRangeParameters(t *testing.T) {
 	ctx := context.Background()
-	env := StartTest(t)
+	env := startTest(t)
 	c := sqs.NewFromConfig(env.Config())
 	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("limits-q")})
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -27,7 +29,7 @@ import (
 func published(t *testing.T, lines ...string) ([][]byte, *s3.Client) {
 	t.Helper()
 	ctx := context.Background()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	env.Gateway.Handle(localaws.ServiceEventBridge, fakeeventbridge.New(fakeeventbridge.Options{Buses: []string{"cdc"}, Sink: sink, MaxRequestBytes: 2048}))
 	s3c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })

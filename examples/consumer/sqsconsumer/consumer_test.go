@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -18,7 +20,6 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/examples/consumer/replica"
 	"github.com/healthlake-cdc/healthlake-cdc/examples/consumer/sqsconsumer"
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent/s3getter"
 )
@@ -49,7 +50,7 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	f := &fixture{sqs: sqs.NewFromConfig(env.Config()), s3: s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true }), bucket: "artifacts"}
 	name := "consumer-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	dlq, err := f.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})

@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 func TestOpenReadsTheObjectAndNamesMissingOnes(t *testing.T) {
-	env := localaws.StartTest(t)
+	env := localawstest.Start(t)
 	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 	ctx := context.Background()
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("bkt")}); err != nil {
