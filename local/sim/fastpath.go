@@ -285,7 +285,9 @@ func (o *observer) fastPathReport(in fastPathInputs) *FastPathReport {
 	start := in.start.UnixNano()
 	for _, ss := range in.stamps {
 		for _, s := range ss {
-			if s.at >= start && (act == 0 || s.at < act) {
+			// <= act: the simulation runs in virtual time, where a write
+			// and the activation can share an instant in either order.
+			if s.at >= start && (act == 0 || s.at <= act) {
 				r.WritesBeforeActivation++
 			}
 		}
@@ -338,7 +340,7 @@ func (o *observer) fastPathReport(in fastPathInputs) *FastPathReport {
 		switch {
 		case dropped[id]:
 			b.Dropped += n
-		case v.notified == 0 && (act == 0 || v.lastUpdated < act):
+		case v.notified == 0 && (act == 0 || v.lastUpdated <= act): // same instant: either order
 			b.BeforeActivation += n
 		case v.notified == 0 && in.stats.Pending > 0 && v.lastUpdated >= in.end.Add(-in.maxNotificationDelay).UnixNano():
 			b.Pending += n
