@@ -40,6 +40,18 @@ type dashboardInputs struct {
 // DashboardName is the CloudWatch dashboard of a pipeline.
 func DashboardName(pipeline string) string { return pipeline + "-Pipeline" }
 
+// pipelineMetric is one of the pipeline's own metrics (namespace
+// MetricNamespace, dimension Pipeline) with its statistic and period.
+func pipelineMetric(pipeline, name, stat string, period awscdk.Duration) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String(MetricNamespace),
+		MetricName:    jsii.String(name),
+		DimensionsMap: &map[string]*string{MetricDimension: jsii.String(pipeline)},
+		Statistic:     jsii.String(stat),
+		Period:        period,
+	})
+}
+
 // newDashboard builds the operators' picture of a pipeline: its alarms,
 // checkpoint lag, what each window published, the export wait, the lines
 // that did not reach the bus, run outcomes, dead-letter queue depth and
@@ -48,15 +60,8 @@ func DashboardName(pipeline string) string { return pipeline + "-Pipeline" }
 func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.Dashboard {
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
-	pipelineMetric := func(name, stat, label string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:     jsii.String(MetricNamespace),
-			MetricName:    jsii.String(name),
-			DimensionsMap: &map[string]*string{MetricDimension: jsii.String(in.pipeline)},
-			Statistic:     jsii.String(stat),
-			Period:        five,
-			Label:         jsii.String(label),
-		})
+	labelled := func(name, stat, label string) awscloudwatch.IMetric {
+		return pipelineMetric(in.pipeline, name, stat, five).With(&awscloudwatch.MetricOptions{Label: jsii.String(label)})
 	}
 	graph := func(title string, width float64, left []awscloudwatch.IMetric, ann ...*awscloudwatch.HorizontalAnnotation) awscloudwatch.IWidget {
 		p := &awscloudwatch.GraphWidgetProps{
@@ -100,25 +105,25 @@ func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.
 	}))
 	d.AddWidgets(
 		graph("Checkpoint lag (seconds; line = alarm threshold)", 12,
-			[]awscloudwatch.IMetric{pipelineMetric(metrics.CheckpointLagSeconds, "Maximum", "checkpoint lag")},
+			[]awscloudwatch.IMetric{labelled(metrics.CheckpointLagSeconds, "Maximum", "checkpoint lag")},
 			&awscloudwatch.HorizontalAnnotation{Value: in.lagThreshold, Label: jsii.String("CheckpointLagThresholdSeconds")}),
 		graph("Events per window (5 min)", 12, []awscloudwatch.IMetric{
-			pipelineMetric(metrics.EventsPublished, "Sum", "events published"),
-			pipelineMetric(metrics.ResourcesExported, "Sum", "resources exported"),
-			pipelineMetric(metrics.ClaimChecks, "Sum", "claim-checked"),
+			labelled(metrics.EventsPublished, "Sum", "events published"),
+			labelled(metrics.ResourcesExported, "Sum", "resources exported"),
+			labelled(metrics.ClaimChecks, "Sum", "claim-checked"),
 		}),
 	)
 	d.AddWidgets(
 		graph("Export wait (seconds)", 12, []awscloudwatch.IMetric{
-			pipelineMetric(metrics.ExportWaitSeconds, "Maximum", "export wait, max"),
-			pipelineMetric(metrics.ExportWaitSeconds, "Average", "export wait, average"),
-			pipelineMetric(metrics.ExportNoticeSeconds, "Maximum", "end of export to notice, max"),
-			pipelineMetric(metrics.ExportQueuedSeconds, "Maximum", "export queued behind another job, max"),
+			labelled(metrics.ExportWaitSeconds, "Maximum", "export wait, max"),
+			labelled(metrics.ExportWaitSeconds, "Average", "export wait, average"),
+			labelled(metrics.ExportNoticeSeconds, "Maximum", "end of export to notice, max"),
+			labelled(metrics.ExportQueuedSeconds, "Maximum", "export queued behind another job, max"),
 		}),
 		graph("Lines that did not reach the bus", 12, []awscloudwatch.IMetric{
-			pipelineMetric(metrics.QuarantinedLines, "Sum", "quarantined lines"),
-			pipelineMetric(metrics.EntriesFailed, "Sum", "failed entries"),
-			pipelineMetric(metrics.ExportErrors, "Sum", "export error entries"),
+			labelled(metrics.QuarantinedLines, "Sum", "quarantined lines"),
+			labelled(metrics.EntriesFailed, "Sum", "failed entries"),
+			labelled(metrics.ExportErrors, "Sum", "export error entries"),
 		}),
 	)
 	d.AddWidgets(
@@ -127,12 +132,12 @@ func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.
 			in.stateMachine.MetricFailed(sfnOpts("failed")),
 			in.stateMachine.MetricTimedOut(sfnOpts("timed out")),
 			in.stateMachine.MetricAborted(sfnOpts("aborted")),
-			pipelineMetric(metrics.SkippedRuns, "Sum", "skipped (lock held)"),
+			labelled(metrics.SkippedRuns, "Sum", "skipped (lock held)"),
 		}),
 		graph("Dead-letter queues (messages)", 8, dlqs),
 		graph("PutEvents throttling", 8, []awscloudwatch.IMetric{
 			throttled,
-			pipelineMetric(metrics.EntriesRetried, "Sum", "entries retried by prepare-change"),
+			labelled(metrics.EntriesRetried, "Sum", "entries retried by prepare-change"),
 		}),
 	)
 	if in.fastPath {
@@ -140,8 +145,8 @@ func newDashboard(scope constructs.Construct, in dashboardInputs) awscloudwatch.
 		// it, and what they published that it had not delivered (the
 		// FastPathMissedAlarm's metric).
 		d.AddWidgets(graph("Fast path: versions the windows skipped and missed (5 min)", 24, []awscloudwatch.IMetric{
-			pipelineMetric(metrics.FastPathSkipped, "Sum", "skipped (the fast path had published them)"),
-			pipelineMetric(metrics.FastPathMissed, "Sum", "missed (published by a window, not by the fast path)"),
+			labelled(metrics.FastPathSkipped, "Sum", "skipped (the fast path had published them)"),
+			labelled(metrics.FastPathMissed, "Sum", "missed (published by a window, not by the fast path)"),
 		}))
 	}
 	return d

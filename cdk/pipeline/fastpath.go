@@ -419,25 +419,13 @@ func (b *builder) fastPathAlarms(alarm func(id, desc string, metric awscloudwatc
 		"(FastPathSubscriptionInactive, every 10 minutes), or no check reported: HealthLake stopped it (status error or "+
 		"off) and the check's repair did not make it active again, or the check cannot run. The windows deliver every "+
 		"change meanwhile, minutes later. See docs/OPERATIONS.md, FastPathSubscriptionAlarm.",
-		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:     b.s(MetricNamespace),
-			MetricName:    b.s(metrics.FastPathSubscriptionInactive),
-			DimensionsMap: &map[string]*string{MetricDimension: b.s(b.cfg.Name)},
-			Statistic:     b.s("Maximum"),
-			Period:        checks,
-		}),
+		pipelineMetric(b.cfg.Name, metrics.FastPathSubscriptionInactive, "Maximum", checks),
 		jsii.Number(0), 3, awscloudwatch.TreatMissingData_BREACHING)
 	alarm("FastPathMissedAlarm", "Windows published versions the Subscriptions fast path had not delivered (FastPathMissed > 0 "+
 		"in three consecutive 5-minute periods): HealthLake notifications lost or late, the Subscription not active "+
 		"(status error or off), or the fast-path Lambda failing. Consumers got every version, later than the fast path "+
 		"would have delivered it. See docs/FASTPATH.md: the Subscription's status, the fast-path dead-letter queue and log group.",
-		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:     b.s(MetricNamespace),
-			MetricName:    b.s(metrics.FastPathMissed),
-			DimensionsMap: &map[string]*string{MetricDimension: b.s(b.cfg.Name)},
-			Statistic:     b.s("Sum"),
-			Period:        awscdk.Duration_Minutes(jsii.Number(5)),
-		}),
+		pipelineMetric(b.cfg.Name, metrics.FastPathMissed, "Sum", awscdk.Duration_Minutes(jsii.Number(5))),
 		jsii.Number(0), 3, awscloudwatch.TreatMissingData_NOT_BREACHING)
 }
 

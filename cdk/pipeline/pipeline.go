@@ -912,27 +912,13 @@ func (b *builder) alarms() {
 		b.sm.MetricFailed(&awscloudwatch.MetricOptions{Period: five, Statistic: b.s("Sum")}),
 		jsii.Number(0), 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	alarm("CheckpointLagAlarm", "The checkpoint lags behind now by more than CheckpointLagThresholdSeconds.",
-		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:     b.s(MetricNamespace),
-			MetricName:    b.s(MetricCheckpointLag),
-			DimensionsMap: &map[string]*string{MetricDimension: b.s(pipeline)},
-			Statistic:     b.s("Maximum"),
-			Period:        five,
-		}),
+		pipelineMetric(pipeline, MetricCheckpointLag, "Maximum", five),
 		// Every run, refused ones too, reports the lag: no data for three periods means the
 		// pipeline stopped (schedule off, run-lock failing) — exactly what this alarm is for.
 		p.CheckpointLagThresholdSeconds, 3, awscloudwatch.TreatMissingData_BREACHING)
 	// Lines that did not reach the bus. The descriptions say where to look;
 	// they name no resource (alarm notifications leave the account).
-	pipelineSum := func(name string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:     b.s(MetricNamespace),
-			MetricName:    b.s(name),
-			DimensionsMap: &map[string]*string{MetricDimension: b.s(pipeline)},
-			Statistic:     b.s("Sum"),
-			Period:        five,
-		})
-	}
+	pipelineSum := func(name string) awscloudwatch.IMetric { return pipelineMetric(pipeline, name, "Sum", five) }
 	alarm("QuarantinedLinesAlarm", "prepare-change quarantined lines instead of publishing them (invalid JSON, failed validation, "+
 		"entries EventBridge refused). List them with `cdcctl quarantine --run <run id>`; fix and re-run as in "+
 		"docs/OPERATIONS.md, \"Re-run quarantined records after a fix\".",
