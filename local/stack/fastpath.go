@@ -139,6 +139,16 @@ func (s *Stack) registerFastPath() error {
 	return nil
 }
 
+// setupClient is the HealthLake client of the fast-path-setup role (the
+// custom resource's and the scheduled check's).
+func (s *Stack) setupClient() (*healthlake.Client, error) {
+	hc, err := healthlake.NewFromConfig(s.principalConfig(iampolicy.FastPathSetup), s.Res.HealthLakeEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("stack: fast path setup: %w", err)
+	}
+	return hc, nil
+}
+
 // ensureSubscription creates the SubscriptionTopic and the Subscription as
 // the deployed custom resource does (internal/subscription), signing as
 // the fast-path-setup role. HealthLake activates it after its activation
@@ -147,9 +157,9 @@ func (s *Stack) ensureSubscription(ctx context.Context) error {
 	if !s.opts.FastPath {
 		return nil
 	}
-	hc, err := healthlake.NewFromConfig(s.principalConfig(iampolicy.FastPathSetup), s.Res.HealthLakeEndpoint)
+	hc, err := s.setupClient()
 	if err != nil {
-		return fmt.Errorf("stack: fast path setup: %w", err)
+		return err
 	}
 	if _, err := subscription.Ensure(ctx, hc, s.FastPathSpec()); err != nil {
 		return fmt.Errorf("stack: fast path setup: %w", err)
@@ -166,9 +176,9 @@ func (s *Stack) CheckSubscription(ctx context.Context) error {
 	if !s.opts.FastPath {
 		return nil
 	}
-	hc, err := healthlake.NewFromConfig(s.principalConfig(iampolicy.FastPathSetup), s.Res.HealthLakeEndpoint)
+	hc, err := s.setupClient()
 	if err != nil {
-		return fmt.Errorf("stack: fast path check: %w", err)
+		return err
 	}
 	h, err := subscription.NewCustomResource(hc, s.Res.HealthLakeEndpoint, subscription.CustomResourceOptions{Logger: s.log, Metrics: s.Metrics})
 	if err != nil {
