@@ -446,7 +446,7 @@ func (h *Handler) Shutdown(ctx context.Context) {
 	if len(h.kept) > 0 {
 		h.writeKept(ctx, inv, h.cfg.Now(), requestID(ctx))
 	}
-	h.rep.add(inv, 0, publish.Stats{}, 0)
+	h.rep.addRecord(inv)
 	rep := h.rep
 	h.rep, h.lastReport = tally{}, h.cfg.Now()
 	h.mu.Unlock()
@@ -479,12 +479,22 @@ type tally struct {
 	durationMax                  time.Duration
 }
 
+// addRecord sums what inv did to the environment's record object.
+func (t *tally) addRecord(inv *invocation) {
+	c := inv.c
+	t.c.recorded += c.recorded
+	t.c.recordFailed += c.recordFailed
+	t.c.kept = c.kept // what the environment keeps now
+	if inv.key != "" {
+		t.records++
+		t.record = inv.key
+	}
+}
+
 // add sums one invocation (ps its publisher's stats) into t.
 func (t *tally) add(inv *invocation, claimChecked int64, ps publish.Stats, took time.Duration) {
 	c := inv.c
-	if took > 0 {
-		t.invocations++
-	}
+	t.invocations++
 	t.c.messages += c.messages
 	t.c.handshakes += c.handshakes
 	t.c.heartbeats += c.heartbeats
@@ -497,18 +507,12 @@ func (t *tally) add(inv *invocation, claimChecked int64, ps publish.Stats, took 
 	t.c.vreads += c.vreads
 	t.c.failedVersions += c.failedVersions
 	t.c.failedMessages += c.failedMessages
-	t.c.recorded += c.recorded
-	t.c.recordFailed += c.recordFailed
-	t.c.kept = c.kept // what the environment keeps now
 	t.c.lagMax = max(t.c.lagMax, c.lagMax)
 	t.claimChecked += claimChecked
-	t.calls += int64(ps.Calls)
-	t.retried += int64(ps.Retried)
-	if inv.key != "" {
-		t.records++
-		t.record = inv.key
-	}
+	t.calls += ps.Calls
+	t.retried += ps.Retried
 	t.durationMax = max(t.durationMax, took)
+	t.addRecord(inv)
 	for r, n := range inv.reasons {
 		if t.reasons == nil {
 			t.reasons = map[string]int64{}
