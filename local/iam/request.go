@@ -397,13 +397,28 @@ func (m *Mapper) events(r *http.Request, body []byte) []Check {
 		}
 		return m.arn("events", "event-bus/"+name)
 	}
+	// rule is a rule's ARN as SAR gives it: rule/{name} on the default
+	// bus, rule/{bus}/{name} on a custom one.
+	rule := func(busName, name string) string {
+		if i := strings.LastIndex(busName, "event-bus/"); strings.HasPrefix(busName, "arn:") && i >= 0 {
+			busName = busName[i+len("event-bus/"):]
+		}
+		if busName == "" || busName == "default" {
+			return m.arn("events", "rule/"+name)
+		}
+		return m.arn("events", "rule/"+busName+"/"+name)
+	}
 	var in struct {
-		EventBusName, Name string
-		Entries            []struct{ EventBusName string }
+		EventBusName, Name, Rule string
+		ArchiveName, ReplayName  string
+		EventSourceArn           string
+		Destination              struct{ Arn string }
+		Entries                  []struct{ EventBusName string }
 	}
 	_ = json.Unmarshal(body, &in)
 	action := opAction("events", op)
-	if op == "PutEvents" {
+	switch op {
+	case "PutEvents":
 		seen := map[string]bool{}
 		var out []Check
 		for _, e := range in.Entries {
@@ -416,15 +431,29 @@ func (m *Mapper) events(r *http.Request, body []byte) []Check {
 			out = append(out, check(action, bus(""), nil))
 		}
 		return out
+	case "PutRule", "DescribeRule", "DeleteRule", "EnableRule", "DisableRule":
+		return []Check{check(action, rule(in.EventBusName, in.Name), nil)}
+	case "PutTargets", "RemoveTargets", "ListTargetsByRule":
+		return []Check{check(action, rule(in.EventBusName, in.Rule), nil)}
+	case "CreateArchive":
+		return []Check{check(action, m.arn("events", "archive/"+in.ArchiveName), nil), check(action, bus(in.EventSourceArn), nil)}
+	case "DescribeArchive", "DeleteArchive", "UpdateArchive":
+		return []Check{check(action, m.arn("events", "archive/"+in.ArchiveName), nil)}
+	case "StartReplay":
+		return []Check{check(action, in.EventSourceArn, nil), check(action, bus(in.Destination.Arn), nil),
+			check(action, m.arn("events", "replay/"+in.ReplayName), nil)}
+	case "DescribeReplay", "CancelReplay":
+		return []Check{check(action, m.arn("events", "replay/"+in.ReplayName), nil)}
+	case "CreateEventBus", "DeleteEventBus", "DescribeEventBus", "UpdateEventBus":
+		name := in.Name
+		if name == "" {
+			name = in.EventBusName
+		}
+		return []Check{check(action, bus(name), nil)}
 	}
-	name := in.EventBusName
-	if name == "" && strings.Contains(op, "EventBus") {
-		name = in.Name
-	}
-	if name == "" {
-		return []Check{check(action, "*", nil)}
-	}
-	return []Check{check(action, bus(name), nil)}
+	// ListRules, ListEventBuses, ListArchives, ListReplays, TestEventPattern:
+	// SAR names no resource type.
+	return []Check{check(action, "*", nil)}
 }
 
 // --- Step Functions -----------------------------------------------------------------

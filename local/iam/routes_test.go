@@ -381,3 +381,43 @@ func readAll(r *http.Request) ([]byte, error) {
 	_, err := buf.ReadFrom(r.Body)
 	return buf.Bytes(), err
 }
+
+// TestEventBridgeResourcesOfEachOperation: EventBridge calls are checked
+// against the resources SAR names for their action — a rule's ARN
+// (rule/{name} on the default bus, rule/{bus}/{name} on a custom one), an
+// archive's, a replay's, a bus's — and "*" where SAR names none.
+func TestEventBridgeResourcesOfEachOperation(t *testing.T) {
+	m := testMapper()
+	a := func(res string) string { return "arn:aws:events:" + testRegion + ":" + testAccount + ":" + res }
+	for _, c := range []struct {
+		op   string
+		body map[string]any
+		want []string
+	}{
+		{"PutEvents", map[string]any{"Entries": []any{map[string]any{"EventBusName": "cdc"}, map[string]any{}}}, []string{a("event-bus/cdc"), a("event-bus/default")}},
+		{"PutRule", map[string]any{"Name": "r1"}, []string{a("rule/r1")}},
+		{"PutRule", map[string]any{"Name": "r1", "EventBusName": "cdc"}, []string{a("rule/cdc/r1")}},
+		{"PutTargets", map[string]any{"Rule": "r1", "EventBusName": a("event-bus/cdc")}, []string{a("rule/cdc/r1")}},
+		{"ListTargetsByRule", map[string]any{"Rule": "r1"}, []string{a("rule/r1")}},
+		{"CreateArchive", map[string]any{"ArchiveName": "ar", "EventSourceArn": a("event-bus/cdc")}, []string{a("archive/ar"), a("event-bus/cdc")}},
+		{"StartReplay", map[string]any{"ReplayName": "rp", "EventSourceArn": a("archive/ar"), "Destination": map[string]any{"Arn": a("event-bus/cdc")}},
+			[]string{a("archive/ar"), a("event-bus/cdc"), a("replay/rp")}},
+		{"DescribeReplay", map[string]any{"ReplayName": "rp"}, []string{a("replay/rp")}},
+		{"DescribeEventBus", map[string]any{"Name": "cdc"}, []string{a("event-bus/cdc")}},
+		{"ListRules", map[string]any{"EventBusName": "cdc"}, []string{"*"}},
+	} {
+		b, _ := json.Marshal(c.body)
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(b))
+		r.Header.Set("X-Amz-Target", "AWSEvents."+c.op)
+		var got []string
+		for _, ch := range m.Checks("events", r, b) {
+			if ch.Action != "events:"+c.op {
+				t.Errorf("%s: action %s", c.op, ch.Action)
+			}
+			got = append(got, ch.Resource)
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s %v: resources %v, want %v", c.op, c.body, got, c.want)
+		}
+	}
+}
