@@ -11,8 +11,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 )
 
-// The scheduled check (docs/FASTPATH.md, "The Subscription between
-// deploys"): every stackconfig.FastPathCheckEvery a schedule invokes the
+// The scheduled check (docs/FASTPATH.md, "What the stack creates"): every stackconfig.FastPathCheckEvery a schedule invokes the
 // setup Lambda with CheckEvent. It repairs the pipeline's Subscription as
 // a deploy would — replaces one in error or off or with other settings,
 // creates one deleted by hand — and reports whether HealthLake has it
@@ -96,12 +95,8 @@ func (h *CustomResource) HandleCheck(ctx context.Context, ev CheckEvent) error {
 		h.opts.Logger.Error("fast-path-setup check: bad properties", "error", err.Error())
 		return fmt.Errorf("fast-path-setup check: %w", err)
 	}
-	work := ctx
-	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		work, cancel = context.WithDeadline(ctx, deadline.Add(-h.opts.Margin))
-		defer cancel()
-	}
+	work, cancel := h.beforeMargin(ctx)
+	defer cancel()
 	res, repaired, err := Check(work, h.api, spec)
 	log := h.opts.Logger.With("check", true, "topicId", res.TopicID, "subscriptionId", res.SubscriptionID,
 		"status", res.Status, "changes", res.Changes)

@@ -222,18 +222,24 @@ func specOf(props map[string]any, endpoint string) (Spec, error) {
 	return spec, nil
 }
 
+// beforeMargin bounds ctx by its deadline less Margin, so that the
+// HealthLake calls end in time for the answer (ctx as it is without a
+// deadline).
+func (h *CustomResource) beforeMargin(ctx context.Context) (context.Context, context.CancelFunc) {
+	if deadline, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, deadline.Add(-h.opts.Margin))
+	}
+	return ctx, func() {}
+}
+
 // Handle serves one custom resource event: it does the work, then PUTs
 // the response to the event's ResponseURL. It returns an error only when
 // the response could not be delivered (the invocation then fails and
 // Lambda's asynchronous retries run it again: Ensure and Remove are
 // idempotent).
 func (h *CustomResource) Handle(ctx context.Context, ev cfn.Event) error {
-	work := ctx
-	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		work, cancel = context.WithDeadline(ctx, deadline.Add(-h.opts.Margin))
-		defer cancel()
-	}
+	work, cancel := h.beforeMargin(ctx)
+	defer cancel()
 	out := h.apply(work, ev)
 	resp := cfn.Response{
 		Status: cfn.StatusSuccess, RequestID: ev.RequestID, LogicalResourceID: ev.LogicalResourceID,
