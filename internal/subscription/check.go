@@ -39,20 +39,22 @@ type CheckEvent struct {
 // (requested or active, with the spec's settings), nor when the pipeline
 // has neither topic nor Subscription — the stack is being deleted, or was
 // never created: creating one then could leave a Subscription no stack
-// removes. Otherwise it runs Ensure; repaired says whether that changed
-// anything.
+// removes. Otherwise it does what Ensure does, on the same reading of the
+// data store (so it never creates a topic); repaired says whether that
+// changed anything.
 func Check(ctx context.Context, api API, spec Spec) (res Result, repaired bool, err error) {
 	if err := spec.Validate(); err != nil {
 		return Result{}, false, err
 	}
-	cur, err := Status(ctx, api, spec)
+	st, err := lookup(ctx, api, spec)
 	if err != nil {
 		return Result{}, false, fmt.Errorf("check subscription: %w", err)
 	}
+	cur := st.status(spec)
 	if cur.UpToDate || (cur.TopicID == "" && cur.SubscriptionID == "") {
 		return cur, false, nil
 	}
-	res, err = Ensure(ctx, api, spec)
+	res, err = st.ensure(ctx, api, spec)
 	if err != nil {
 		return res, len(res.Changes) > 0, fmt.Errorf("check subscription: %w", err)
 	}
@@ -97,6 +99,10 @@ func (h *CustomResource) HandleCheck(ctx context.Context, ev CheckEvent) error {
 	}
 	work, cancel := h.beforeMargin(ctx)
 	defer cancel()
+	// A Delete of the custom resource waits this long for a check that was
+	// running while it removed the pipeline's resources (sweep).
+	work, stop := context.WithTimeout(work, h.opts.CheckBudget)
+	defer stop()
 	res, repaired, err := Check(work, h.api, spec)
 	log := h.opts.Logger.With("check", true, "topicId", res.TopicID, "subscriptionId", res.SubscriptionID,
 		"status", res.Status, "changes", res.Changes)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
 )
 
@@ -152,5 +154,37 @@ func TestServeTakesCustomResourceEvents(t *testing.T) {
 	}
 	if err := c.h.Serve(context.Background(), json.RawMessage(`[1,2]`)); err == nil {
 		t.Error("an event that is neither a check nor a custom resource event was served")
+	}
+}
+
+// TestCheckStopsAtItsBudget: the check's HealthLake calls are cut off
+// after CheckBudget, the bound a Delete waits out before its second pass.
+func TestCheckStopsAtItsBudget(t *testing.T) {
+	f := newFixture(t)
+	h, err := subscription.NewCustomResource(f.hl, f.env.URL, subscription.CustomResourceOptions{
+		Logger: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil)), CheckBudget: time.Nanosecond,
+		Sleep: func(context.Context, time.Duration) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := `{"check":{"DatastoreId":"ds1","Types":"Patient,Observation","BusArn":"` + testBus + `","Payload":"full-resource","Name":"cdc-test"}}`
+	err = h.Serve(context.Background(), json.RawMessage(raw))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a check past its budget returned %v, want the deadline", err)
+	}
+	if w := writes(f.wire.take()); len(w) != 0 {
+		t.Errorf("a check past its budget wrote %q", w)
+	}
+}
+
+// TestDeleteWaitFitsTheSetupTimeout: the deployed setup Lambda's timeout
+// holds a Delete's first pass (given 30 s here), the wait for a running
+// check, the second pass's reserve and the margin kept for the answer.
+func TestDeleteWaitFitsTheSetupTimeout(t *testing.T) {
+	timeout := stackconfig.Default().FastPathSetupFunction.Timeout
+	need := 30*time.Second + subscription.DefaultCheckBudget + subscription.DefaultCheckSettle + 10*time.Second + 10*time.Second
+	if need > timeout {
+		t.Errorf("a Delete needs %v, the setup Lambda has %v", need, timeout)
 	}
 }

@@ -104,7 +104,25 @@ type CustomResourceOptions struct {
 	// Metrics receives the scheduled check's metrics (HandleCheck); nil
 	// emits none.
 	Metrics *metrics.Recorder
+	// CheckBudget bounds the scheduled check's HealthLake calls: they are
+	// cut off this long after the check starts. A Delete that removed the
+	// pipeline's resources waits this long and CheckSettle more, then
+	// removes what a check running meanwhile created (sweep). Default
+	// DefaultCheckBudget.
+	CheckBudget time.Duration
+	// CheckSettle is the Delete's wait beyond CheckBudget: for a write the
+	// check sent just before its cut-off, which HealthLake may still
+	// apply. Default DefaultCheckSettle.
+	CheckSettle time.Duration
 }
+
+// Defaults of CustomResourceOptions.CheckBudget and CheckSettle: with the
+// deployed 120-second timeout of the setup Lambda a Delete has time for
+// both passes and the wait.
+const (
+	DefaultCheckBudget = 45 * time.Second
+	DefaultCheckSettle = 15 * time.Second
+)
 
 // NewCustomResource returns the handler; endpoint is the HealthLake
 // endpoint the FHIR base of the properties' data store is built from
@@ -130,6 +148,12 @@ func NewCustomResource(api API, endpoint string, opts CustomResourceOptions) (*C
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = backoff.Sleep
+	}
+	if opts.CheckBudget <= 0 {
+		opts.CheckBudget = DefaultCheckBudget
+	}
+	if opts.CheckSettle <= 0 {
+		opts.CheckSettle = DefaultCheckSettle
 	}
 	return &CustomResource{api: api, endpoint: strings.TrimRight(endpoint, "/"), opts: opts}, nil
 }
@@ -371,7 +395,52 @@ func (h *CustomResource) remove(ctx context.Context, ev cfn.Event) outcome {
 	for _, t := range st.topics {
 		out.changes = append(out.changes, "deleted "+TopicType+"/"+t.ID)
 	}
+	if len(st.subs)+len(st.topics) > 0 {
+		h.sweep(ctx, spec, st, &out)
+	}
 	return out
+}
+
+// sweepReserve is what sweep leaves of the Delete's time for its second
+// pass.
+const sweepReserve = 10 * time.Second
+
+// sweep is the second pass of a Delete that removed the pipeline's
+// resources (removed). CloudFormation deletes the check's schedule before
+// the custom resource, but not a check already running: one that read the
+// data store before the first pass can still create a Subscription after it
+// — on a topic just deleted, where lookup no longer finds it. sweep waits
+// until such a check's HealthLake calls are cut off (CheckBudget, then
+// CheckSettle), then deletes the pipeline's Subscriptions on the removed
+// topics and whatever lookup finds again. A check that reads the data store
+// after the first pass finds neither topic nor Subscription and creates
+// nothing. A failure here leaves the Delete successful, with a warning.
+func (h *CustomResource) sweep(ctx context.Context, spec Spec, removed *state, out *outcome) {
+	wait := h.opts.CheckBudget + h.opts.CheckSettle
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(deadline)-sweepReserve)
+	}
+	if wait > 0 {
+		if err := h.opts.Sleep(ctx, wait); err != nil {
+			out.note = "second pass not made: " + err.Error()
+			return
+		}
+	}
+	late, err := lookupWith(ctx, h.api, spec, removed.topicIDs())
+	if err == nil && len(late.subs)+len(late.topics) > 0 {
+		err = late.remove(ctx, h.api, spec)
+	}
+	if err != nil {
+		out.note = "second pass failed (search the data store for Subscriptions of the pipeline, docs/DEPLOY.md): " + reason(err)
+		h.opts.Logger.Warn("fast-path-setup: the Delete's second pass failed", "error", err.Error())
+		return
+	}
+	for _, s := range late.subs {
+		out.changes = append(out.changes, "deleted "+SubscriptionType+"/"+s.ID+" (created by a check during the deletion)")
+	}
+	for _, t := range late.topics {
+		out.changes = append(out.changes, "deleted "+TopicType+"/"+t.ID+" (created during the deletion)")
+	}
 }
 
 // reason is a FAILED response's Reason: the error text, cut to about

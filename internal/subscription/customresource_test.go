@@ -449,3 +449,101 @@ func TestNewFromEnv(t *testing.T) {
 		t.Errorf("without endpoint or region: %v", err)
 	}
 }
+
+// TestDeleteRemovesWhatACheckCreatedDuringIt: CloudFormation deletes the
+// check's schedule before the custom resource, but a check already running
+// may have read the data store before the Delete's first pass and create a
+// Subscription after it, on the topic just deleted. The Delete waits out
+// the check's budget and removes it in a second pass.
+func TestDeleteRemovesWhatACheckCreatedDuringIt(t *testing.T) {
+	c := newCRFixture(t)
+	ctx := context.Background()
+	created := c.handle(t, c.event(cfn.RequestCreate, "", c.props(), nil))
+	first, _ := created.Data["SubscriptionId"].(string)
+	topic, _ := created.Data["TopicId"].(string)
+	// Deleted by hand: the next check creates it again.
+	if err := c.hl.DeleteResource(ctx, "ds1", subscription.SubscriptionType, first); err != nil {
+		t.Fatal(err)
+	}
+
+	// The check stops at its first write until the Delete's first pass is done.
+	atWrite, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.wire.setBefore(func(r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/Subscription") {
+			once.Do(func() {
+				close(atWrite)
+				<-proceed
+			})
+		}
+	})
+	checkDone := make(chan error, 1)
+	go func() {
+		raw := `{"check":{"DatastoreId":"ds1","Types":"Patient,Observation","BusArn":"` + testBus + `","Payload":"full-resource","Name":"cdc-test"}}`
+		checkDone <- c.h.Serve(ctx, json.RawMessage(raw))
+	}()
+	<-atWrite
+
+	var waited time.Duration
+	var checkErr error
+	h, err := subscription.NewCustomResource(c.hl, c.env.URL, subscription.CustomResourceOptions{
+		Logger: slog.New(slog.NewJSONHandler(c.logs, nil)),
+		Sleep: func(_ context.Context, d time.Duration) error {
+			if waited == 0 {
+				// The Delete's wait: the check goes on and ends meanwhile.
+				waited = d
+				close(proceed)
+				checkErr = <-checkDone
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.h = h
+	gone := c.handle(t, c.event(cfn.RequestDelete, created.PhysicalResourceID, c.props(), nil))
+	if checkErr != nil {
+		t.Fatalf("check: %v", checkErr)
+	}
+	if gone.Status != cfn.StatusSuccess {
+		t.Fatalf("delete %+v", gone)
+	}
+	if want := subscription.DefaultCheckBudget + subscription.DefaultCheckSettle; waited != want {
+		t.Errorf("the Delete waited %v, want the check's budget and settle time, %v", waited, want)
+	}
+	subs, err := c.hl.SearchResources(ctx, "ds1", subscription.SubscriptionType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range subs {
+		var s struct{ ID, Criteria string }
+		_ = json.Unmarshal(raw, &s)
+		t.Errorf("Subscription/%s (criteria %s) outlived the Delete", s.ID, s.Criteria)
+	}
+	c.absent(t, "SubscriptionTopic", topic)
+	if !strings.Contains(c.logs.String(), "(created by a check during the deletion)") {
+		t.Errorf("the Delete's log does not name what the second pass removed:\n%s", c.logs.String())
+	}
+}
+
+// TestDeleteOfNothingDoesNotWait: a Delete that found nothing of the
+// pipeline (a repeated Delete, a rollback of a Create that made nothing)
+// has nothing a check could race with, and answers at once.
+func TestDeleteOfNothingDoesNotWait(t *testing.T) {
+	c := newCRFixture(t)
+	var waits []time.Duration
+	h, err := subscription.NewCustomResource(c.hl, c.env.URL, subscription.CustomResourceOptions{
+		Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.h = h
+	if gone := c.handle(t, c.event(cfn.RequestDelete, subscription.PipelineID(c.spec()), c.props(), nil)); gone.Status != cfn.StatusSuccess {
+		t.Fatalf("delete %+v", gone)
+	}
+	if len(waits) != 0 {
+		t.Errorf("a Delete that removed nothing waited %v", waits)
+	}
+}

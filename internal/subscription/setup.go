@@ -243,6 +243,11 @@ func Ensure(ctx context.Context, api API, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("ensure subscription: %w", err)
 	}
+	return st.ensure(ctx, api, spec)
+}
+
+// ensure is Ensure on what lookup found (st), for a valid spec.
+func (st *state) ensure(ctx context.Context, api API, spec Spec) (Result, error) {
 	var res Result
 	topic := st.chooseTopic(spec)
 	topicStale := topic != nil && !topic.upToDate(spec)
@@ -276,6 +281,7 @@ func Ensure(ctx context.Context, api API, spec Spec) (Result, error) {
 		if w.Retried {
 			// An earlier attempt may have created a topic too: it is one of
 			// the duplicates deleted below.
+			var err error
 			if st.topics, err = findTopics(ctx, api, spec); err != nil {
 				return res, fmt.Errorf("ensure subscription: %w", err)
 			}
@@ -614,14 +620,26 @@ type state struct {
 
 // lookup finds the pipeline's topics and Subscriptions.
 func lookup(ctx context.Context, api API, spec Spec) (*state, error) {
+	return lookupWith(ctx, api, spec, nil)
+}
+
+// lookupWith is lookup that also finds the pipeline's Subscriptions on the
+// topics named by gone, which may no longer exist.
+func lookupWith(ctx context.Context, api API, spec Spec, gone []string) (*state, error) {
 	topics, err := findTopics(ctx, api, spec)
 	if err != nil {
 		return nil, err
 	}
 	st := &state{topics: topics}
+	ids := append(st.topicIDs(), gone...)
 	seen := map[string]bool{}
-	for _, t := range topics {
-		raws, err := search(ctx, api, spec.DatastoreID, SubscriptionType, url.Values{"criteria": {spec.Criteria(t.ID)}})
+	searched := map[string]bool{}
+	for _, topicID := range ids {
+		if searched[topicID] {
+			continue
+		}
+		searched[topicID] = true
+		raws, err := search(ctx, api, spec.DatastoreID, SubscriptionType, url.Values{"criteria": {spec.Criteria(topicID)}})
 		if err != nil {
 			return nil, fmt.Errorf("find the Subscription: %w", err)
 		}
@@ -630,7 +648,7 @@ func lookup(ctx context.Context, api API, spec Spec) (*state, error) {
 			if json.Unmarshal(raw, &s) != nil || s.ResourceType != SubscriptionType || s.ID == "" || seen[s.ID] {
 				continue
 			}
-			if topicOf(s.Criteria) != t.ID || s.Reason != Reason(spec.Name) {
+			if topicOf(s.Criteria) != topicID || s.Reason != Reason(spec.Name) {
 				continue
 			}
 			seen[s.ID] = true
@@ -638,6 +656,15 @@ func lookup(ctx context.Context, api API, spec Spec) (*state, error) {
 		}
 	}
 	return st, nil
+}
+
+// topicIDs returns the ids of the topics found.
+func (st *state) topicIDs() []string {
+	ids := make([]string, 0, len(st.topics))
+	for _, t := range st.topics {
+		ids = append(ids, t.ID)
+	}
+	return ids
 }
 
 // search searches a type by params; a server that refuses the parameter

@@ -56,6 +56,8 @@ type wire struct {
 	reqs []string // "METHOD /path?query"
 	// lose, when it returns true, serves the request and answers 500.
 	lose func(r *http.Request) bool
+	// before, when set, runs before each request is served.
+	before func(r *http.Request)
 }
 
 func (w *wire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -66,7 +68,11 @@ func (w *wire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.reqs = append(w.reqs, line)
 	lose := w.lose != nil && w.lose(r)
+	before := w.before
 	w.mu.Unlock()
+	if before != nil {
+		before(r)
+	}
 	if lose {
 		w.next.ServeHTTP(httptest.NewRecorder(), r)
 		http.Error(rw, "internal error", http.StatusInternalServerError)
@@ -79,6 +85,12 @@ func (w *wire) setLose(lose func(r *http.Request) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lose = lose
+}
+
+func (w *wire) setBefore(before func(r *http.Request)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.before = before
 }
 
 // take returns the requests so far and forgets them.
