@@ -63,12 +63,18 @@ type Stats struct {
 	CrashesAfter   int64 `json:"crashesAfter"`   // injected crashes after the handler returned
 	// DurationMs is the handlers' total run time, for the cost model's GB-seconds.
 	DurationMs float64 `json:"durationMs"`
+	// Environments counts the execution environments made, and
+	// EnvironmentsShutDown those shut down (idle, or by Shutdown), of a
+	// function registered with RegisterEnvironments.
+	Environments         int64 `json:"environments,omitempty"`
+	EnvironmentsShutDown int64 `json:"environmentsShutDown,omitempty"`
 }
 
 type function struct {
 	name    string
 	arn     string
-	handler lambda.Handler
+	handler lambda.Handler // nil for a function of environments (envs)
+	envs    *environments  // nil for one shared handler
 	timeout time.Duration
 	stats   struct{ invocations, errors, before, after, nanos atomic.Int64 }
 	// durations holds each run's duration in seconds (handler runs only).
@@ -139,24 +145,54 @@ func (r *Registry) Timeout(function string) (time.Duration, error) {
 	return f.timeout, nil
 }
 
-// Register adds a function. handler is any valid Lambda handler function
-// (the forms lambda.Start accepts); it is wrapped with lambda.NewHandler.
+// Register adds a function whose invocations all run one handler, at once
+// when they overlap. handler is any valid Lambda handler function (the forms
+// lambda.Start accepts); it is wrapped with lambda.NewHandler.
 func (r *Registry) Register(name string, handler any, opts ...Option) error {
+	h, err := wrap(name, handler)
+	if err != nil {
+		return err
+	}
+	return r.add(&function{name: name, arn: r.ARN(name), handler: h, timeout: defaultTimeout(name)}, opts)
+}
+
+// RegisterEnvironments adds a function that runs in execution environments
+// as Lambda runs it (Environment): init makes one, as Lambda's init phase
+// does, when an invocation finds none idle.
+func (r *Registry) RegisterEnvironments(name string, init func() (Environment, error), opts ...Option) error {
+	if init == nil {
+		return fmt.Errorf("register function %s: nil init", name)
+	}
+	f := &function{name: name, arn: r.ARN(name), timeout: defaultTimeout(name),
+		envs: &environments{init: init, idleAfter: DefaultIdleShutdown}}
+	return r.add(f, opts)
+}
+
+// wrap checks a handler and wraps it with lambda.NewHandler.
+func wrap(name string, handler any) (lambda.Handler, error) {
 	if name == "" || strings.ContainsAny(name, ":/") {
-		return fmt.Errorf("register function %q: invalid name", name)
+		return nil, fmt.Errorf("register function %q: invalid name", name)
 	}
 	if handler == nil {
-		return fmt.Errorf("register function %s: nil handler", name)
+		return nil, fmt.Errorf("register function %s: nil handler", name)
 	}
 	if t := reflect.TypeOf(handler); t.Kind() != reflect.Func {
 		if _, ok := handler.(lambda.Handler); !ok {
-			return fmt.Errorf("register function %s: handler is a %s, not a function", name, t.Kind())
+			return nil, fmt.Errorf("register function %s: handler is a %s, not a function", name, t.Kind())
 		}
 	}
-	f := &function{name: name, arn: r.ARN(name), handler: lambda.NewHandler(handler), timeout: defaultTimeout(name)}
+	return lambda.NewHandler(handler), nil
+}
+
+// add registers f with its options.
+func (r *Registry) add(f *function, opts []Option) error {
+	if f.name == "" || strings.ContainsAny(f.name, ":/") {
+		return fmt.Errorf("register function %q: invalid name", f.name)
+	}
 	for _, o := range opts {
 		o(f)
 	}
+	name := f.name
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.fns[name]; dup {
@@ -233,11 +269,15 @@ func (r *Registry) Stats() map[string]Stats {
 	defer r.mu.RUnlock()
 	out := make(map[string]Stats, len(r.fns))
 	for n, f := range r.fns {
-		out[n] = Stats{
+		st := Stats{
 			Invocations: f.stats.invocations.Load(), FunctionErrors: f.stats.errors.Load(),
 			CrashesBefore: f.stats.before.Load(), CrashesAfter: f.stats.after.Load(),
 			DurationMs: float64(f.stats.nanos.Load()) / 1e6,
 		}
+		if f.envs != nil {
+			st.Environments, st.EnvironmentsShutDown = f.envs.made.Load(), f.envs.shutDown.Load()
+		}
+		out[n] = st
 	}
 	return out
 }
@@ -298,6 +338,21 @@ func (r *Registry) Invoke(ctx context.Context, function string, payload []byte) 
 		}
 	}
 
+	handler := f.handler
+	var env *environment
+	if f.envs != nil {
+		if env, err = f.envs.take(); err != nil {
+			f.stats.errors.Add(1)
+			return initError(requestID, err), true, nil
+		}
+		handler = env.handler
+	}
+	// keep says whether the environment survives the invocation: a crash,
+	// a panic (the Go runtime exits after reporting it) and a timeout
+	// (Lambda stops the runtime) end it without its shutdown phase.
+	keep := false
+	defer func() { f.envs.release(env, keep) }()
+
 	if faults != nil && faults.CrashBefore(f.name) {
 		f.stats.before.Add(1)
 		f.stats.errors.Add(1)
@@ -308,7 +363,7 @@ func (r *Registry) Invoke(ctx context.Context, function string, payload []byte) 
 	defer cancel()
 	hctx = lambdacontext.NewContext(hctx, &lambdacontext.LambdaContext{AwsRequestID: requestID, InvokedFunctionArn: f.arn})
 	began := time.Now()
-	res, herr := callHandler(hctx, f.handler, payload)
+	res, herr, panicked := callHandler(hctx, handler, payload)
 	took := time.Since(began)
 	f.stats.nanos.Add(int64(took))
 	f.durMu.Lock()
@@ -334,6 +389,7 @@ func (r *Registry) Invoke(ctx context.Context, function string, payload []byte) 
 		f.stats.errors.Add(1)
 		return crash(requestID, "after the handler returned"), true, nil
 	}
+	keep = !panicked
 	if herr != nil {
 		f.stats.errors.Add(1)
 		b, merr := json.Marshal(herr)
@@ -347,23 +403,23 @@ func (r *Registry) Invoke(ctx context.Context, function string, payload []byte) 
 
 // callHandler invokes h and turns an error or a panic into the response the
 // Go runtime sends.
-func callHandler(ctx context.Context, h lambda.Handler, payload []byte) (out []byte, invokeErr *messages.InvokeResponse_Error) {
+func callHandler(ctx context.Context, h lambda.Handler, payload []byte) (out []byte, invokeErr *messages.InvokeResponse_Error, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			// The runtime also sends the stack; it is left out here.
-			invokeErr = &messages.InvokeResponse_Error{Type: typeName(p), Message: fmt.Sprint(p)}
+			invokeErr, panicked = &messages.InvokeResponse_Error{Type: typeName(p), Message: fmt.Sprint(p)}, true
 		}
 	}()
 	out, err := h.Invoke(ctx, payload)
 	if err != nil {
 		var ive messages.InvokeResponse_Error
 		if errors.As(err, &ive) {
-			return nil, &ive
+			return nil, &ive, false
 		}
-		return nil, &messages.InvokeResponse_Error{Type: typeName(err), Message: err.Error()}
+		return nil, &messages.InvokeResponse_Error{Type: typeName(err), Message: err.Error()}, false
 	}
 	// The runtime reuses its buffer; keep our own copy.
-	return append([]byte(nil), out...), nil
+	return append([]byte(nil), out...), nil, false
 }
 
 // typeName is the Go runtime's errorType: the (pointer-stripped) type name.
@@ -376,6 +432,17 @@ func typeName(v any) string {
 		t = t.Elem()
 	}
 	return t.Name()
+}
+
+// ErrorTypeInit is the errorType of an invocation whose environment's init
+// failed (Lambda's for an init phase that returned an error).
+const ErrorTypeInit = "Runtime.InitError"
+
+func initError(requestID string, err error) []byte {
+	b, _ := json.Marshal(messages.InvokeResponse_Error{
+		Type: ErrorTypeInit, Message: "RequestId: " + requestID + " Error: " + err.Error(),
+	})
+	return b
 }
 
 func crash(requestID, when string) []byte {

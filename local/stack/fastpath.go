@@ -21,6 +21,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
 )
 
 // FnFastPath is the fast-path Lambda's function name (docs/FASTPATH.md).
@@ -123,19 +124,28 @@ func (s *Stack) createFastPath(ctx context.Context) error {
 }
 
 // registerFastPath builds the fast-path Lambda from its package's
-// constructor, as its own principal.
+// constructor, as its own principal, in execution environments as Lambda
+// runs it: each keeps its own record and counts, and its shutdown phase
+// (lambdart.Start's SIGTERM hook) writes them (docs/FASTPATH.md, "The
+// record"). The configuration is checked once here, so that a bad one
+// fails the stack's start rather than its first notification.
 func (s *Stack) registerFastPath() error {
 	if !s.opts.FastPath {
 		return nil
 	}
-	h, err := fastpath.NewFromEnv(s.getenv(stackconfig.FastPath), s.runtime(iampolicy.FastPath))
-	if err != nil {
-		return fmt.Errorf("stack: fast path: %w", err)
+	init := func() (lambdas.Environment, error) {
+		h, err := fastpath.NewFromEnv(s.getenv(stackconfig.FastPath), s.runtime(iampolicy.FastPath))
+		if err != nil {
+			return lambdas.Environment{}, fmt.Errorf("stack: fast path: %w", err)
+		}
+		return lambdas.Environment{Handler: h.Handle, Shutdown: h.Shutdown}, nil
 	}
-	if err := s.Lambdas.Register(FnFastPath, h.Handle); err != nil {
+	if _, err := init(); err != nil {
+		return err
+	}
+	if err := s.Lambdas.RegisterEnvironments(FnFastPath, init); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	s.fastPath = h
 	return nil
 }
 

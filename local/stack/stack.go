@@ -26,7 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -306,8 +305,6 @@ type Stack struct {
 	sfnc     *sfnapi.Client
 	esms     []*esm.Mapping
 	esmNames []string
-	// fastPath is the fast-path Lambda's handler (FastPath only).
-	fastPath *fastpath.Handler
 	seeded   int
 	// seedSkipped counts seed lines not loaded (guarded by mu).
 	seedSkipped int
@@ -561,13 +558,11 @@ func (s *Stack) Close() {
 	for _, m := range s.esms {
 		m.Stop()
 	}
-	if s.fastPath != nil {
-		// Lambda shuts the fast path's environment down: its SIGTERM hook
-		// writes what it keeps and makes its last report (lambdart.Start).
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.fastPath.Shutdown(ctx)
-		cancel()
-	}
+	// Lambda shuts the environments down: the fast path's SIGTERM hook
+	// writes what each keeps and makes its last report (lambdart.Start).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.Lambdas.Shutdown(ctx)
+	cancel()
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
 	}
