@@ -214,7 +214,7 @@ func (m *Mapper) dynamodb(r *http.Request, body []byte) []Check {
 		Key, Item item
 	}
 	var in struct {
-		TableName                 string
+		TableName, IndexName      string
 		Key, Item                 item
 		KeyConditionExpression    string
 		ExpressionAttributeNames  map[string]string
@@ -292,10 +292,20 @@ func (m *Mapper) dynamodb(r *http.Request, body []byte) []Check {
 		add(opAction("dynamodb", op), in.TableName, leadingKeys(pk(in.TableName), in.Key))
 	case "PutItem":
 		add(opAction("dynamodb", op), in.TableName, leadingKeys(pk(in.TableName), in.Item))
-	case "Query":
+	case "Query", "Scan":
+		if in.IndexName != "" {
+			// SAR: Query and Scan of an index are authorized against the
+			// index's ARN. Its partition key is not the table's: no
+			// LeadingKeys value is derived.
+			out = append(out, check(opAction("dynamodb", op), table(in.TableName)+"/index/"+in.IndexName, nil))
+			tables[table(in.TableName)] = true
+			break
+		}
 		var leading []string
-		if v := queryPartitionValue(in.KeyConditionExpression, pk(in.TableName), in.ExpressionAttributeNames, in.ExpressionAttributeValues); v != "" {
-			leading = []string{v}
+		if op == "Query" {
+			if v := queryPartitionValue(in.KeyConditionExpression, pk(in.TableName), in.ExpressionAttributeNames, in.ExpressionAttributeValues); v != "" {
+				leading = []string{v}
+			}
 		}
 		add(opAction("dynamodb", op), in.TableName, leading)
 	default:

@@ -421,3 +421,22 @@ func TestEventBridgeResourcesOfEachOperation(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryAndScanOfAnIndexAreCheckedOnTheIndex: SAR names table and index
+// for Query and Scan; a request with IndexName is authorized against
+// table/{name}/index/{index}, so a policy on the table alone does not allow it.
+func TestQueryAndScanOfAnIndexAreCheckedOnTheIndex(t *testing.T) {
+	m := testMapper()
+	for _, op := range []string{"Query", "Scan"} {
+		body := map[string]any{"TableName": testTable, "IndexName": "byStatus", "KeyConditionExpression": "pk = :pk",
+			"ExpressionAttributeValues": map[string]any{":pk": map[string]string{"S": "RUN"}}}
+		b, _ := json.Marshal(body)
+		got := m.Checks("dynamodb", ddbRequest(op, "k", body), b)
+		if len(got) == 0 || got[0].Action != "dynamodb:"+op || !strings.HasSuffix(got[0].Resource, ":table/"+testTable+"/index/byStatus") {
+			t.Errorf("%s with IndexName: checks %+v, want dynamodb:%s on the index's ARN", op, got, op)
+		}
+		if got[0].Context[iampolicy.LeadingKeys] != nil {
+			t.Errorf("%s of an index: leading keys %v taken from the table's partition key", op, got[0].Context[iampolicy.LeadingKeys])
+		}
+	}
+}
