@@ -26,7 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -307,8 +306,9 @@ type Stack struct {
 	sfnc     *sfnapi.Client
 	esms     []*esm.Mapping
 	esmNames []string
-	// fastPath is the fast-path Lambda's handler (FastPath only).
-	fastPath *fastpath.Handler
+	// fastPath is the fast-path Lambda's execution environments (FastPath
+	// only).
+	fastPath *fastPathEnvs
 	seeded   int
 	// seedSkipped counts seed lines not loaded (guarded by mu).
 	seedSkipped int
@@ -565,10 +565,11 @@ func (s *Stack) Close() {
 		m.Stop()
 	}
 	if s.fastPath != nil {
-		// Lambda shuts the fast path's environment down: its SIGTERM hook
-		// writes what it keeps and makes its last report (lambdart.Start).
+		// Lambda shuts the fast path's environments down: their SIGTERM
+		// hook writes what each keeps and makes its last report
+		// (lambdart.Start).
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.fastPath.Shutdown(ctx)
+		s.fastPath.shutdown(ctx)
 		cancel()
 	}
 	for i := len(s.closers) - 1; i >= 0; i-- {
