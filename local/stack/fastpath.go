@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
@@ -124,59 +123,21 @@ func (s *Stack) createFastPath(ctx context.Context) error {
 	return nil
 }
 
-// registerFastPath builds the fast-path Lambda's execution environments
-// from its package's constructor, as its own principal.
+// registerFastPath builds the fast-path Lambda from its package's
+// constructor, as its own principal.
 func (s *Stack) registerFastPath() error {
 	if !s.opts.FastPath {
 		return nil
 	}
-	envs := &fastPathEnvs{free: make(chan *fastpath.Handler, fastPathPollers)}
-	for range fastPathPollers {
-		h, err := fastpath.NewFromEnv(s.getenv(stackconfig.FastPath), s.runtime(iampolicy.FastPath))
-		if err != nil {
-			return fmt.Errorf("stack: fast path: %w", err)
-		}
-		envs.all = append(envs.all, h)
-		envs.free <- h
+	h, err := fastpath.NewFromEnv(s.getenv(stackconfig.FastPath), s.runtime(iampolicy.FastPath))
+	if err != nil {
+		return fmt.Errorf("stack: fast path: %w", err)
 	}
-	if err := s.Lambdas.Register(FnFastPath, envs.handle); err != nil {
+	if err := s.Lambdas.Register(FnFastPath, h.Handle); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	s.fastPath = envs
+	s.fastPath = h
 	return nil
-}
-
-// fastPathEnvs are the fast-path Lambda's execution environments, one per
-// poller of its mapping: Lambda runs one invocation at a time in an
-// environment, so the five concurrent batches it starts a standard queue's
-// mapping with run in five. Each is its own handler, keeping and writing
-// its own record objects and reports (internal/fastpath), as deployed. An
-// invocation takes the environment free the longest (which one Lambda
-// picks is not documented).
-type fastPathEnvs struct {
-	all  []*fastpath.Handler
-	free chan *fastpath.Handler
-}
-
-// handle runs one invocation in a free environment. Waiting on a channel
-// rather than a mutex keeps a synctest bubble's clock moving (local/sim).
-func (e *fastPathEnvs) handle(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
-	var h *fastpath.Handler
-	select {
-	case h = <-e.free:
-	case <-ctx.Done():
-		return lambdaevents.SQSEventResponse{}, fmt.Errorf("fast path: no free execution environment: %w", ctx.Err())
-	}
-	defer func() { e.free <- h }()
-	return h.Handle(ctx, ev)
-}
-
-// shutdown shuts every environment down, as Lambda does (SIGTERM: each
-// writes what it keeps and makes its last report).
-func (e *fastPathEnvs) shutdown(ctx context.Context) {
-	for _, h := range e.all {
-		h.Shutdown(ctx)
-	}
 }
 
 // setupClient is the HealthLake client of the fast-path-setup role (the

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -306,9 +307,8 @@ type Stack struct {
 	sfnc     *sfnapi.Client
 	esms     []*esm.Mapping
 	esmNames []string
-	// fastPath is the fast-path Lambda's execution environments (FastPath
-	// only).
-	fastPath *fastPathEnvs
+	// fastPath is the fast-path Lambda's handler (FastPath only).
+	fastPath *fastpath.Handler
 	seeded   int
 	// seedSkipped counts seed lines not loaded (guarded by mu).
 	seedSkipped int
@@ -565,11 +565,10 @@ func (s *Stack) Close() {
 		m.Stop()
 	}
 	if s.fastPath != nil {
-		// Lambda shuts the fast path's environments down: their SIGTERM
-		// hook writes what each keeps and makes its last report
-		// (lambdart.Start).
+		// Lambda shuts the fast path's environment down: its SIGTERM hook
+		// writes what it keeps and makes its last report (lambdart.Start).
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.fastPath.shutdown(ctx)
+		s.fastPath.Shutdown(ctx)
 		cancel()
 	}
 	for i := len(s.closers) - 1; i >= 0; i-- {
