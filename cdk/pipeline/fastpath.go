@@ -171,16 +171,9 @@ func typeList(types *string) any {
 	return out
 }
 
-// fastPathBatchingWindow is the mapping's MaximumBatchingWindow: up to 100
-// notifications an invocation, waiting at most this long for them.
-const fastPathBatchingWindow = time.Second
-
 // fastPathMaxMessageBytes is the fast-path queues' MaximumMessageSize:
 // SQS's maximum, 1 MiB.
 const fastPathMaxMessageBytes = 1 << 20
-
-// fastPathBatchSize is the mapping's BatchSize.
-const fastPathBatchSize = 100
 
 // fastPathInfra creates the notification bus with its policy, the fast-path
 // queue and its dead-letter queue, the rule between them, the two Lambdas
@@ -318,8 +311,8 @@ func (b *builder) fastPathInfra() {
 	// Lambda checks for sqs:ReceiveMessage when it creates the mapping.
 	esm := fp.fn.f.AddEventSourceMapping(b.s("FastPathQueueMapping"), &awslambda.EventSourceMappingOptions{
 		EventSourceArn:          q.QueueArn(),
-		BatchSize:               jsii.Number(fastPathBatchSize),
-		MaxBatchingWindow:       seconds(fastPathBatchingWindow),
+		BatchSize:               jsii.Number(stackconfig.FastPathBatchSize),
+		MaxBatchingWindow:       seconds(stackconfig.FastPathBatchingWindow),
 		ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency:          jsii.Number(b.set.FastPathMaxConcurrency()),
 	})

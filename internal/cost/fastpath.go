@@ -16,9 +16,10 @@ type FastPathModel struct {
 	// (one SQS message) carries: 1 unless HealthLake batches.
 	EventsPerBundle float64
 	// Pollers is the event-source mapping's concurrent pollers (Lambda's
-	// SQS mappings start with five) and BatchingWindowSeconds its
-	// MaximumBatchingWindow (1 s as deployed): at most Pollers invocations
-	// per window.
+	// SQS mappings start with five; cdc-local's fast-path mapping runs
+	// five) and BatchingWindowSeconds its MaximumBatchingWindow (1 s as
+	// deployed, stackconfig.FastPathBatchingWindow): at most Pollers
+	// invocations per window.
 	Pollers, BatchingWindowSeconds float64
 	// SecondsPerInvocation and SecondsPerMessage give an invocation's
 	// duration; MemoryGB its memory (0.5 as deployed).
@@ -52,7 +53,7 @@ type FastPathModel struct {
 // full-resource Subscription and one event per notification.
 func DeployedFastPath() FastPathModel {
 	return FastPathModel{
-		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: 1,
+		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: stackconfig.FastPathBatchingWindow.Seconds(),
 		SecondsPerInvocation: 0.05, SecondsPerMessage: 0.005, MemoryGB: 0.5,
 		Environments: 5, FlushAfterSeconds: stackconfig.Default().FastPathFlushAfter.Seconds(),
 		WindowsPerDay: 288, SpanSeconds: 480,

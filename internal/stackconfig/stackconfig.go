@@ -331,6 +331,16 @@ func Default() Config {
 // created: its alarm waits three checks.
 const FastPathCheckEvery = 10 * time.Minute
 
+// FastPathBatchSize and FastPathBatchingWindow are the fast-path queue
+// mapping's BatchSize and MaximumBatchingWindow: an invocation takes up to
+// 100 notifications, gathered for at most a second (Lambda requires a
+// window of at least a second for a batch size above 10). The CDK app
+// deploys them; cdc-local's mapping (local/esm) runs with them.
+const (
+	FastPathBatchSize      = 100
+	FastPathBatchingWindow = time.Second
+)
+
 // FastPathMaxConcurrency is the fast-path queue mapping's
 // MaximumConcurrency: the Lambda publishes at one prepare-change
 // invocation's PutEvents rate, so MapMaxConcurrency invocations together

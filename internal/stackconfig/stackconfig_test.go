@@ -413,3 +413,21 @@ func TestFastPathBusKeyIsAKeyARNWithTheFastPath(t *testing.T) {
 		t.Errorf("without the fast path: %v, want refused", err)
 	}
 }
+
+// TestFastPathMappingIsOneLambdaAccepts: the fast-path mapping's batch size
+// and window are within what CreateEventSourceMapping accepts for a
+// standard queue (BatchSize up to 10,000, above 10 only with a window of a
+// second or more; the window whole seconds up to 300), and the window is
+// shorter than the queue's visibility timeout.
+func TestFastPathMappingIsOneLambdaAccepts(t *testing.T) {
+	w := FastPathBatchingWindow
+	if FastPathBatchSize < 1 || FastPathBatchSize > 10000 || (FastPathBatchSize > 10 && w < time.Second) {
+		t.Errorf("batch size %d with window %s: Lambda refuses it", FastPathBatchSize, w)
+	}
+	if w < 0 || w > 300*time.Second || w%time.Second != 0 {
+		t.Errorf("window %s: want whole seconds 0–300", w)
+	}
+	if v := VisibilityTimeout(Default().FastPathFunction); w >= v {
+		t.Errorf("window %s not shorter than the queue's visibility timeout %s", w, v)
+	}
+}

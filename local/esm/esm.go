@@ -2,15 +2,19 @@
 // does between an SQS queue and a function, run in-process against the real
 // SQS client pointed at the local endpoint.
 //
-// A Mapping long-polls its queue (batch size, visibility timeout), invokes the
-// function with an events.SQSEvent through an Invoker (Lambda's JSON path),
-// deletes the records that succeeded and leaves the others — the
-// BatchItemFailures of a partial batch response, or every record when the
-// function errors — to reappear after the visibility timeout. goaws reports
-// ApproximateReceiveCount as 1 forever, so the mapping counts receives per
-// message id itself and moves a message to the dead-letter queue once it has
-// been received MaxReceiveCount times without success, the way an SQS
-// redrive policy does.
+// A Mapping's pollers receive from the queue (at most 10 messages a
+// ReceiveMessage, SQS's limit), gather a batch — up to BatchSize records
+// within MaximumBatchingWindow, and never more than Lambda's 6 MB
+// invocation payload — and invoke the function with an events.SQSEvent
+// through an Invoker (Lambda's JSON path). They delete the records that
+// succeeded and leave the others — the BatchItemFailures of a partial batch
+// response, or every record when the function errors — to reappear after
+// the visibility timeout. goaws reports ApproximateReceiveCount as 1
+// forever, so the mapping counts receives per message id itself and moves a
+// message to the dead-letter queue once it has been received
+// MaxReceiveCount times without success, the way an SQS redrive policy
+// does. docs/LOCAL.md ("SQS event-source mappings") says which of this AWS
+// documents and which is modelled.
 package esm
 
 import (
@@ -69,16 +73,32 @@ type Config struct {
 	// SQS's redrive policy moves the message, not the function's role
 	// (default: the mapping's client).
 	Redrive *sqs.Client
-	// BatchSize is the most records per invocation, 1–10 (default 10).
+	// BatchSize is the most records per invocation, 1–10,000 (default 10);
+	// above 10 it needs a MaximumBatchingWindow of at least a second, as
+	// Lambda's CreateEventSourceMapping does.
 	BatchSize int
+	// MaximumBatchingWindow is how long a poller gathers a batch, whole
+	// seconds 0–300 (MaximumBatchingWindowInSeconds; default 0). With 0 a
+	// poller invokes the function with what one receive returned; with a
+	// window it receives again until the batch has BatchSize records or the
+	// window has passed since the batch's first message (its receipt, or
+	// for a message carried over from a full batch the start of the next
+	// one). Either way a message that would take the payload past
+	// MaxPayloadBytes ends the batch and starts the poller's next one. The
+	// window must be shorter than VisibilityTimeout, so that every message
+	// is still hidden when its batch is invoked.
+	MaximumBatchingWindow time.Duration
 	// VisibilityTimeout is requested on every receive; it is rounded up to
-	// whole seconds (default 30 s).
+	// whole seconds (default 30 s). AWS recommends 6 × the function's
+	// timeout, plus the batching window.
 	VisibilityTimeout time.Duration
 	// WaitTime is the long-poll wait of one ReceiveMessage, whole seconds
 	// 1–20 (default 1 s, so that Stop is quick).
 	WaitTime time.Duration
-	// Pollers is the number of concurrent pollers, each invoking the
-	// function with its own batches (default 1).
+	// Pollers is the number of concurrent pollers, each gathering its own
+	// batches and invoking the function with them, one at a time
+	// (default 1). Lambda starts a standard queue's mapping with five and
+	// scales with the backlog; a Mapping keeps the number it is given.
 	Pollers int
 	// ReportBatchItemFailures makes the mapping honour the function's
 	// BatchItemFailures; without it a successful invocation deletes the
@@ -89,6 +109,26 @@ type Config struct {
 	// Logger receives ids and counts only; default slog.Default().
 	Logger *slog.Logger
 }
+
+// Limits of an SQS event-source mapping on a standard queue, as Lambda
+// documents them (docs/LOCAL.md, "SQS event-source mappings").
+const (
+	// MaxBatchSize is the largest BatchSize; above
+	// MaxBatchSizeWithoutWindow a mapping needs a batching window of at
+	// least a second.
+	MaxBatchSize              = 10000
+	MaxBatchSizeWithoutWindow = 10
+	// MaxBatchingWindow is the longest MaximumBatchingWindow.
+	MaxBatchingWindow = 300 * time.Second
+	// MaxPayloadBytes is the most bytes of one invocation's payload (the
+	// events.SQSEvent JSON): Lambda's 6 MB for synchronous invocations,
+	// read as 6,000,000 bytes, the lesser of the two readings of "MB", so
+	// that a batch that fits here fits in AWS.
+	MaxPayloadBytes = 6_000_000
+)
+
+// maxReceive is SQS's largest MaxNumberOfMessages of one ReceiveMessage.
+const maxReceive = 10
 
 // Stats are a mapping's counters.
 type Stats struct {
@@ -129,13 +169,13 @@ func New(client *sqs.Client, invoker Invoker, cfg Config) (*Mapping, error) {
 		return nil, fmt.Errorf("esm %s: MaxReceiveCount without DLQURL", cfg.Function)
 	}
 	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 10
-	}
-	if cfg.BatchSize > 10 {
-		return nil, fmt.Errorf("esm %s: BatchSize %d above 10", cfg.Function, cfg.BatchSize)
+		cfg.BatchSize = MaxBatchSizeWithoutWindow
 	}
 	if cfg.VisibilityTimeout <= 0 {
 		cfg.VisibilityTimeout = 30 * time.Second
+	}
+	if err := checkBatching(cfg); err != nil {
+		return nil, fmt.Errorf("esm %s: %w", cfg.Function, err)
 	}
 	if cfg.WaitTime <= 0 {
 		cfg.WaitTime = time.Second
@@ -159,6 +199,28 @@ func New(client *sqs.Client, invoker Invoker, cfg Config) (*Mapping, error) {
 	}, nil
 }
 
+// checkBatching refuses the batch size and window Lambda refuses, and a
+// window that outlasts the visibility timeout.
+func checkBatching(cfg Config) error {
+	w := cfg.MaximumBatchingWindow
+	switch {
+	case cfg.BatchSize > MaxBatchSize:
+		return fmt.Errorf("BatchSize %d above %d, the most for a standard queue", cfg.BatchSize, MaxBatchSize)
+	case w < 0 || w > MaxBatchingWindow:
+		return fmt.Errorf("MaximumBatchingWindow %s outside 0–%s", w, MaxBatchingWindow)
+	case w%time.Second != 0:
+		return fmt.Errorf("MaximumBatchingWindow %s is not whole seconds (MaximumBatchingWindowInSeconds)", w)
+	case cfg.BatchSize > MaxBatchSizeWithoutWindow && w < time.Second:
+		return fmt.Errorf("BatchSize %d above %d needs a MaximumBatchingWindow of at least 1s", cfg.BatchSize, MaxBatchSizeWithoutWindow)
+	case w > 0 && w >= time.Duration(seconds(cfg.VisibilityTimeout))*time.Second:
+		// AWS accepts it and lengthens the messages' visibility instead;
+		// the mapping does not model that.
+		return fmt.Errorf("MaximumBatchingWindow %s not shorter than VisibilityTimeout %s: a batch's first messages would reappear before its invocation (AWS recommends a visibility timeout of 6 × the function timeout plus the window)",
+			w, cfg.VisibilityTimeout)
+	}
+	return nil
+}
+
 // Start runs the pollers until ctx is done or Stop is called.
 func (m *Mapping) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
@@ -171,7 +233,9 @@ func (m *Mapping) Start(ctx context.Context) {
 	}
 }
 
-// Stop cancels the pollers and waits for the invocations in flight.
+// Stop cancels the pollers and waits for the invocations in flight. A batch
+// still being gathered is not invoked: its messages reappear after their
+// visibility timeout.
 func (m *Mapping) Stop() {
 	if m.cancel != nil {
 		m.cancel()
@@ -204,78 +268,260 @@ func seconds(d time.Duration) int32 {
 // emptyReceivePause is the pause after an empty receive.
 const emptyReceivePause = 10 * time.Millisecond
 
+// pending is a received message on its way to an invocation.
+type pending struct {
+	msg   sqstypes.Message
+	count int    // receives of its message id, this one included
+	rec   []byte // its record, as the invocation's payload carries it
+}
+
+func (p pending) id() string { return aws.ToString(p.msg.MessageId) }
+
+// emptyPayload is the size of an events.SQSEvent without records; each
+// record adds its own size and, after the first, a comma.
+const emptyPayload = len(`{"Records":[]}`)
+
+// batch is what a poller gathers for one invocation.
+type batch struct {
+	msgs  []pending
+	bytes int // the payload's size with these records
+}
+
+// add appends p unless the payload would grow past MaxPayloadBytes. An
+// empty batch takes any message (SQS's 1 MiB message limit keeps a record
+// far below the payload limit).
+func (b *batch) add(p pending) bool {
+	if len(b.msgs) == 0 {
+		b.msgs, b.bytes = append(b.msgs, p), emptyPayload+len(p.rec)
+		return true
+	}
+	n := b.bytes + 1 + len(p.rec)
+	if n > MaxPayloadBytes {
+		return false
+	}
+	b.msgs, b.bytes = append(b.msgs, p), n
+	return true
+}
+
+// payload is the JSON events.SQSEvent of ps, as encoding/json writes it.
+func payload(ps []pending) []byte {
+	n := emptyPayload + len(ps)
+	for _, p := range ps {
+		n += len(p.rec)
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, `{"Records":[`...)
+	for i, p := range ps {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, p.rec...)
+	}
+	return append(buf, "]}"...)
+}
+
+// poll gathers batches and invokes the function with each, one at a time,
+// until ctx is done. Messages a full batch could not take (the payload
+// limit) start the next one.
 func (m *Mapping) poll(ctx context.Context) {
-	delay := 100 * time.Millisecond
+	var carry []pending
 	for ctx.Err() == nil {
-		out, err := m.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(m.cfg.QueueURL),
-			MaxNumberOfMessages:         int32(m.cfg.BatchSize),
-			VisibilityTimeout:           seconds(m.cfg.VisibilityTimeout),
-			WaitTimeSeconds:             seconds(m.cfg.WaitTime),
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
+		var b batch
+		for len(carry) > 0 && len(b.msgs) < m.cfg.BatchSize && b.add(carry[0]) {
+			carry = carry[1:]
+		}
+		var ok bool
+		if carry, ok = m.gather(ctx, &b, carry); !ok {
+			// Stopped: what was gathered is not invoked; its messages
+			// reappear after their visibility timeout.
+			return
+		}
+		if len(b.msgs) > 0 {
+			m.handleBatch(ctx, b.msgs)
+		}
+	}
+}
+
+// gather receives into b until it is full — BatchSize records, or a
+// message that would take the payload past MaxPayloadBytes, which is
+// returned with the rest of its receive to start the next batch — or its
+// window has passed since its first message. Without a window one receive
+// that yields messages ends it. Within the window a poller long-polls while
+// a second or more is left (ReceiveMessage waits whole seconds), polls
+// again at once while a receive comes back full, and otherwise waits out
+// the window and then polls once more without waiting. ok is false when ctx
+// ended.
+func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending) (rest []pending, ok bool) {
+	window := m.cfg.MaximumBatchingWindow
+	if len(carry) > 0 {
+		return carry, true // full: the next message does not fit
+	}
+	var deadline time.Time
+	if len(b.msgs) > 0 {
+		deadline = time.Now().Add(window)
+	}
+	delay := 100 * time.Millisecond
+	lastFull := false
+	for len(b.msgs) < m.cfg.BatchSize {
+		wait := seconds(m.cfg.WaitTime)
+		if len(b.msgs) > 0 {
+			left := time.Until(deadline)
+			switch {
+			case window == 0:
+				return nil, true
+			case lastFull:
+				wait = 0 // more are waiting: take them now
+			case left <= 0:
+				return nil, true
+			case left >= time.Second:
+				wait = min(wait, int32(left/time.Second))
+			default:
+				if backoff.Sleep(ctx, left) != nil {
+					return nil, false
+				}
+				wait = 0
+			}
+		}
+		n := min(maxReceive, m.cfg.BatchSize-len(b.msgs))
+		msgs, err := m.receive(ctx, n, wait)
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil, false
 			}
 			m.log.Warn("receive failed", "queue", m.cfg.QueueURL, "error", err.Error())
 			if backoff.Sleep(ctx, delay) != nil {
-				return
+				return nil, false
 			}
 			if delay < 2*time.Second {
 				delay *= 2
 			}
+			lastFull = false
 			continue
 		}
 		delay = 100 * time.Millisecond
-		if len(out.Messages) == 0 {
+		lastFull = len(msgs) == n
+		if len(msgs) == 0 {
 			// goaws can answer empty at once while a delayed message falls
 			// due (its readiness test is strict); a short pause keeps this
 			// loop from spinning, which would also freeze a synctest fake
 			// clock (local/sim), since that moves only when all goroutines wait.
-			if backoff.Sleep(ctx, emptyReceivePause) != nil {
-				return
+			pause := emptyReceivePause
+			if len(b.msgs) > 0 {
+				pause = min(pause, time.Until(deadline))
+			}
+			if backoff.Sleep(ctx, pause) != nil {
+				return nil, false
 			}
 			continue
 		}
-		m.handleBatch(ctx, out.Messages)
+		ps := m.admit(ctx, msgs)
+		for i, p := range ps {
+			if len(b.msgs) == 0 {
+				deadline = time.Now().Add(window)
+			}
+			if !b.add(p) {
+				return ps[i:], true
+			}
+		}
 	}
+	return nil, true
 }
 
-// handleBatch processes one received batch: messages past their receive
-// budget go to the DLQ, the rest are delivered.
-func (m *Mapping) handleBatch(ctx context.Context, msgs []sqstypes.Message) {
-	deliver := make([]sqstypes.Message, 0, len(msgs))
-	counts := make(map[string]int, len(msgs))
+// receive makes one ReceiveMessage call for up to n messages, waiting up
+// to wait seconds. A wait of 0 is left out of the request, so the queue's
+// ReceiveMessageWaitTimeSeconds applies: 0 on the stack's queues.
+func (m *Mapping) receive(ctx context.Context, n int, wait int32) ([]sqstypes.Message, error) {
+	out, err := m.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(m.cfg.QueueURL),
+		MaxNumberOfMessages:         int32(n),
+		VisibilityTimeout:           seconds(m.cfg.VisibilityTimeout),
+		WaitTimeSeconds:             wait,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receive: %w", err)
+	}
+	return out.Messages, nil
+}
+
+// admit counts one receive that returned msgs: each message's receive
+// count and the stats. A message received more than MaxReceiveCount times
+// (its visibility ran out while a slow invocation held it) goes to the
+// DLQ instead, as SQS's redrive does; the others come back with their
+// records.
+func (m *Mapping) admit(ctx context.Context, msgs []sqstypes.Message) []pending {
+	ps := make([]pending, 0, len(msgs))
 	m.mu.Lock()
 	m.stats.Receives++
 	for _, msg := range msgs {
 		id := aws.ToString(msg.MessageId)
 		m.receives[id]++
-		counts[id] = m.receives[id]
+		ps = append(ps, pending{msg: msg, count: m.receives[id]})
 		m.stats.Messages++
 	}
 	m.mu.Unlock()
-	for _, msg := range msgs {
-		id := aws.ToString(msg.MessageId)
-		if m.cfg.MaxReceiveCount > 0 && counts[id] > m.cfg.MaxReceiveCount {
-			// Received past the budget (its visibility ran out while a
-			// slow invocation held it): redrive instead of delivering.
-			m.moveToDLQ(ctx, msg)
+	out := ps[:0]
+	for _, p := range ps {
+		if m.cfg.MaxReceiveCount > 0 && p.count > m.cfg.MaxReceiveCount {
+			m.moveToDLQ(ctx, p.msg)
 			continue
 		}
-		deliver = append(deliver, msg)
+		rec, err := json.Marshal(m.record(p))
+		if err != nil {
+			// Left to reappear after its visibility timeout, as a failed
+			// invocation leaves it.
+			m.log.Error("encode record", "messageId", p.id(), "error", err.Error())
+			continue
+		}
+		p.rec = rec
+		out = append(out, p)
 	}
-	if len(deliver) == 0 {
-		return
+	return out
+}
+
+// record is p as Lambda passes it to the function.
+func (m *Mapping) record(p pending) events.SQSMessage {
+	msg := p.msg
+	attrs := make(map[string]string, len(msg.Attributes)+1)
+	for k, v := range msg.Attributes {
+		attrs[k] = v
 	}
-	failed := m.invoke(ctx, deliver, counts)
+	attrs["ApproximateReceiveCount"] = strconv.Itoa(p.count)
+	rec := events.SQSMessage{
+		MessageId:              p.id(),
+		ReceiptHandle:          aws.ToString(msg.ReceiptHandle),
+		Body:                   aws.ToString(msg.Body),
+		Md5OfBody:              aws.ToString(msg.MD5OfBody),
+		Md5OfMessageAttributes: aws.ToString(msg.MD5OfMessageAttributes),
+		Attributes:             attrs,
+		EventSourceARN:         m.cfg.QueueARN,
+		EventSource:            "aws:sqs",
+		AWSRegion:              m.cfg.Region,
+	}
+	if len(msg.MessageAttributes) > 0 {
+		rec.MessageAttributes = make(map[string]events.SQSMessageAttribute, len(msg.MessageAttributes))
+		for k, v := range msg.MessageAttributes {
+			rec.MessageAttributes[k] = events.SQSMessageAttribute{
+				StringValue: v.StringValue, BinaryValue: v.BinaryValue,
+				StringListValues: v.StringListValues, BinaryListValues: v.BinaryListValues,
+				DataType: aws.ToString(v.DataType),
+			}
+		}
+	}
+	return rec
+}
+
+// handleBatch invokes the function with one gathered batch, deletes the
+// records that succeeded and moves those that failed their last receive to
+// the DLQ.
+func (m *Mapping) handleBatch(ctx context.Context, ps []pending) {
+	failed := m.invoke(ctx, ps)
 	if m.cfg.Faults != nil {
-		var dups []sqstypes.Message
-		for _, msg := range deliver {
-			if m.cfg.Faults.DuplicateDelivery(m.cfg.QueueURL, aws.ToString(msg.MessageId)) {
-				dups = append(dups, msg)
+		var dups []pending
+		for _, p := range ps {
+			if m.cfg.Faults.DuplicateDelivery(m.cfg.QueueURL, p.id()) {
+				dups = append(dups, p)
 			}
 		}
 		if len(dups) > 0 {
@@ -284,75 +530,40 @@ func (m *Mapping) handleBatch(ctx context.Context, msgs []sqstypes.Message) {
 			m.mu.Unlock()
 			// A duplicate's outcome does not change the first delivery's:
 			// a record the first delivery finished is deleted all the same.
-			_ = m.invoke(ctx, dups, counts)
+			_ = m.invoke(ctx, dups)
 		}
 	}
-	var ok []sqstypes.Message
-	for _, msg := range deliver {
-		id := aws.ToString(msg.MessageId)
-		if !failed[id] {
-			ok = append(ok, msg)
+	var ok []pending
+	for _, p := range ps {
+		if !failed[p.id()] {
+			ok = append(ok, p)
 			continue
 		}
-		if m.cfg.MaxReceiveCount > 0 && counts[id] >= m.cfg.MaxReceiveCount {
-			m.moveToDLQ(ctx, msg)
+		if m.cfg.MaxReceiveCount > 0 && p.count >= m.cfg.MaxReceiveCount {
+			m.moveToDLQ(ctx, p.msg)
 		}
 	}
 	m.delete(ctx, ok)
 }
 
-// invoke calls the function with msgs and returns the ids that failed.
-func (m *Mapping) invoke(ctx context.Context, msgs []sqstypes.Message, counts map[string]int) map[string]bool {
-	ev := events.SQSEvent{Records: make([]events.SQSMessage, 0, len(msgs))}
-	all := make(map[string]bool, len(msgs))
-	for _, msg := range msgs {
-		id := aws.ToString(msg.MessageId)
-		all[id] = true
-		attrs := make(map[string]string, len(msg.Attributes)+1)
-		for k, v := range msg.Attributes {
-			attrs[k] = v
-		}
-		attrs["ApproximateReceiveCount"] = strconv.Itoa(counts[id])
-		rec := events.SQSMessage{
-			MessageId:              id,
-			ReceiptHandle:          aws.ToString(msg.ReceiptHandle),
-			Body:                   aws.ToString(msg.Body),
-			Md5OfBody:              aws.ToString(msg.MD5OfBody),
-			Md5OfMessageAttributes: aws.ToString(msg.MD5OfMessageAttributes),
-			Attributes:             attrs,
-			EventSourceARN:         m.cfg.QueueARN,
-			EventSource:            "aws:sqs",
-			AWSRegion:              m.cfg.Region,
-		}
-		if len(msg.MessageAttributes) > 0 {
-			rec.MessageAttributes = make(map[string]events.SQSMessageAttribute, len(msg.MessageAttributes))
-			for k, v := range msg.MessageAttributes {
-				rec.MessageAttributes[k] = events.SQSMessageAttribute{
-					StringValue: v.StringValue, BinaryValue: v.BinaryValue,
-					StringListValues: v.StringListValues, BinaryListValues: v.BinaryListValues,
-					DataType: aws.ToString(v.DataType),
-				}
-			}
-		}
-		ev.Records = append(ev.Records, rec)
-	}
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		m.log.Error("encode event", "error", err.Error())
-		return all
+// invoke calls the function with ps and returns the ids that failed.
+func (m *Mapping) invoke(ctx context.Context, ps []pending) map[string]bool {
+	all := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		all[p.id()] = true
 	}
 	m.mu.Lock()
 	m.stats.Invocations++
 	m.mu.Unlock()
-	out, fnErr, err := m.invoker.Invoke(ctx, m.cfg.Function, payload)
+	out, fnErr, err := m.invoker.Invoke(ctx, m.cfg.Function, payload(ps))
 	if err != nil || fnErr {
 		m.mu.Lock()
 		m.stats.FunctionErrors++
 		m.mu.Unlock()
 		if err != nil {
-			m.log.Warn("invocation failed", "records", len(msgs), "error", err.Error())
+			m.log.Warn("invocation failed", "records", len(ps), "error", err.Error())
 		} else {
-			m.log.Warn("function error", "records", len(msgs), "error", errorType(out))
+			m.log.Warn("function error", "records", len(ps), "error", errorType(out))
 		}
 		return all
 	}
@@ -391,27 +602,34 @@ func errorType(out []byte) string {
 	return e.ErrorType
 }
 
-func (m *Mapping) delete(ctx context.Context, msgs []sqstypes.Message) {
-	if len(msgs) == 0 {
-		return
+// delete deletes ps from the queue, in DeleteMessageBatch calls of at most
+// 10 entries (SQS's limit).
+func (m *Mapping) delete(ctx context.Context, ps []pending) {
+	for len(ps) > 0 {
+		n := min(len(ps), maxReceive)
+		m.deleteBatch(ctx, ps[:n])
+		ps = ps[n:]
 	}
-	entries := make([]sqstypes.DeleteMessageBatchRequestEntry, 0, len(msgs))
-	for i, msg := range msgs {
+}
+
+func (m *Mapping) deleteBatch(ctx context.Context, ps []pending) {
+	entries := make([]sqstypes.DeleteMessageBatchRequestEntry, 0, len(ps))
+	for i, p := range ps {
 		entries = append(entries, sqstypes.DeleteMessageBatchRequestEntry{
-			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: msg.ReceiptHandle,
+			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: p.msg.ReceiptHandle,
 		})
 	}
 	out, err := m.client.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{
 		QueueUrl: aws.String(m.cfg.QueueURL), Entries: entries,
 	})
 	if err != nil {
-		m.log.Warn("delete batch failed", "records", len(msgs), "error", err.Error())
+		m.log.Warn("delete batch failed", "records", len(ps), "error", err.Error())
 		return
 	}
 	m.mu.Lock()
 	m.stats.Deleted += int64(len(out.Successful))
-	for _, msg := range msgs {
-		delete(m.receives, aws.ToString(msg.MessageId))
+	for _, p := range ps {
+		delete(m.receives, p.id())
 	}
 	m.mu.Unlock()
 	if len(out.Failed) > 0 {

@@ -2,6 +2,7 @@ package esm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,6 +22,7 @@ import (
 // a rule.
 type recorder struct {
 	mu         sync.Mutex
+	batches    []int             // records per invocation
 	deliveries map[string]int    // body → deliveries
 	counts     map[string]string // body → last ApproximateReceiveCount seen
 	at         map[string]time.Time
@@ -37,6 +39,7 @@ func (r *recorder) handle(_ context.Context, ev events.SQSEvent) (events.SQSEven
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.invocation++
+	r.batches = append(r.batches, len(ev.Records))
 	var resp events.SQSEventResponse
 	for _, rec := range ev.Records {
 		r.deliveries[rec.Body]++
@@ -99,6 +102,11 @@ func (f fixture) send(t *testing.T, body string, delay int32) {
 
 func (f fixture) start(t *testing.T, h Handler, mutate func(*Config)) *Mapping {
 	t.Helper()
+	return f.startInvoker(t, Func(h), mutate)
+}
+
+func (f fixture) startInvoker(t *testing.T, inv Invoker, mutate func(*Config)) *Mapping {
+	t.Helper()
 	cfg := Config{
 		Function: "fn", QueueURL: f.queue, QueueARN: "arn:aws:sqs:us-east-1:000000000000:q", Region: "us-east-1",
 		BatchSize: 10, VisibilityTimeout: time.Second, WaitTime: time.Second, ReportBatchItemFailures: true,
@@ -106,7 +114,7 @@ func (f fixture) start(t *testing.T, h Handler, mutate func(*Config)) *Mapping {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	m, err := New(f.client, Func(h), cfg)
+	m, err := New(f.client, inv, cfg)
 	if err != nil {
 		t.Fatalf("new mapping: %v", err)
 	}
@@ -265,13 +273,198 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	inv := Func(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 		return events.SQSEventResponse{}, nil
 	})
-	for name, cfg := range map[string]Config{
-		"no queue":      {Function: "f"},
-		"batch too big": {Function: "f", QueueURL: "u", BatchSize: 11},
-		"dlq missing":   {Function: "f", QueueURL: "u", MaxReceiveCount: 2},
+	base := Config{Function: "f", QueueURL: "u", VisibilityTimeout: time.Minute}
+	with := func(f func(*Config)) Config {
+		c := base
+		f(&c)
+		return c
+	}
+	for name, c := range map[string]struct {
+		cfg  Config
+		want string // in the error
+	}{
+		"no queue":                      {Config{Function: "f"}, "QueueURL"},
+		"dlq missing":                   {with(func(c *Config) { c.MaxReceiveCount = 2 }), "DLQURL"},
+		"batch above 10 without window": {with(func(c *Config) { c.BatchSize = 11 }), "BatchSize 11 above 10 needs a MaximumBatchingWindow"},
+		"batch above 10 with 0.5 s":     {with(func(c *Config) { c.BatchSize = 100; c.MaximumBatchingWindow = 500 * time.Millisecond }), "not whole seconds"},
+		"batch above 10,000":            {with(func(c *Config) { c.BatchSize = 10001; c.MaximumBatchingWindow = time.Second }), "BatchSize 10001 above 10000"},
+		"window above 300 s":            {with(func(c *Config) { c.MaximumBatchingWindow = 301 * time.Second; c.VisibilityTimeout = time.Hour }), "outside 0–5m0s"},
+		"negative window":               {with(func(c *Config) { c.MaximumBatchingWindow = -time.Second }), "outside 0–5m0s"},
+		"fractional window":             {with(func(c *Config) { c.MaximumBatchingWindow = 1500 * time.Millisecond }), "not whole seconds"},
+		"window as long as visibility":  {with(func(c *Config) { c.MaximumBatchingWindow = time.Minute }), "not shorter than VisibilityTimeout"},
+		"window past default visibility": {Config{Function: "f", QueueURL: "u", MaximumBatchingWindow: 30 * time.Second},
+			"not shorter than VisibilityTimeout"},
 	} {
-		if _, err := New(client, inv, cfg); err == nil {
-			t.Errorf("%s: New accepted %+v", name, cfg)
+		_, err := New(client, inv, c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: New(%+v) = %v, want an error with %q", name, c.cfg, err, c.want)
 		}
+	}
+	for name, cfg := range map[string]Config{
+		"the deployed fast path": with(func(c *Config) { c.BatchSize = 100; c.MaximumBatchingWindow = time.Second }),
+		"the most": with(func(c *Config) {
+			c.BatchSize = MaxBatchSize
+			c.MaximumBatchingWindow = MaxBatchingWindow
+			c.VisibilityTimeout = time.Hour
+		}),
+		"10 without window": with(func(c *Config) { c.BatchSize = 10 }),
+	} {
+		if _, err := New(client, inv, cfg); err != nil {
+			t.Errorf("%s: New refused %+v: %v", name, cfg, err)
+		}
+	}
+}
+
+// The payload a mapping assembles from its records is the JSON
+// encoding/json writes for the events.SQSEvent, so the size it checks
+// against MaxPayloadBytes is the size the function receives.
+func TestPayloadIsTheEventsJSON(t *testing.T) {
+	m := &Mapping{cfg: Config{QueueARN: "arn:aws:sqs:us-east-1:000000000000:q", Region: "us-east-1"}}
+	var ps []pending
+	var want events.SQSEvent
+	for i, body := range []string{"plain", `{"json":"<b>&amp;</b>"}`, "ünïcødé \u2028"} {
+		msg := sqstypes.Message{
+			MessageId: aws.String(fmt.Sprintf("id-%d", i)), ReceiptHandle: aws.String("rh"), Body: aws.String(body),
+			MD5OfBody: aws.String("md5"), Attributes: map[string]string{"SentTimestamp": "1"},
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{"k": {DataType: aws.String("String"), StringValue: aws.String("v")}},
+		}
+		p := pending{msg: msg, count: i + 1}
+		rec := m.record(p)
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.rec = b
+		ps = append(ps, p)
+		want.Records = append(want.Records, rec)
+		wantJSON, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bt batch
+		for _, p := range ps {
+			bt.add(p)
+		}
+		if got := payload(ps); string(got) != string(wantJSON) || bt.bytes != len(wantJSON) {
+			t.Fatalf("%d records: payload %s (batch counts %d bytes), want %s (%d bytes)", len(ps), got, bt.bytes, wantJSON, len(wantJSON))
+		}
+	}
+}
+
+// With a window a poller receives again (at most 10 messages a receive)
+// until the batch has BatchSize records, and invokes then, without waiting
+// for the window to pass.
+func TestBatchFillsToBatchSizeAcrossReceives(t *testing.T) {
+	f := setup(t)
+	for i := 0; i < 25; i++ {
+		f.send(t, fmt.Sprintf("m%d", i), 0)
+	}
+	r := newRecorder()
+	start := time.Now()
+	m := f.start(t, r.handle, func(c *Config) {
+		c.BatchSize, c.MaximumBatchingWindow, c.VisibilityTimeout = 25, 20*time.Second, 60*time.Second
+	})
+	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	took := time.Since(start)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.batches) != 1 || r.batches[0] != 25 {
+		t.Fatalf("invocations of %v records, want one of 25", r.batches)
+	}
+	if took >= 20*time.Second {
+		t.Errorf("the full batch waited %s, its window (20 s) out", took)
+	}
+	st := m.Stats()
+	if st.Receives < 3 || st.Messages != 25 || st.Invocations != 1 || st.Deleted != 25 {
+		t.Errorf("stats %+v: want 25 messages from at least 3 receives, one invocation, 25 deletes", st)
+	}
+}
+
+// A batch that does not fill is invoked once its window has passed since
+// its first message, with what it gathered.
+func TestBatchIsInvokedWhenTheWindowPasses(t *testing.T) {
+	f := setup(t)
+	for _, b := range []string{"a", "b", "c"} {
+		f.send(t, b, 0)
+	}
+	r := newRecorder()
+	start := time.Now()
+	m := f.start(t, r.handle, func(c *Config) {
+		c.BatchSize, c.MaximumBatchingWindow, c.VisibilityTimeout = 100, 2*time.Second, 30*time.Second
+	})
+	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.batches) != 1 || r.batches[0] != 3 {
+		t.Fatalf("invocations of %v records, want one of 3", r.batches)
+	}
+	// The first message arrived after Start: the window ends 2 s later at
+	// the earliest.
+	if waited := r.at["a"].Sub(start); waited < 2*time.Second {
+		t.Errorf("invoked %s after the start, before the 2 s window passed", waited)
+	}
+	if st := m.Stats(); st.Invocations != 1 || st.Deleted != 3 || st.Receives < 1 {
+		t.Errorf("stats %+v: want one invocation, 3 deletes", st)
+	}
+}
+
+// payloadSizes is an Invoker that notes each payload's size.
+type payloadSizes struct {
+	Invoker
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (p *payloadSizes) Invoke(ctx context.Context, fn string, payload []byte) ([]byte, bool, error) {
+	p.mu.Lock()
+	p.sizes = append(p.sizes, len(payload))
+	p.mu.Unlock()
+	return p.Invoker.Invoke(ctx, fn, payload)
+}
+
+// Messages that would take a batch past Lambda's 6 MB payload start the
+// next batch: every invocation stays within the limit, and every message is
+// delivered and deleted once.
+func TestPayloadLimitSplitsABatchAndLosesNothing(t *testing.T) {
+	f := setup(t)
+	if _, err := f.client.SetQueueAttributes(f.ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(f.queue),
+		Attributes: map[string]string{"MaximumMessageSize": "1048576"}}); err != nil {
+		t.Fatalf("set queue attributes: %v", err)
+	}
+	const n, size = 12, 1_000_000 // 5 fit in 6 MB with their metadata, 6 do not
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf("%02d", i) + strings.Repeat("x", size-2)
+		f.send(t, bodies[i], 0)
+	}
+	r := newRecorder()
+	inv := &payloadSizes{Invoker: Func(r.handle)}
+	m := f.startInvoker(t, inv, func(c *Config) {
+		c.BatchSize, c.MaximumBatchingWindow, c.VisibilityTimeout = 100, 2*time.Second, 60*time.Second
+	})
+	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, b := range bodies {
+		if got := r.deliveries[b]; got != 1 {
+			t.Errorf("message %d delivered %d times, want once", i, got)
+		}
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for i, sz := range inv.sizes {
+		if sz > MaxPayloadBytes {
+			t.Errorf("invocation %d carried %d bytes, more than %d", i, sz, MaxPayloadBytes)
+		}
+	}
+	most := 0
+	for _, k := range r.batches {
+		most = max(most, k)
+	}
+	if len(r.batches) < 3 || most != 5 {
+		t.Errorf("invocations of %v records: want at least 3, the largest of the 5 that fit", r.batches)
+	}
+	if st := m.Stats(); st.Messages != n || st.Deleted != n || st.MovedToDLQ != 0 {
+		t.Errorf("stats %+v: want %d messages received and deleted once", st, n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
@@ -59,6 +60,12 @@ type FastPathReport struct {
 	// MissedBreakdown is Missed explained from the deliveries (fastpath.go,
 	// MissedBreakdown).
 	MissedBreakdown MissedBreakdown `json:"missedBreakdown"`
+	// Invocations is how many times the fast-path queue's mapping invoked
+	// the Lambda, MessagesPerInvocation the messages it received
+	// (redeliveries included) per invocation (injected duplicate
+	// deliveries' included): its batching (esm.Stats).
+	Invocations           int64   `json:"invocations"`
+	MessagesPerInvocation float64 `json:"messagesPerInvocation"`
 	// Dropped, Duplicated and Delayed are HealthLake's modelled faults
 	// (SubscriptionStats): notifications never delivered, delivered twice,
 	// delivered ExtraDelay late.
@@ -246,6 +253,7 @@ type fastPathInputs struct {
 	start       time.Time
 	activatedAt time.Time // zero: never
 	stats       fakehealthlake.SubscriptionStats
+	mapping     esm.Stats // the fast-path queue's mapping
 	dropped     []string
 	totals      map[string]float64
 	windows     []committedWindow
@@ -367,6 +375,10 @@ func (o *observer) fastPathReport(in fastPathInputs) *FastPathReport {
 	r.Dropped, r.Duplicated, r.Delayed = int64(s.Dropped), int64(s.Duplicated), int64(s.Delayed)
 	r.Notifications = NotificationCounts{Matched: int64(s.Matched), Sent: int64(s.Sent), Bundles: int64(s.Bundles), Retried: int64(s.Retried),
 		GivenUp: int64(s.GivenUp), Cancelled: int64(s.Cancelled), Downgraded: int64(s.Downgraded), Pending: int64(s.Pending)}
+	r.Invocations = in.mapping.Invocations
+	if r.Invocations > 0 {
+		r.MessagesPerInvocation = float64(in.mapping.Messages) / float64(r.Invocations)
+	}
 	r.Missed = int64(in.totals[metrics.FastPathMissed])
 	r.Skipped = int64(in.totals[metrics.FastPathSkipped])
 	r.Unrecognized = int64(in.totals[fastpath.MetricUnrecognized])

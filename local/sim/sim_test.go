@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
@@ -346,6 +347,11 @@ func TestFastPathDeliversWithinTheNotificationDelay(t *testing.T) {
 	}
 	if f.DeleteLatencySeconds.Count == 0 || f.DeleteLatencySeconds.P95 > bound {
 		t.Errorf("fast-path delete latency %+v: want deletes, p95 ≤ %.0f s", f.DeleteLatencySeconds, bound)
+	}
+	// Five pollers gather for a second each: invocations carry a message or
+	// more, never more than the batch size.
+	if f.Invocations == 0 || f.MessagesPerInvocation < 1 || f.MessagesPerInvocation > stackconfig.FastPathBatchSize {
+		t.Errorf("%d invocations of %.2f messages each: want batches of 1 to %d", f.Invocations, f.MessagesPerInvocation, stackconfig.FastPathBatchSize)
 	}
 	if f.DeliveredByExportPath != 0 || f.ExportLatencySeconds.Count != 0 || f.Skipped == 0 {
 		t.Errorf("the export path delivered %d versions first (latency %+v), skipped %d: want none first, the fast path's skipped",

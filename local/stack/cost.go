@@ -87,8 +87,9 @@ func (s *Stack) monthly(u cost.Usage, changes int64) (cost.Bill, bool) {
 	if windows == 0 {
 		return cost.Bill{}, false
 	}
-	// The local event-source mappings poll every second with one poller
-	// (so that Stop is quick); the deployed ones long-poll (20 s, five
+	// The local event-source mappings poll every second (so that Stop is
+	// quick) with one poller, the fast path's with five and a receive or
+	// two more per batching window; the deployed ones long-poll (20 s, five
 	// pollers a queue: the model's always-on usage). The month prices the
 	// deployed polling, not the local receives.
 	u.SQSRequests = max(0, u.SQSRequests-float64(s.Env.Gateway.Calls()["sqs:ReceiveMessage"]))

@@ -27,10 +27,11 @@ import (
 // FnFastPath is the fast-path Lambda's function name (docs/FASTPATH.md).
 const FnFastPath = stackconfig.FastPath
 
-// fastPathBatchSize is the local mapping's batch size: the local
-// event-source mapping takes at most 10 records an invocation (the deployed
-// one 100 within a 1-second batching window, cdk/pipeline/fastpath.go).
-const fastPathBatchSize = 10
+// fastPathPollers is the local fast-path mapping's pollers: Lambda starts
+// an SQS standard queue's mapping with five concurrent batches ("Configuring
+// scaling behavior for SQS event source mappings"). Its scaling beyond five
+// as the backlog grows (up to 300 more a minute) is not modelled.
+const fastPathPollers = 5
 
 // NotificationBus is the bus HealthLake's Subscription delivers to.
 func (s *Stack) NotificationBus() string { return s.opts.Name + "-notifications" }
@@ -227,23 +228,26 @@ func (s *Stack) fastPathNotifier() func(fakehealthlake.Notification) error {
 }
 
 // startFastPathMapping connects the fast path's queue to its Lambda as the
-// deployed mapping does (partial batch responses, redrive to the DLQ).
-func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) {
+// deployed mapping does (its batch size and batching window, partial batch
+// responses, redrive to the DLQ).
+func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) error {
 	if !s.opts.FastPath {
-		return
+		return nil
 	}
 	poller := sqs.NewFromConfig(s.principalConfig(iampolicy.FastPath))
 	mp, err := esm.New(poller, s.Lambdas, esm.Config{
 		Function: FnFastPath, QueueURL: s.Res.FastPathQueueURL, QueueARN: s.Env.ARN("sqs", s.fastPathQueue()), Region: s.Env.Region,
-		DLQURL: s.Res.FastPathDLQURL, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: fastPathBatchSize,
+		DLQURL: s.Res.FastPathDLQURL, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount,
+		BatchSize: stackconfig.FastPathBatchSize, MaximumBatchingWindow: stackconfig.FastPathBatchingWindow, Pollers: fastPathPollers,
 		VisibilityTimeout: s.visibility(FnFastPath), ReportBatchItemFailures: true,
 		Faults: dup, Logger: s.log,
 	})
 	if err != nil {
-		s.log.Error("event-source mapping", "function", FnFastPath, "error", err.Error())
-		return
+		// A VisibilityTimeout option not longer than the batching window.
+		return fmt.Errorf("stack: fast path: event-source mapping: %w", err)
 	}
 	mp.Start(context.WithoutCancel(ctx))
 	s.esms = append(s.esms, mp)
 	s.esmNames = append(s.esmNames, FnFastPath)
+	return nil
 }

@@ -77,7 +77,7 @@ func seconds(d time.Duration) int32 {
 // startMappings connects the queues to their functions, the way the CDK app
 // declares the event-source mappings (batch size, partial batch responses,
 // redrive to the DLQ after MaxReceiveCount).
-func (s *Stack) startMappings(ctx context.Context) {
+func (s *Stack) startMappings(ctx context.Context) error {
 	var dup esm.Faults
 	if s.opts.FaultRate > 0 {
 		dup = s.Faults
@@ -98,15 +98,13 @@ func (s *Stack) startMappings(ctx context.Context) {
 			Faults: dup, Logger: s.log,
 		})
 		if err != nil {
-			// The configuration above is static; New only fails on a bug.
-			s.log.Error("event-source mapping", "function", m.fn, "error", err.Error())
-			continue
+			return fmt.Errorf("stack: event-source mapping: %w", err)
 		}
 		mp.Start(context.WithoutCancel(ctx))
 		s.esms = append(s.esms, mp)
 		s.esmNames = append(s.esmNames, m.fn)
 	}
-	s.startFastPathMapping(ctx, dup)
+	return s.startFastPathMapping(ctx, dup)
 }
 
 func lastSegment(u string) string {

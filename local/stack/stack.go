@@ -131,10 +131,11 @@ type Options struct {
 	// RecheckDelay is the re-check queue delay check-export uses (default 1 s
 	// locally).
 	RecheckDelay time.Duration
-	// VisibilityTimeout of both queues and their event-source mappings
+	// VisibilityTimeout of the queues and their event-source mappings
 	// (default: the deployed one, 6 × the consumer's timeout, from
-	// internal/stackconfig) and MaxReceiveCount before a message goes to its
-	// DLQ (default: the deployed one).
+	// internal/stackconfig; with FastPath longer than the fast-path
+	// mapping's batching window, a second) and MaxReceiveCount before a
+	// message goes to its DLQ (default: the deployed one).
 	VisibilityTimeout time.Duration
 	MaxReceiveCount   int
 	// ResourcesPerFile splits export files (default HealthLake's 5000).
@@ -439,7 +440,9 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if err := s.seed(ctx); err != nil {
 		return nil, err
 	}
-	s.startMappings(ctx)
+	if err := s.startMappings(ctx); err != nil {
+		return nil, err
+	}
 	if opts.FaultRate > 0 {
 		s.installFaults()
 	}
