@@ -12,6 +12,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
@@ -66,6 +67,12 @@ type FastPathReport struct {
 	// deliveries' included): its batching (esm.Stats).
 	Invocations           int64   `json:"invocations"`
 	MessagesPerInvocation float64 `json:"messagesPerInvocation"`
+	// Environments is how many execution environments the local Lambda made
+	// for the fast path (one invocation at a time each, idle ones reused:
+	// local/lambdas), EnvironmentsShutDown how many it shut down; each
+	// writes its own record objects.
+	Environments         int64 `json:"environments"`
+	EnvironmentsShutDown int64 `json:"environmentsShutDown"`
 	// Dropped, Duplicated and Delayed are HealthLake's modelled faults
 	// (SubscriptionStats): notifications never delivered, delivered twice,
 	// delivered ExtraDelay late.
@@ -253,7 +260,8 @@ type fastPathInputs struct {
 	start       time.Time
 	activatedAt time.Time // zero: never
 	stats       fakehealthlake.SubscriptionStats
-	mapping     esm.Stats // the fast-path queue's mapping
+	mapping     esm.Stats     // the fast-path queue's mapping
+	lambda      lambdas.Stats // the fast-path Lambda's
 	dropped     []string
 	totals      map[string]float64
 	windows     []committedWindow
@@ -376,6 +384,7 @@ func (o *observer) fastPathReport(in fastPathInputs) *FastPathReport {
 	r.Notifications = NotificationCounts{Matched: int64(s.Matched), Sent: int64(s.Sent), Bundles: int64(s.Bundles), Retried: int64(s.Retried),
 		GivenUp: int64(s.GivenUp), Cancelled: int64(s.Cancelled), Downgraded: int64(s.Downgraded), Pending: int64(s.Pending)}
 	r.Invocations = in.mapping.Invocations
+	r.Environments, r.EnvironmentsShutDown = in.lambda.Environments, in.lambda.EnvironmentsShutDown
 	if r.Invocations > 0 {
 		r.MessagesPerInvocation = float64(in.mapping.Messages) / float64(r.Invocations)
 	}
@@ -476,6 +485,8 @@ func fastPathNotes(r *FastPathReport) []string {
 				b.NotRecorded, b.NotRecordedTailSeconds)
 			if b.NotRecordedTailSeconds <= tailSeconds {
 				s += " — the versions it kept when the writes stopped, waiting for an invocation that never came"
+			} else {
+				s += " — some during the run: an execution environment left without invocations while others took the traffic kept them (the local Lambda reuses the most recently used idle environment; which one Lambda picks is not documented)"
 			}
 			parts = append(parts, s)
 		}

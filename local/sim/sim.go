@@ -654,7 +654,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		runsMu.Unlock()
 		rep.FastPath = obs.fastPathReport(fastPathInputs{
 			fp: *w.FastPath, types: w.fastPathTypes(), start: start, activatedAt: at,
-			stats: st.HealthLake.SubscriptionStats(), mapping: st.MappingStats()[stack.FnFastPath], dropped: st.HealthLake.DroppedNotifications(),
+			stats: st.HealthLake.SubscriptionStats(), mapping: st.MappingStats()[stack.FnFastPath], lambda: st.Lambdas.Stats()[stack.FnFastPath], dropped: st.HealthLake.DroppedNotifications(),
 			totals: st.Metrics.Totals(), windows: reads, firstWindow: first, stamps: drv.stamps, lastWrite: drv.lastWrite, end: time.Now(),
 			maxNotificationDelay: w.FastPath.maxNotificationDelay(), visibilityLag: lim.VisibilityLag.D(),
 		})
