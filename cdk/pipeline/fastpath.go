@@ -261,7 +261,7 @@ func (b *builder) fastPathInfra() {
 		Encryption:          awssqs.QueueEncryption_KMS,
 		EncryptionMasterKey: b.key,
 		EnforceSSL:          jsii.Bool(true),
-		VisibilityTimeout:   seconds(stackconfig.VisibilityTimeout(fpFn)),
+		VisibilityTimeout:   seconds(stackconfig.FastPathVisibility(fpFn)),
 		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
 		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(b.set.MaxReceiveCount)},
 	})

@@ -463,6 +463,14 @@ func Lambdas() []string { return []string{StartExport, CheckExport, PrepareChang
 // VisibilityTimeout is the visibility timeout of a queue consumed by fn.
 func VisibilityTimeout(fn Function) time.Duration { return VisibilityFactor * fn.Timeout }
 
+// FastPathVisibility is the fast-path queue's visibility timeout for the
+// fast-path function fn: six times its timeout plus the mapping's batching
+// window, as Lambda's guide asks of a queue whose mapping has a window
+// ("Using Lambda with Amazon SQS").
+func FastPathVisibility(fn Function) time.Duration {
+	return VisibilityTimeout(fn) + FastPathBatchingWindow
+}
+
 // StartVisibility is the start queue's visibility timeout (consumer start-export).
 func (c Config) StartVisibility() time.Duration { return VisibilityTimeout(c.StartExport) }
 

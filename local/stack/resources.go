@@ -59,6 +59,9 @@ func (s *Stack) visibility(fn string) time.Duration {
 		return s.opts.VisibilityTimeout
 	}
 	f, _ := stackconfig.Default().Function(fn)
+	if fn == FnFastPath {
+		return stackconfig.FastPathVisibility(f)
+	}
 	return stackconfig.VisibilityTimeout(f)
 }
 
