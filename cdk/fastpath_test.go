@@ -287,8 +287,9 @@ func TestFastPathRuleQueueAndDeadLetterQueue(t *testing.T) {
 		if path(props(dlq), "MessageRetentionPeriod") != 1209600.0 {
 			t.Errorf("fast-path DLQ retention = %v, want 14 days", path(props(dlq), "MessageRetentionPeriod"))
 		}
-		if v := path(props(q), "VisibilityTimeout"); v != float64(stackconfig.Seconds(stackconfig.VisibilityTimeout(set.FastPathFunction))) {
-			t.Errorf("fast-path queue visibility = %v, want %d × the Lambda's timeout", v, stackconfig.VisibilityFactor)
+		if v := path(props(q), "VisibilityTimeout"); v != float64(stackconfig.Seconds(stackconfig.FastPathVisibility(set.FastPathFunction))) ||
+			v != float64(stackconfig.Seconds(stackconfig.VisibilityTimeout(set.FastPathFunction)+stackconfig.FastPathBatchingWindow)) {
+			t.Errorf("fast-path queue visibility = %v, want %d × the Lambda's timeout plus the batching window", v, stackconfig.VisibilityFactor)
 		}
 		for _, owner := range []string{"FastPathQueuePolicy", "FastPathDeadLetterQueuePolicy"} {
 			var events, tls bool
