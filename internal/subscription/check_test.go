@@ -16,6 +16,10 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
 )
 
+// checkEvent is what the schedule sends: CheckEvent with the custom
+// resource's properties, Types as the comma-separated parameter.
+const checkEvent = `{"check":{"DatastoreId":"ds1","Types":"Patient,Observation","BusArn":"` + testBus + `","Payload":"full-resource","Name":"cdc-test"}}`
+
 // checkRig is the setup Lambda serving scheduled checks, with its logs and
 // metrics.
 type checkRig struct {
@@ -46,9 +50,8 @@ func newCheckRig(t *testing.T) *checkRig {
 // returns the check's metrics and its log line.
 func (c *checkRig) check(t *testing.T) (active, repaired float64, line map[string]any) {
 	t.Helper()
-	raw := `{"check":{"DatastoreId":"ds1","Types":"Patient,Observation","BusArn":"` + testBus + `","Payload":"full-resource","Name":"cdc-test"}}`
 	c.emf.Reset()
-	if err := c.h.Serve(context.Background(), json.RawMessage(raw)); err != nil {
+	if err := c.h.Serve(context.Background(), json.RawMessage(checkEvent)); err != nil {
 		t.Fatalf("check: %v", err)
 	}
 	var rec map[string]any
@@ -168,8 +171,7 @@ func TestCheckStopsAtItsBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := `{"check":{"DatastoreId":"ds1","Types":"Patient,Observation","BusArn":"` + testBus + `","Payload":"full-resource","Name":"cdc-test"}}`
-	err = h.Serve(context.Background(), json.RawMessage(raw))
+	err = h.Serve(context.Background(), json.RawMessage(checkEvent))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a check past its budget returned %v, want the deadline", err)
 	}

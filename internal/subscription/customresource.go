@@ -389,12 +389,7 @@ func (h *CustomResource) remove(ctx context.Context, ev cfn.Event) outcome {
 		out.err = err
 		return out
 	}
-	for _, s := range st.subs {
-		out.changes = append(out.changes, "deleted "+SubscriptionType+"/"+s.ID)
-	}
-	for _, t := range st.topics {
-		out.changes = append(out.changes, "deleted "+TopicType+"/"+t.ID)
-	}
+	out.changes = append(out.changes, st.deletions("", "")...)
 	if len(st.subs)+len(st.topics) > 0 {
 		h.sweep(ctx, spec, st, &out)
 	}
@@ -435,12 +430,7 @@ func (h *CustomResource) sweep(ctx context.Context, spec Spec, removed *state, o
 		h.opts.Logger.Warn("fast-path-setup: the Delete's second pass failed", "error", err.Error())
 		return
 	}
-	for _, s := range late.subs {
-		out.changes = append(out.changes, "deleted "+SubscriptionType+"/"+s.ID+" (created by a check during the deletion)")
-	}
-	for _, t := range late.topics {
-		out.changes = append(out.changes, "deleted "+TopicType+"/"+t.ID+" (created during the deletion)")
-	}
+	out.changes = append(out.changes, late.deletions(" (created by a check during the deletion)", " (created during the deletion)")...)
 }
 
 // reason is a FAILED response's Reason: the error text, cut to about

@@ -479,8 +479,7 @@ func TestDeleteRemovesWhatACheckCreatedDuringIt(t *testing.T) {
 	})
 	checkDone := make(chan error, 1)
 	go func() {
-		raw := `{"check":{"DatastoreId":"ds1","Types":"Patient,Observation","BusArn":"` + testBus + `","Payload":"full-resource","Name":"cdc-test"}}`
-		checkDone <- c.h.Serve(ctx, json.RawMessage(raw))
+		checkDone <- c.h.Serve(ctx, json.RawMessage(checkEvent))
 	}()
 	<-atWrite
 

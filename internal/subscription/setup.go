@@ -658,6 +658,19 @@ func lookupWith(ctx context.Context, api API, spec Spec, gone []string) (*state,
 	return st, nil
 }
 
+// deletions lists what remove deleted, for Result.Changes: each
+// Subscription, then each topic, with its note.
+func (st *state) deletions(subNote, topicNote string) []string {
+	var out []string
+	for _, s := range st.subs {
+		out = append(out, "deleted "+SubscriptionType+"/"+s.ID+subNote)
+	}
+	for _, t := range st.topics {
+		out = append(out, "deleted "+TopicType+"/"+t.ID+topicNote)
+	}
+	return out
+}
+
 // topicIDs returns the ids of the topics found.
 func (st *state) topicIDs() []string {
 	ids := make([]string, 0, len(st.topics))

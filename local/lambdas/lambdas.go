@@ -149,6 +149,9 @@ func (r *Registry) Timeout(function string) (time.Duration, error) {
 // when they overlap. handler is any valid Lambda handler function (the forms
 // lambda.Start accepts); it is wrapped with lambda.NewHandler.
 func (r *Registry) Register(name string, handler any, opts ...Option) error {
+	if err := validName(name); err != nil {
+		return err
+	}
 	h, err := wrap(name, handler)
 	if err != nil {
 		return err
@@ -160,6 +163,9 @@ func (r *Registry) Register(name string, handler any, opts ...Option) error {
 // as Lambda runs it (Environment): init makes one, as Lambda's init phase
 // does, when an invocation finds none idle.
 func (r *Registry) RegisterEnvironments(name string, init func() (Environment, error), opts ...Option) error {
+	if err := validName(name); err != nil {
+		return err
+	}
 	if init == nil {
 		return fmt.Errorf("register function %s: nil init", name)
 	}
@@ -168,11 +174,9 @@ func (r *Registry) RegisterEnvironments(name string, init func() (Environment, e
 	return r.add(f, opts)
 }
 
-// wrap checks a handler and wraps it with lambda.NewHandler.
+// wrap checks a handler and wraps it with lambda.NewHandler; name is for
+// the error (add checks it).
 func wrap(name string, handler any) (lambda.Handler, error) {
-	if name == "" || strings.ContainsAny(name, ":/") {
-		return nil, fmt.Errorf("register function %q: invalid name", name)
-	}
 	if handler == nil {
 		return nil, fmt.Errorf("register function %s: nil handler", name)
 	}
@@ -184,11 +188,16 @@ func wrap(name string, handler any) (lambda.Handler, error) {
 	return lambda.NewHandler(handler), nil
 }
 
-// add registers f with its options.
-func (r *Registry) add(f *function, opts []Option) error {
-	if f.name == "" || strings.ContainsAny(f.name, ":/") {
-		return fmt.Errorf("register function %q: invalid name", f.name)
+// validName refuses a function name Lambda could not take apart from an ARN.
+func validName(name string) error {
+	if name == "" || strings.ContainsAny(name, ":/") {
+		return fmt.Errorf("register function %q: invalid name", name)
 	}
+	return nil
+}
+
+// add registers f (its name checked) with its options.
+func (r *Registry) add(f *function, opts []Option) error {
 	for _, o := range opts {
 		o(f)
 	}
