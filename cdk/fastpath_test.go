@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -155,27 +156,16 @@ func TestFastPathOffDeploysNothingOfIt(t *testing.T) {
 		}
 	}
 	for _, s := range statements() {
-		for _, r := range s.Resources {
-			if strings.Contains(flatten(r), iampolicy.PrefixFastPath) {
-				t.Errorf("%s %s: %v on %s without the fast path", s.ResourceType, s.Owner, s.Actions, flatten(r))
-			}
-		}
 		if sid, _ := s.Raw["Sid"].(string); strings.Contains(sid, "FastPath") || strings.Contains(sid, "NotificationBus") {
 			t.Errorf("%s %s: statement %s without the fast path", s.ResourceType, s.Owner, sid)
 		}
-		if strings.Contains(flatten(s.Raw["Condition"]), iampolicy.PrefixFastPath) {
-			t.Errorf("%s %s: condition on %s without the fast path", s.ResourceType, s.Owner, iampolicy.PrefixFastPath)
+		if strings.Contains(flatten(s.Raw["Condition"]), iampolicy.PKFastPath) {
+			t.Errorf("%s %s: condition on %s without the fast path", s.ResourceType, s.Owner, iampolicy.PKFastPath)
 		}
 	}
 	_, pc := oneOfType(t, "AWS::Lambda::Function", "PrepareChange")
 	if v := path(props(pc), "Environment", "Variables", stackconfig.EnvFastPath); v != "false" {
 		t.Errorf("prepare-change %s = %v, want false", stackconfig.EnvFastPath, v)
-	}
-	_, bucket := oneOfType(t, "AWS::S3::Bucket", "ArtifactBucket")
-	for _, rule := range asList(path(props(bucket), "LifecycleConfiguration", "Rules")) {
-		if path(rule, "Prefix") == pipeline.PrefixFastPath {
-			t.Errorf("lifecycle rule for %s without the fast path", pipeline.PrefixFastPath)
-		}
 	}
 	outputs, _ := synthesized.json["Outputs"].(map[string]any)
 	for _, o := range []string{"NotificationBusArn", "FastPathQueueUrl", "FastPathDeadLetterQueueUrl"} {
@@ -553,22 +543,26 @@ func TestFastPathStackNagIAMNamesAndLifecycle(t *testing.T) {
 				}
 			}
 		}
-		bucket := templateResources(t).BucketARN
-		if !allows("PrepareChangeRole", bucket+"/"+iampolicy.PrefixFastPath+"*", "s3:GetObject") {
-			t.Error("prepare-change may not read the fast path's records")
-		}
-		_, b := oneOfType(t, "AWS::S3::Bucket", "ArtifactBucket")
-		found := false
-		for _, rule := range asList(path(props(b), "LifecycleConfiguration", "Rules")) {
-			if path(rule, "Prefix") == pipeline.PrefixFastPath {
-				found = true
-				if path(rule, "ExpirationInDays") != float64(fastPathSynth.cfg.Settings.DeliveredExpiryDays) {
-					t.Errorf("%s expires after %v days, want DeliveredExpiryDays", pipeline.PrefixFastPath, path(rule, "ExpirationInDays"))
+		// The record: the fast path writes its items, prepare-change
+		// queries them, each limited to FASTPATH# items.
+		table := templateResources(t).TableARN
+		for _, c := range []struct{ owner, action string }{{"FastPathRole", "dynamodb:PutItem"}, {"PrepareChangeRole", "dynamodb:Query"}} {
+			found := false
+			for _, s := range statements() {
+				if s.Owner == c.owner && slices.Contains(s.Actions, c.action) && slices.ContainsFunc(s.Resources, func(r any) bool { return flatten(r) == table }) {
+					found = true
+					if !leadingKeysOnly(s, iampolicy.PKFastPath) {
+						t.Errorf("%s %s on the table: not limited to %s items: %v", c.owner, c.action, iampolicy.PKFastPath, s.Raw["Condition"])
+					}
 				}
 			}
+			if !found {
+				t.Errorf("%s may not %s the fast path's record", c.owner, c.action)
+			}
 		}
-		if !found {
-			t.Errorf("no lifecycle rule for %s", pipeline.PrefixFastPath)
+		_, fp := oneOfType(t, "AWS::Lambda::Function", "FastPath")
+		if v := path(props(fp), "Environment", "Variables", stackconfig.EnvTable); v == nil {
+			t.Errorf("the fast-path Lambda has no %s", stackconfig.EnvTable)
 		}
 		outputs, _ := synthesized.json["Outputs"].(map[string]any)
 		var names []string

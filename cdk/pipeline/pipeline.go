@@ -71,8 +71,6 @@ const (
 	PrefixDelivered = iampolicy.PrefixDelivered
 	PrefixReconcile = iampolicy.PrefixReconcile
 	PrefixOverlap   = iampolicy.PrefixOverlap
-	// PrefixFastPath holds the fast path's record objects (fastpath.go).
-	PrefixFastPath = iampolicy.PrefixFastPath
 )
 
 // StateMachineName returns the state machine's name for a stack name. It is
@@ -444,12 +442,6 @@ func (b *builder) artifactBucket() {
 		expire("expire-delivered", PrefixDelivered, jsii.Number(b.set.DeliveredExpiryDays)),
 		expire("expire-reconcile", PrefixReconcile, jsii.Number(b.set.ReconcileExpiryDays)),
 	}
-	if b.set.FastPath {
-		// The fast path's record objects are what it delivered: the
-		// windows skip their versions and the reconciliation counts them
-		// as delivered, so they are kept as long as delivered/.
-		rules = append(rules, expire("expire-fastpath", PrefixFastPath, jsii.Number(b.set.DeliveredExpiryDays)))
-	}
 	b.bucket = awss3.NewBucket(b.stack, b.s("ArtifactBucket"), &awss3.BucketProps{
 		// Server access logs of the PHI bucket (exports, claim-checks,
 		// quarantine); object keys in them carry no resource ids.
@@ -484,7 +476,7 @@ func (b *builder) newTable() {
 		DeletionProtection: jsii.Bool(true),
 		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
 	})
-	suppress(b.table, nagRule{id: "HIPAA.Security-DynamoDBInBackupPlan", reason: "Point-in-time recovery keeps continuous backups of the table for 35 days and deletion protection is on; the table holds only the pipeline's coordination state (run lock, checkpoint, run history, export ledger), no PHI, and an AWS Backup plan would add a second copy of that state without a recovery it does not already have."})
+	suppress(b.table, nagRule{id: "HIPAA.Security-DynamoDBInBackupPlan", reason: "Point-in-time recovery keeps continuous backups of the table for 35 days and deletion protection is on; the table holds the pipeline's coordination state (run lock, checkpoint, run history, export ledger) and, with the fast path, a day of what it published (resource types, ids and versions: no resource content), under the stack's key, and an AWS Backup plan would add a second copy of that state without a recovery it does not already have."})
 }
 
 // queues creates the start and re-check queues, each with its dead-letter

@@ -3,6 +3,7 @@ package cost
 import (
 	"math"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -24,13 +25,20 @@ type FastPathModel struct {
 	// SecondsPerInvocation and SecondsPerMessage give an invocation's
 	// duration; MemoryGB its memory (0.5 as deployed).
 	SecondsPerInvocation, SecondsPerMessage, MemoryGB float64
-	// Environments is how many execution environments write record
-	// objects, each at most one per FlushAfterSeconds (the FastPathFlushAfter
-	// setting, 10 s).
-	Environments, FlushAfterSeconds float64
-	// WindowsPerDay read the record objects of their span (SpanSeconds:
-	// the window, the safety lag and the export, about 8 minutes).
-	WindowsPerDay, SpanSeconds float64
+	// Environments is how many execution environments report their counts,
+	// each at most once per ReportEverySeconds (stackconfig.FastPathReportEvery,
+	// 10 s).
+	Environments, ReportEverySeconds float64
+	// Each invocation writes its record as one DynamoDB item
+	// (internal/fastrecord) of RecordItemBytes plus RecordEntryBytes per
+	// version (gzip-compressed), billed in 1 KB write units.
+	RecordItemBytes, RecordEntryBytes float64
+	// WindowsPerDay read the record items of their span (SpanSeconds: the
+	// window, the safety lag and the export, about 8 minutes), each in
+	// ReadersPerWindow invocations (the Map's batches and the delete scan)
+	// with strongly consistent queries of every shard of every 5-minute
+	// bucket the span touches (4 KB read units, at least one per query).
+	WindowsPerDay, SpanSeconds, ReadersPerWindow float64
 	// VReadsPerChange is 1 with id-only payloads, about 0.0002 with
 	// full-resource ones (the resources over 256 KB, sent id-only).
 	VReadsPerChange float64
@@ -38,7 +46,7 @@ type FastPathModel struct {
 	// (START, END and REPORT lines, about 255 bytes; 0 with the system log
 	// level at WARN, as deployed); ReportBytes one report of the fast path
 	// (its log line and EMF record, about 1,260 bytes: an environment
-	// reports at most once per FlushAfterSeconds, internal/fastpath).
+	// reports at most once per ReportEverySeconds, internal/fastpath).
 	PlatformLogBytes, ReportBytes float64
 	// ReportEveryInvocation models a report per invocation (the fast path
 	// before it summed its counts per environment), for comparison.
@@ -55,8 +63,9 @@ func DeployedFastPath() FastPathModel {
 	return FastPathModel{
 		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: stackconfig.FastPathBatchingWindow.Seconds(),
 		SecondsPerInvocation: 0.05, SecondsPerMessage: 0.005, MemoryGB: 0.5,
-		Environments: 5, FlushAfterSeconds: stackconfig.Default().FastPathFlushAfter.Seconds(),
-		WindowsPerDay: 288, SpanSeconds: 480,
+		Environments: 5, ReportEverySeconds: stackconfig.FastPathReportEvery.Seconds(),
+		RecordItemBytes: 130, RecordEntryBytes: 40,
+		WindowsPerDay: 288, SpanSeconds: 480, ReadersPerWindow: 2,
 		VReadsPerChange:  0.0002,
 		PlatformLogBytes: 0, ReportBytes: 1260,
 	}
@@ -77,19 +86,26 @@ func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, not
 	perInvocation := messages / invocations
 	calls := invocations * math.Ceil(perInvocation/10) // ReceiveMessage and DeleteMessageBatch take 10
 	emptyPolls := m.Pollers * 3 * 60 * 24              // 20 s long polls of idle pollers, at most
-	records := math.Min(invocations, m.Environments*86400/math.Max(m.FlushAfterSeconds, 1))
-	reports := records // as often as the records, at most
+	reports := math.Min(invocations, m.Environments*86400/math.Max(m.ReportEverySeconds, 1))
 	if m.ReportEveryInvocation {
 		reports = invocations
 	}
-	perWindow := math.Min(records/86400*m.SpanSeconds, records)
+	// One item per invocation (MaxEntriesPerItem versions at most).
+	items := invocations * math.Ceil(perInvocation*per/fastrecord.MaxEntriesPerItem)
+	itemBytes := m.RecordItemBytes + m.RecordEntryBytes*changesPerDay/items
+	writeUnits := items * math.Ceil(itemBytes/1024)
+	// A reader queries each partition of the span once (one page unless
+	// it holds more than 1 MB), reading every item of the span.
+	buckets := math.Ceil(m.SpanSeconds/fastrecord.Bucket.Seconds()) + 1
+	spanBytes := math.Min(m.SpanSeconds/86400, 1) * items * itemBytes
+	readUnits := m.WindowsPerDay * m.ReadersPerWindow * (buckets*fastrecord.Shards + math.Ceil(spanBytes/4096))
 	u = Usage{
 		SQSRequests:       messages + 2*calls + emptyPolls,
 		LambdaRequests:    invocations,
 		LambdaGBSeconds:   (invocations*m.SecondsPerInvocation + messages*m.SecondsPerMessage) * m.MemoryGB,
 		LambdaArm64:       true,
-		S3PutListRequests: records + m.WindowsPerDay*math.Ceil(m.SpanSeconds/3600+1), // records; each window lists its hours
-		S3GetRequests:     m.WindowsPerDay * perWindow,
+		DynamoWriteUnits:  writeUnits,
+		DynamoReadUnits:   readUnits,
 		LogBytes:          invocations*m.PlatformLogBytes + reports*m.ReportBytes,
 	}
 	return u, changesPerDay * m.VReadsPerChange, messages

@@ -187,26 +187,3 @@ func TestOverlapKeysAndSet(t *testing.T) {
 		t.Errorf("Set after adding Patient/p1/_history/2 twice: len %d", s.Len())
 	}
 }
-
-func TestFastPathKeysSortByWriteTimeAndHoursCoverTheSpan(t *testing.T) {
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	a := FastPathKey(at("2026-11-26T13:05:00.100Z"), "req-1")
-	b := FastPathKey(at("2026-11-26T13:05:00.200Z"), "req-0")
-	if !strings.HasPrefix(a, "fastpath/2026-11-26T13/") || a >= b {
-		t.Fatalf("keys %q, %q: want the hour folder and write-time order", a, b)
-	}
-	if start := FastPathStartAfter(at("2026-11-26T13:05:00.150Z")); !(a < start && start < b) {
-		t.Fatalf("StartAfter %q does not fall between %q and %q", start, a, b)
-	}
-	got := FastPathHours(at("2026-11-26T22:59:00Z"), at("2026-11-27T00:00:01Z"))
-	want := []string{"fastpath/2026-11-26T22/", "fastpath/2026-11-26T23/", "fastpath/2026-11-27T00/"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("hours = %v, want %v", got, want)
-	}
-}

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -22,20 +24,27 @@ import (
 )
 
 // DefaultDeadlineMargin is how long before the invocation's deadline the
-// handler stops reading and publishing, so that its record object is still
+// handler stops reading and publishing, so that its record is still
 // written and its answer returned: what it had not settled is reported
 // failed and comes again.
 const DefaultDeadlineMargin = 5 * time.Second
 
+// DefaultReportEvery is how often an execution environment reports the
+// counts of its invocations (Config.ReportEvery).
+const DefaultReportEvery = stackconfig.FastPathReportEvery
+
 // Config configures the fast path (ConfigFromEnv reads it from the
 // environment).
 type Config struct {
-	// Bucket is the artifact bucket: claim-checks and the fast path's
-	// record objects (CDC_BUCKET, required).
+	// Bucket is the artifact bucket of claim-checks (CDC_BUCKET, required).
 	Bucket string
-	// KMSKeyID encrypts claim-checks and record objects with SSE-KMS
-	// (CDC_KMS_KEY_ID); empty sends no encryption header (local emulators).
+	// KMSKeyID encrypts claim-checks with SSE-KMS (CDC_KMS_KEY_ID); empty
+	// sends no encryption header (local emulators).
 	KMSKeyID string
+	// Table is the pipeline's DynamoDB table (CDC_TABLE, required): each
+	// invocation records what it published there (internal/fastrecord)
+	// before it answers its batch.
+	Table string
 	// DatastoreID is the HealthLake data store (CDC_DATASTORE_ID,
 	// required): versions are read from it, events name it, and a
 	// notification of another data store is not published.
@@ -55,26 +64,19 @@ type Config struct {
 	// DeadlineMargin: see DefaultDeadlineMargin (0 takes it; negative: none).
 	DeadlineMargin time.Duration
 	// Logger receives the environment's line of counts once per
-	// FlushAfter (Handler.observe) and a line per failed invocation; nil
+	// ReportEvery (Handler.observe) and a line per failed invocation; nil
 	// logs nothing.
 	Logger *slog.Logger
 	// Metrics receives the invocation's EMF metrics; nil emits none.
 	Metrics *metrics.Recorder
-	// Now is the clock (lag, record key); nil is time.Now.
+	// Now is the clock (lag, record keys); nil is time.Now.
 	Now func() time.Time
-	// FlushAfter (CDC_FAST_PATH_FLUSH_AFTER) is how long an execution
-	// environment may keep what it published before it writes its record
-	// object: one object per environment and FlushAfter while it is busy,
-	// instead of one per invocation (an S3 PUT costs 25 notifications'
-	// queue requests). An invocation writes when the oldest kept version is
-	// FlushAfter old, or when the environment was idle that long before it
-	// (the next invocation may be far away). 0 writes at every invocation.
-	// It must stay well below the safety lag: a window reads the records of
-	// its span when it runs, at least the safety lag after its until; a
-	// version whose record is not written by then is published again by
-	// the window (a duplicate, never a loss). The stack sets it to a
-	// twelfth of the safety lag (stackconfig).
-	FlushAfter time.Duration
+	// ReportEvery is how often an execution environment reports what its
+	// invocations did: one log line and one EMF record of summed counts
+	// (DefaultReportEvery when 0; negative: at every invocation). One per
+	// invocation would cost more in CloudWatch Logs ingestion than the
+	// invocation itself (docs/COST.md, "The fast path").
+	ReportEvery time.Duration
 }
 
 // ConfigFromEnv reads the configuration through getenv (os.Getenv in the
@@ -88,6 +90,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{
 		Bucket:             env(stackconfig.EnvBucket),
 		KMSKeyID:           env(stackconfig.EnvKMSKeyID),
+		Table:              env(stackconfig.EnvTable),
 		DatastoreID:        env(stackconfig.EnvDatastoreID),
 		HealthLakeEndpoint: env(stackconfig.EnvHealthLakeEndpoint),
 		Publish: publish.Config{
@@ -109,7 +112,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	var missing []string
 	for _, m := range []struct{ name, v string }{
-		{stackconfig.EnvBucket, cfg.Bucket}, {stackconfig.EnvDatastoreID, cfg.DatastoreID}, {stackconfig.EnvEventBus, cfg.Publish.EventBus},
+		{stackconfig.EnvBucket, cfg.Bucket}, {stackconfig.EnvTable, cfg.Table}, {stackconfig.EnvDatastoreID, cfg.DatastoreID}, {stackconfig.EnvEventBus, cfg.Publish.EventBus},
 	} {
 		if m.v == "" {
 			missing = append(missing, m.name)
@@ -125,13 +128,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.Publish.MaxEntryBytes = n
 	}
-	if s := env(stackconfig.EnvFastPathFlushAfter); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
-			return Config{}, fmt.Errorf("fast-path configuration: %s=%q is not a duration ≥ 0 such as 30s", stackconfig.EnvFastPathFlushAfter, s)
-		}
-		cfg.FlushAfter = d
-	}
 	if s := env(stackconfig.EnvPutEventsRate); s != "" {
 		r, err := strconv.ParseFloat(s, 64)
 		if err != nil || r < 0 || r != r {
@@ -142,8 +138,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
-// S3API is the part of the S3 client the fast path uses: claim-checks and
-// the record object (*s3.Client satisfies it).
+// S3API is the part of the S3 client the fast path uses: claim-checks
+// (*s3.Client satisfies it).
 type S3API interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 }
@@ -157,7 +153,7 @@ type VersionReader interface {
 
 // NewFromEnv is the one way the fast-path Lambda is built, deployed
 // (cmd/fast-path) and locally: configuration from getenv (ConfigFromEnv),
-// S3, EventBridge and HealthLake clients from rt.AWS, logs to rt.Logger,
+// S3, DynamoDB, EventBridge and HealthLake clients from rt.AWS, logs to rt.Logger,
 // EMF metrics to rt.Metrics and rt.Now as the clock.
 func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, error) {
 	cfg, err := ConfigFromEnv(getenv)
@@ -169,17 +165,20 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 	if err != nil {
 		return nil, fmt.Errorf("fast-path configuration: %w", err)
 	}
-	return New(awsclient.NewS3(rt.AWS), eventbridge.NewFromConfig(rt.AWS), hl, cfg)
+	return New(awsclient.NewS3(rt.AWS), dynamodb.NewFromConfig(rt.AWS), eventbridge.NewFromConfig(rt.AWS), hl, cfg)
 }
 
-// New returns the fast-path handler: claim-checks and record objects through
-// s3c, events through eb, id-only versions read through hl.
-func New(s3c S3API, eb publish.PutEventsAPI, hl VersionReader, cfg Config) (*Handler, error) {
-	if s3c == nil || eb == nil || hl == nil {
-		return nil, errors.New("fast-path: S3, EventBridge and HealthLake clients are required")
+// New returns the fast-path handler: claim-checks through s3c, its record
+// through db, events through eb, id-only versions read through hl.
+func New(s3c S3API, db fastrecord.PutAPI, eb publish.PutEventsAPI, hl VersionReader, cfg Config) (*Handler, error) {
+	if s3c == nil || db == nil || eb == nil || hl == nil {
+		return nil, errors.New("fast-path: S3, DynamoDB, EventBridge and HealthLake clients are required")
 	}
-	if cfg.Bucket == "" || cfg.DatastoreID == "" {
-		return nil, errors.New("fast-path: the artifact bucket and the data store id are required")
+	if cfg.Bucket == "" || cfg.Table == "" || cfg.DatastoreID == "" {
+		return nil, errors.New("fast-path: the artifact bucket, the table and the data store id are required")
+	}
+	if cfg.ReportEvery == 0 {
+		cfg.ReportEvery = DefaultReportEvery
 	}
 	if cfg.DeadlineMargin == 0 {
 		cfg.DeadlineMargin = DefaultDeadlineMargin
@@ -190,5 +189,5 @@ func New(s3c S3API, eb publish.PutEventsAPI, hl VersionReader, cfg Config) (*Han
 	if _, err := publish.New(eb, cfg.Publish); err != nil {
 		return nil, fmt.Errorf("fast-path: %w", err)
 	}
-	return &Handler{s3: s3c, eb: eb, hl: hl, cfg: cfg}, nil
+	return &Handler{s3: s3c, rec: &fastrecord.Writer{DB: db, Table: cfg.Table}, eb: eb, hl: hl, cfg: cfg}, nil
 }

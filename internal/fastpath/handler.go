@@ -6,8 +6,8 @@
 // pipeline's v1 event to the pipeline's bus with the eventId the export
 // path gives the same version ({type}/{id}/_history/{versionId}), so a
 // consumer deduplicates the two paths' deliveries, and it records what it
-// published (delivered-index objects under fastpath/, Handler.keepAndFlush) so
-// the export path's windows can skip it.
+// published (items of the pipeline's table, internal/fastrecord) before it
+// answers the batch, so the export path's windows can skip it.
 //
 // A full-resource notification is published with the resource's bytes as
 // received; an id-only one is read back with a FHIR vread: the version's
@@ -16,9 +16,8 @@
 // the export path delivers every version anyway, so the fast path fails
 // closed. A message whose versions were not all accepted by EventBridge is
 // reported in BatchItemFailures and comes again: its versions are published
-// again with the same eventIds. What was published is kept in the execution
-// environment and written as one record object at most every
-// Config.FlushAfter (Handler.keepAndFlush).
+// again with the same eventIds. What was published is recorded at the end
+// of every invocation (Handler.record).
 package fastpath
 
 import (
@@ -36,6 +35,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -44,7 +44,7 @@ import (
 
 // Metric names of the fast path (EMF, dimension Pipeline only). One record
 // per report: an execution environment sums its invocations' counts and
-// reports them at most once per Config.FlushAfter (Handler.observe).
+// reports them at most once per Config.ReportEvery (Handler.observe).
 const (
 	// MetricPublished counts the versions EventBridge accepted, deletes included.
 	MetricPublished = "FastPathPublished"
@@ -60,8 +60,8 @@ const (
 	// MetricFailed counts the messages reported in BatchItemFailures (they
 	// come again).
 	MetricFailed = "FastPathFailed"
-	// MetricRecordFailed counts record objects that could not be written;
-	// their versions are kept for the next invocation, and a window that
+	// MetricRecordFailed counts record writes that failed; their versions
+	// are kept for the environment's next invocation, and a window that
 	// runs before publishes them again (duplicates).
 	MetricRecordFailed = "FastPathRecordFailed"
 	// MetricLagSeconds is the largest lag of the report's published
@@ -81,18 +81,17 @@ const (
 )
 
 // Handler is the fast-path Lambda handler. Safe for concurrent use: each
-// invocation has its own publisher and emitter; what they published is kept
-// in the handler (its execution environment) until the record object is
-// written (Config.FlushAfter).
+// invocation has its own publisher and emitter, and records what it
+// published before it answers (Handler.record).
 type Handler struct {
 	s3  S3API
+	rec *fastrecord.Writer
 	eb  publish.PutEventsAPI
 	hl  VersionReader
 	cfg Config
 
 	mu      sync.Mutex
-	kept    []delivered.Entry // published, not yet in a record object
-	oldest  time.Time         // when the first of kept was published
+	kept    []delivered.Entry // published, whose record write failed
 	lastEnd time.Time         // the end of the previous invocation
 	// rep is what the environment's invocations did since its last report
 	// (log line and metrics, Handler.observe), made at lastReport.
@@ -102,9 +101,8 @@ type Handler struct {
 
 // Handle processes one SQS batch: it parses each message, publishes the
 // versions it announces (one publisher for the batch), waits for their
-// outcomes, keeps what was accepted for the environment's record object
-// (written when due, keepAndFlush) and reports in BatchItemFailures every
-// message with a version not accepted.
+// outcomes, records what was accepted (Handler.record) and reports in
+// BatchItemFailures every message with a version not accepted.
 // Unrecognised messages, handshakes and heartbeats are counted and done. It
 // returns an error (the whole batch comes again) only when no publisher can
 // be built.
@@ -125,7 +123,7 @@ func (h *Handler) Handle(ctx context.Context, ev lambdaevents.SQSEvent) (lambdae
 	}
 	cancel()
 	inv.settle()
-	inv.idle = h.keepAndFlush(ctx, inv, requestID(ctx))
+	h.record(ctx, inv, requestID(ctx))
 	resp := lambdaevents.SQSEventResponse{BatchItemFailures: []lambdaevents.SQSBatchItemFailure{}}
 	for _, m := range inv.msgs {
 		if m.failed {
@@ -166,9 +164,9 @@ type counts struct {
 	vreads                           int64
 	failedVersions, failedMessages   int64
 	lagMax                           time.Duration
-	// recorded: versions written in the record object of this invocation;
-	// kept: versions the environment still keeps after it; recordFailed:
-	// record objects that could not be written (kept for the next try).
+	// recorded: versions this invocation wrote in the record; kept:
+	// versions the environment keeps after it (their write failed);
+	// recordFailed: record writes that failed (kept for the next try).
 	recorded, kept, recordFailed int64
 }
 
@@ -200,8 +198,8 @@ type invocation struct {
 	stopped bool // the publisher failed: nothing more is sent
 	detail  []byte
 	rec     record
-	key     string // the record object, once written
-	idle    bool   // the environment was idle FlushAfter before it
+	key     string // the record item written ("pk sk"), if any
+	idle    bool   // the environment was idle ReportEvery before it
 	c       counts
 	reasons map[string]int64
 	err     error // the first failure
@@ -389,63 +387,61 @@ func (inv *invocation) settle() {
 	}
 }
 
-// keepAndFlush adds what the invocation published to what the environment
-// keeps, and writes it as one record object when the oldest kept version is
-// Config.FlushAfter old or the environment was idle that long before this
-// invocation (or at once when FlushAfter is 0). The messages are answered
-// whatever the write does: a record not written (or written late) only
-// makes a window publish those versions again, with the same eventIds — a
-// duplicate, never a loss — so a failed write is kept for the next
-// invocation, counted and logged, and no message comes again for it.
-func (h *Handler) keepAndFlush(ctx context.Context, inv *invocation, unique string) (idle bool) {
-	cfg := h.cfg
-	now := cfg.Now()
+// record writes what the invocation published, with what earlier writes of
+// the environment failed to record, before the batch is answered: a window
+// that runs after the invocation finds it (docs/FASTPATH.md, "The record of
+// what the fast path published"). The messages are answered whatever the
+// write does: a version not recorded only makes a window publish it again,
+// with the same eventId — a duplicate, never a loss — so a failed write is
+// counted, logged and kept for the environment's next invocation (or its
+// shutdown), and no message comes again for it. The write is bounded by the
+// invocation's own deadline, not the margin before it.
+func (h *Handler) record(ctx context.Context, inv *invocation, unique string) {
+	now := h.cfg.Now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	idle = h.lastEnd.IsZero() || now.Sub(h.lastEnd) >= cfg.FlushAfter
+	inv.idle = h.lastEnd.IsZero() || now.Sub(h.lastEnd) >= h.cfg.ReportEvery
 	h.lastEnd = now
-	if len(inv.rec.entries) > 0 {
-		if len(h.kept) == 0 {
-			h.oldest = now
-		}
-		h.kept = append(h.kept, inv.rec.entries...)
-	}
-	if len(h.kept) == 0 || !(idle || now.Sub(h.oldest) >= cfg.FlushAfter || len(h.kept) >= maxKept) {
-		inv.c.kept = int64(len(h.kept))
-		return idle
-	}
-	h.writeKept(ctx, inv, now, unique)
-	return idle
+	pending := append(h.kept, inv.rec.entries...)
+	h.kept = nil
+	h.mu.Unlock()
+	h.write(ctx, inv, now, unique, pending)
 }
 
-// writeKept writes what the environment keeps as one record object; on
-// failure it keeps it (counted in inv). h.mu is held.
-func (h *Handler) writeKept(ctx context.Context, inv *invocation, now time.Time, unique string) {
-	key := delivered.FastPathKey(now, unique)
-	rec := record{entries: h.kept}
-	if err := rec.write(ctx, h.s3, h.cfg.Bucket, h.cfg.KMSKeyID, key); err != nil {
-		inv.c.recordFailed++
-		inv.fail(err)
-		inv.c.kept = int64(len(h.kept))
+// write records entries; on failure it keeps them (at most maxKept, the
+// newest) for the next write. h.mu is not held: the write is a network call.
+func (h *Handler) write(ctx context.Context, inv *invocation, now time.Time, unique string, entries []delivered.Entry) {
+	if len(entries) == 0 {
 		return
 	}
-	inv.key = key
-	inv.c.recorded = int64(len(h.kept))
-	h.kept, h.oldest = nil, time.Time{}
+	key, err := h.rec.Put(ctx, now, unique, entries)
+	if err == nil {
+		inv.key = key
+		inv.c.recorded = int64(len(entries))
+		return
+	}
+	inv.c.recordFailed++
+	inv.fail(err)
+	h.mu.Lock()
+	h.kept = append(entries, h.kept...)
+	if n := len(h.kept); n > maxKept {
+		h.kept = h.kept[n-maxKept:] // the oldest go unrecorded: duplicates later
+	}
+	inv.c.kept = int64(len(h.kept))
+	h.mu.Unlock()
 }
 
-// Shutdown writes what the environment still keeps as a record object and
-// makes its last report: Lambda calls it (SIGTERM, lambdart.Start) when it
-// shuts the execution environment down, which gives it about 500 ms. A
-// record written then usually comes after the windows that needed it
-// (they have published those versions again, with the same eventIds), but
-// the reconciliation and the metrics count them.
+// Shutdown writes what the environment still keeps (versions whose record
+// write failed) and makes its last report: Lambda calls it (SIGTERM,
+// lambdart.Start) when it shuts the execution environment down, which
+// gives it about 500 ms.
 func (h *Handler) Shutdown(ctx context.Context) {
 	inv := &invocation{h: h, reasons: map[string]int64{}}
 	h.mu.Lock()
-	if len(h.kept) > 0 {
-		h.writeKept(ctx, inv, h.cfg.Now(), requestID(ctx))
-	}
+	pending := h.kept
+	h.kept = nil
+	h.mu.Unlock()
+	h.write(ctx, inv, h.cfg.Now(), requestID(ctx), pending)
+	h.mu.Lock()
 	h.rep.addRecord(inv)
 	rep := h.rep
 	h.rep, h.lastReport = tally{}, h.cfg.Now()
@@ -453,8 +449,8 @@ func (h *Handler) Shutdown(ctx context.Context) {
 	h.emit(rep)
 }
 
-// maxKept bounds what an environment keeps before it writes (about 1 MB
-// of entries in memory, far less gzip-compressed on S3).
+// maxKept bounds what an environment keeps after failed record writes
+// (about 1 MB of entries in memory).
 const maxKept = 20000
 
 // InstantWindow is the window of a fast-path event: the instant of its
@@ -474,12 +470,12 @@ type tally struct {
 	c                            counts
 	reasons                      map[string]int64
 	claimChecked, calls, retried int64
-	records                      int64  // record objects written
-	record                       string // the last of them
+	records                      int64  // record writes that succeeded
+	record                       string // the key of the last of them
 	durationMax                  time.Duration
 }
 
-// addRecord sums what inv did to the environment's record object.
+// addRecord sums what inv did to the record.
 func (t *tally) addRecord(inv *invocation) {
 	c := inv.c
 	t.c.recorded += c.recorded
@@ -524,8 +520,8 @@ func (t *tally) add(inv *invocation, claimChecked int64, ps publish.Stats, took 
 // observe reports the invocation. An invocation that leaves messages to
 // come again is logged at once (Warn, its own counts). Otherwise its counts
 // join the environment's, which are reported — one log line and one EMF
-// record, counts only — at most once per FlushAfter (at every invocation
-// when it is 0), at the first invocation after the environment was idle
+// record, counts only — at most once per ReportEvery (at every invocation
+// when it is negative), at the first invocation after the environment was idle
 // that long, and when Lambda shuts the environment down (Shutdown). One
 // line and one record per invocation cost more in CloudWatch Logs
 // ingestion than the invocation itself (docs/COST.md, "The fast path").
@@ -535,7 +531,7 @@ func (h *Handler) observe(inv *invocation, took time.Duration) {
 	now := h.cfg.Now()
 	h.mu.Lock()
 	h.rep.add(inv, claimChecked, ps, took)
-	due := h.cfg.FlushAfter <= 0 || inv.idle || h.lastReport.IsZero() || now.Sub(h.lastReport) >= h.cfg.FlushAfter
+	due := h.cfg.ReportEvery < 0 || inv.idle || h.lastReport.IsZero() || now.Sub(h.lastReport) >= h.cfg.ReportEvery
 	var rep tally
 	if due {
 		rep = h.rep

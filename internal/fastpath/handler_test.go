@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,17 +25,21 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -41,6 +47,7 @@ import (
 
 const (
 	bucket    = "artifacts"
+	table     = "cdc"
 	bus       = "cdc-bus"
 	dsID      = "ds1"
 	requestID = "3f1b2c4d-0000-4000-8000-00000000abcd"
@@ -49,13 +56,14 @@ const (
 // now is the handler's clock: after every write of the rig's data store.
 var now = time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)
 
-// rig is the fast path over real SDK clients: S3 (gofakes3), the
-// EventBridge emulator with a sink and the HealthLake emulator, all behind
-// the local AWS endpoint.
+// rig is the fast path over real SDK clients: S3 (gofakes3), DynamoDB
+// (minidyn) with the pipeline's table, the EventBridge emulator with a sink
+// and the HealthLake emulator, all behind the local AWS endpoint.
 type rig struct {
 	t       *testing.T
 	env     *localaws.Env
 	s3      *s3.Client
+	db      *dynamodb.Client
 	ebe     *fakeeventbridge.Emulator
 	sink    *fakeeventbridge.MemorySink
 	eb      *eventbridge.Client
@@ -106,13 +114,17 @@ func newRig(t *testing.T) *rig {
 	if _, err := s3c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
+	db := dynamodb.NewFromConfig(cfg)
+	if err := runlock.CreateTable(context.Background(), db, table); err != nil {
+		t.Fatal(err)
+	}
 	hc, _ := cfg.HTTPClient.(*http.Client)
 	hl, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region, Credentials: cfg.Credentials, HTTPClient: hc,
 		MaxAttempts: 2, Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, env: env, s3: s3c, ebe: ebe, sink: sink, eb: eventbridge.NewFromConfig(cfg), hle: hle, ds: ds, hl: hl,
+	return &rig{t: t, env: env, s3: s3c, db: db, ebe: ebe, sink: sink, eb: eventbridge.NewFromConfig(cfg), hle: hle, ds: ds, hl: hl,
 		logs: &syncBuffer{}, metrics: metrics.New(io.Discard, "test")}
 }
 
@@ -120,7 +132,7 @@ func newRig(t *testing.T) *rig {
 // without waiting.
 func (r *rig) config() fastpath.Config {
 	return fastpath.Config{
-		Bucket: bucket, DatastoreID: dsID,
+		Bucket: bucket, Table: table, DatastoreID: dsID,
 		Publish: publish.Config{EventBus: bus, MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond,
 			Sleep: func(context.Context, time.Duration) error { return nil }},
 		Logger:  slog.New(slog.NewJSONHandler(r.logs, nil)),
@@ -131,6 +143,16 @@ func (r *rig) config() fastpath.Config {
 
 func (r *rig) handler(s3c fastpath.S3API, mod func(*fastpath.Config)) *fastpath.Handler {
 	r.t.Helper()
+	return r.handlerWith(s3c, nil, mod)
+}
+
+// handlerWith is handler with db (the rig's DynamoDB client when nil) for
+// the record.
+func (r *rig) handlerWith(s3c fastpath.S3API, db fastrecord.PutAPI, mod func(*fastpath.Config)) *fastpath.Handler {
+	r.t.Helper()
+	if db == nil {
+		db = r.db
+	}
 	cfg := r.config()
 	if mod != nil {
 		mod(&cfg)
@@ -138,7 +160,7 @@ func (r *rig) handler(s3c fastpath.S3API, mod func(*fastpath.Config)) *fastpath.
 	if s3c == nil {
 		s3c = r.s3
 	}
-	h, err := fastpath.New(s3c, r.eb, r.hl, cfg)
+	h, err := fastpath.New(s3c, db, r.eb, r.hl, cfg)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -233,25 +255,31 @@ func (r *rig) details() []events.Detail {
 	return out
 }
 
-// records returns the entries of the fast path's record objects, and their keys.
+// records returns the entries of the fast path's record items, and their
+// keys ("pk sk"), in key order.
 func (r *rig) records() ([]delivered.Entry, []string) {
 	r.t.Helper()
-	ctx := context.Background()
-	list, err := r.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(delivered.FastPathPrefix)})
+	out, err := r.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table)})
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	items := out.Items
+	key := func(it map[string]ddbtypes.AttributeValue) string {
+		return it["pk"].(*ddbtypes.AttributeValueMemberS).Value + " " + it["sk"].(*ddbtypes.AttributeValueMemberS).Value
+	}
+	slices.SortFunc(items, func(a, b map[string]ddbtypes.AttributeValue) int { return strings.Compare(key(a), key(b)) })
 	var entries []delivered.Entry
 	var keys []string
-	for _, o := range list.Contents {
-		keys = append(keys, *o.Key)
-		obj, err := r.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
-		if err != nil {
-			r.t.Fatal(err)
+	for _, it := range items {
+		if !strings.HasPrefix(key(it), fastrecord.PKPrefix) {
+			continue
 		}
-		err = delivered.ReadAll(obj.Body, nil, func(e delivered.Entry) error { entries = append(entries, e); return nil })
-		obj.Body.Close()
-		if err != nil {
+		keys = append(keys, key(it))
+		v, ok := it["v"].(*ddbtypes.AttributeValueMemberB)
+		if !ok {
+			r.t.Fatalf("item %s has no binary v", key(it))
+		}
+		if err := delivered.ReadAll(bytes.NewReader(v.Value), nil, func(e delivered.Entry) error { entries = append(entries, e); return nil }); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -305,8 +333,8 @@ func TestFullResourceUpsertReachesTheBusWithTheExportPathsEventID(t *testing.T) 
 		t.Errorf("detail\n%s\nwant\n%s", det, want)
 	}
 	entries, keys := r.records()
-	if len(keys) != 1 || keys[0] != delivered.FastPathKey(now, requestID) {
-		t.Fatalf("record objects %v, want %s", keys, delivered.FastPathKey(now, requestID))
+	if want := fastrecord.PK(now, fastrecord.Shard(requestID)) + " " + fastrecord.SK(now, requestID, 0); len(keys) != 1 || keys[0] != want {
+		t.Fatalf("record items %v, want %s", keys, want)
 	}
 	if len(entries) != 1 || entries[0] != (delivered.Entry{Type: "Patient", ID: "pat-7f3a9", VersionID: "1", LastUpdated: f.LastUpdated}) {
 		t.Errorf("record = %+v", entries)
@@ -545,30 +573,30 @@ func TestVReadFailureFailsTheMessage(t *testing.T) {
 	}
 }
 
-// failingRecords fails the PUT of record objects while fail is set.
+// failingRecords fails the record's PutItem while fail is set.
 type failingRecords struct {
-	fastpath.S3API
+	fastrecord.PutAPI
 	fail *atomic.Bool
 }
 
-func (f failingRecords) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
-	if strings.HasPrefix(*in.Key, delivered.FastPathPrefix) && f.fail.Load() {
-		return nil, errors.New("injected: S3 unavailable")
+func (f failingRecords) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if f.fail.Load() {
+		return nil, errors.New("injected: DynamoDB unavailable")
 	}
-	return f.S3API.PutObject(ctx, in, opts...)
+	return f.PutAPI.PutItem(ctx, in, opts...)
 }
 
-// TestRecordFailureKeepsTheVersionsForTheNextInvocation: a record object
-// that cannot be written fails no message (what was published stays
-// published; a window may publish it again, never lose it): the versions
-// are kept, counted as FastPathRecordFailed, and written by the next
-// invocation's record.
+// TestRecordFailureKeepsTheVersionsForTheNextInvocation: a record that
+// cannot be written fails no message (what was published stays published;
+// a window may publish it again, never lose it): the versions are kept,
+// counted as FastPathRecordFailed, and written with the next invocation's
+// record — or, when the environment is shut down first, by Shutdown.
 func TestRecordFailureKeepsTheVersionsForTheNextInvocation(t *testing.T) {
 	r := newRig(t)
 	b1, b2, b3 := r.load("Patient", "pat-x", ""), r.load("Patient", "pat-y", ""), r.load("Patient", "pat-z", "")
 	fail := &atomic.Bool{}
 	fail.Store(true)
-	h := r.handler(failingRecords{r.s3, fail}, nil)
+	h := r.handlerWith(nil, failingRecords{r.db, fail}, nil)
 	if failed := handle(t, h, fullResource(t, b1, ts1), message(handshake), fullResource(t, b2, ts1)); len(failed) != 0 {
 		t.Fatalf("failed = %v, want none: the versions were published", failed)
 	}
@@ -584,49 +612,71 @@ func TestRecordFailureKeepsTheVersionsForTheNextInvocation(t *testing.T) {
 	}
 	entries, keys := r.records()
 	if len(keys) != 1 || len(entries) != 3 {
-		t.Fatalf("records %v hold %d versions, want one object with all 3", keys, len(entries))
+		t.Fatalf("records %v hold %d versions, want one item with all 3", keys, len(entries))
+	}
+
+	// Failed again, then shut down: Shutdown writes what is kept.
+	fail.Store(true)
+	if failed := handle(t, h, fullResource(t, r.load("Patient", "pat-w", ""), ts1)); len(failed) != 0 {
+		t.Fatalf("failed = %v", failed)
+	}
+	fail.Store(false)
+	h.Shutdown(context.Background())
+	if entries, keys := r.records(); len(keys) != 2 || len(entries) != 4 {
+		t.Fatalf("after Shutdown: %d items with %d versions, want 2 with all 4", len(keys), len(entries))
+	}
+	if r.total(fastpath.MetricRecordFailed) != 2 {
+		t.Errorf("FastPathRecordFailed = %v, want 2", r.total(fastpath.MetricRecordFailed))
 	}
 }
 
-// TestRecordIsWrittenOncePerFlushInterval: a busy environment writes one
-// record object per FlushAfter, holding every version published since the
-// last; an invocation after an idle FlushAfter writes at once (the next
-// may be far away).
-func TestRecordIsWrittenOncePerFlushInterval(t *testing.T) {
+// TestRecordIsWrittenByEveryInvocationBeforeItAnswers: each invocation that
+// published writes its own item before it returns its batch response — an
+// environment keeps nothing between invocations, so a window that runs
+// after the fast path answered finds every version it published, however
+// long Lambda then leaves the environment without invocations. The item
+// expires a day later (TTL), and an invocation that published nothing
+// writes none.
+func TestRecordIsWrittenByEveryInvocationBeforeItAnswers(t *testing.T) {
 	r := newRig(t)
 	var mu sync.Mutex
 	clock := now
 	at := func(d time.Duration) { mu.Lock(); clock = now.Add(d); mu.Unlock() }
 	h := r.handler(nil, func(c *fastpath.Config) {
-		c.FlushAfter = 30 * time.Second
 		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	})
-	objects := func() int { _, keys := r.records(); return len(keys) }
-	for i, step := range []struct {
-		at      time.Duration
-		objects int
-	}{
-		{0, 1},                 // the first invocation: idle before it, written at once
-		{5 * time.Second, 1},   // kept
-		{10 * time.Second, 1},  // kept
-		{41 * time.Second, 2},  // the oldest kept is 36 s old: written, with all three
-		{200 * time.Second, 3}, // idle for 159 s before it: written at once
-	} {
-		at(step.at)
+	for i, d := range []time.Duration{0, time.Second, 2 * time.Second, 200 * time.Second} {
+		at(d)
 		id := fmt.Sprintf("pat-f%d", i)
 		if failed := handle(t, h, fullResource(t, r.load("Patient", id, ""), ts1)); len(failed) != 0 {
 			t.Fatalf("step %d: failed %v", i, failed)
 		}
-		if got := objects(); got != step.objects {
-			t.Fatalf("step %d (at %s): %d record objects, want %d", i, step.at, got, step.objects)
+		entries, keys := r.records()
+		if len(keys) != i+1 || len(entries) != i+1 || entries[len(entries)-1].ID != id {
+			t.Fatalf("step %d (at %s): %d items with %v once the batch was answered, want %d with %s last", i, d, len(keys), entries, i+1, id)
 		}
 	}
-	if entries, _ := r.records(); len(entries) != 5 {
-		t.Errorf("the records hold %d versions, want all 5", len(entries))
+	if failed := handle(t, h, message(handshake)); len(failed) != 0 {
+		t.Fatalf("handshake: failed %v", failed)
+	}
+	if _, keys := r.records(); len(keys) != 4 {
+		t.Errorf("%d items after a batch that published nothing, want still 4", len(keys))
+	}
+	out, err := r.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range out.Items {
+		n, _ := it["ttl"].(*ddbtypes.AttributeValueMemberN)
+		sk := it["sk"].(*ddbtypes.AttributeValueMemberS).Value
+		written, err := events.ParseTime(sk[:strings.IndexByte(sk, '#')])
+		if err != nil || n == nil || n.Value != strconv.FormatInt(written.Add(fastrecord.TTL).Unix(), 10) {
+			t.Errorf("item %s: ttl %v, want a day after its write", sk, n)
+		}
 	}
 }
 
-// recordingS3 keeps the record object's request.
+// recordingS3 keeps the requests of PutObject.
 type recordingS3 struct {
 	fastpath.S3API
 	mu  sync.Mutex
@@ -642,7 +692,10 @@ func (s *recordingS3) PutObject(ctx context.Context, in *s3.PutObjectInput, opts
 	return s.S3API.PutObject(ctx, &cp, opts...)
 }
 
-func TestRecordAndClaimCheckAreEncryptedWithTheKey(t *testing.T) {
+// TestClaimCheckIsEncryptedWithTheKey: the claim-check of a resource over
+// the entry limit is the fast path's only S3 object, under the stack's key;
+// its record is an item of the table (under the table's key).
+func TestClaimCheckIsEncryptedWithTheKey(t *testing.T) {
 	r := newRig(t)
 	body := r.load("DocumentReference", "doc-k", `,"status":"current","description":"`+strings.Repeat("y", 6000)+`"`)
 	rec := &recordingS3{S3API: r.s3}
@@ -650,16 +703,14 @@ func TestRecordAndClaimCheckAreEncryptedWithTheKey(t *testing.T) {
 	if failed := handle(t, h, fullResource(t, body, ts1)); len(failed) != 0 {
 		t.Fatalf("failed = %v", failed)
 	}
-	if len(rec.ins) != 2 {
-		t.Fatalf("%d puts, want the claim-check and the record", len(rec.ins))
+	if len(rec.ins) != 1 {
+		t.Fatalf("%d puts, want the claim-check only", len(rec.ins))
 	}
-	for _, in := range rec.ins {
-		if in.ServerSideEncryption != "aws:kms" || aws.ToString(in.SSEKMSKeyId) != "alias/cdc" {
-			t.Errorf("put %s: encryption %q %q", aws.ToString(in.Key), in.ServerSideEncryption, aws.ToString(in.SSEKMSKeyId))
-		}
+	if in := rec.ins[0]; in.ServerSideEncryption != "aws:kms" || aws.ToString(in.SSEKMSKeyId) != "alias/cdc" || !strings.HasPrefix(aws.ToString(in.Key), "claim-check/") {
+		t.Errorf("put %s: encryption %q %q", aws.ToString(in.Key), in.ServerSideEncryption, aws.ToString(in.SSEKMSKeyId))
 	}
-	if in := rec.ins[1]; aws.ToString(in.Key) != delivered.FastPathKey(now, requestID) || aws.ToString(in.ContentEncoding) != "gzip" {
-		t.Errorf("record put %s, encoding %q", aws.ToString(in.Key), aws.ToString(in.ContentEncoding))
+	if entries, _ := r.records(); len(entries) != 1 || entries[0].ID != "doc-k" {
+		t.Errorf("record = %+v", entries)
 	}
 }
 
@@ -667,7 +718,7 @@ func TestNewFromEnvBuildsTheLambda(t *testing.T) {
 	r := newRig(t)
 	body := r.load("Patient", "pat-env", "")
 	env := map[string]string{
-		"CDC_BUCKET": bucket, "CDC_DATASTORE_ID": dsID, "CDC_EVENT_BUS": bus, "CDC_HEALTHLAKE_ENDPOINT": r.env.URL,
+		"CDC_BUCKET": bucket, "CDC_TABLE": table, "CDC_DATASTORE_ID": dsID, "CDC_EVENT_BUS": bus, "CDC_HEALTHLAKE_ENDPOINT": r.env.URL,
 		"CDC_RESOURCE_TYPES": "Patient, Observation", "CDC_EXCLUDE_TYPES": "Observation", "CDC_PUTEVENTS_RATE": "50", "CDC_MAX_ENTRY_BYTES": "200000",
 	}
 	getenv := func(k string) string { return env[k] }
@@ -695,9 +746,10 @@ func TestNewFromEnvBuildsTheLambda(t *testing.T) {
 }
 
 func TestConfigFromEnvRefusesBadValues(t *testing.T) {
-	base := map[string]string{"CDC_BUCKET": bucket, "CDC_DATASTORE_ID": dsID, "CDC_EVENT_BUS": bus}
+	base := map[string]string{"CDC_BUCKET": bucket, "CDC_TABLE": table, "CDC_DATASTORE_ID": dsID, "CDC_EVENT_BUS": bus}
 	for name, c := range map[string]struct{ key, value, want string }{
 		"no bucket":          {"CDC_BUCKET", "", "CDC_BUCKET"},
+		"no table":           {"CDC_TABLE", "", "CDC_TABLE"},
 		"no data store":      {"CDC_DATASTORE_ID", " ", "CDC_DATASTORE_ID"},
 		"no bus":             {"CDC_EVENT_BUS", "", "CDC_EVENT_BUS"},
 		"tiny entries":       {"CDC_MAX_ENTRY_BYTES", "100", "CDC_MAX_ENTRY_BYTES"},
@@ -714,12 +766,12 @@ func TestConfigFromEnvRefusesBadValues(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %s", name, err, c.want)
 		}
 	}
-	env := map[string]string{"CDC_BUCKET": bucket, "CDC_DATASTORE_ID": dsID, "CDC_EVENT_BUS": bus, "AWS_ENDPOINT_URL": "http://localhost:4566"}
+	env := map[string]string{"CDC_BUCKET": bucket, "CDC_TABLE": table, "CDC_DATASTORE_ID": dsID, "CDC_EVENT_BUS": bus, "AWS_ENDPOINT_URL": "http://localhost:4566"}
 	cfg, err := fastpath.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil || cfg.HealthLakeEndpoint != "http://localhost:4566" || cfg.Publish.Rate != 0 {
 		t.Errorf("config = %+v, %v", cfg, err)
 	}
-	if _, err := fastpath.New(nil, nil, nil, cfg); err == nil {
+	if _, err := fastpath.New(nil, nil, nil, nil, cfg); err == nil {
 		t.Error("New without clients")
 	}
 }
@@ -737,12 +789,12 @@ func TestInstantWindowHoldsTheVersion(t *testing.T) {
 	}
 }
 
-// TestReportIsMadeOncePerFlushInterval: an environment reports — one log
-// line and one EMF record of summed counts — at most once per FlushAfter,
+// TestReportIsMadeOncePerReportInterval: an environment reports — one log
+// line and one EMF record of summed counts — at most once per ReportEvery,
 // at once after it was idle that long, and when Lambda shuts it down
-// (Shutdown, which also writes what it keeps); an invocation that leaves a
-// notification to come again is logged at once.
-func TestReportIsMadeOncePerFlushInterval(t *testing.T) {
+// (Shutdown); an invocation that leaves a notification to come again is
+// logged at once.
+func TestReportIsMadeOncePerReportInterval(t *testing.T) {
 	r := newRig(t)
 	var emf syncBuffer
 	r.metrics = metrics.New(&emf, "test")
@@ -750,7 +802,7 @@ func TestReportIsMadeOncePerFlushInterval(t *testing.T) {
 	clock := now
 	at := func(d time.Duration) { mu.Lock(); clock = now.Add(d); mu.Unlock() }
 	h := r.handler(nil, func(c *fastpath.Config) {
-		c.FlushAfter = 10 * time.Second
+		c.ReportEvery = 10 * time.Second
 		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	})
 	lines := func(buf *syncBuffer) int { return strings.Count(buf.String(), "\n") }
@@ -789,27 +841,26 @@ func TestReportIsMadeOncePerFlushInterval(t *testing.T) {
 		t.Errorf("after a failure: last log line %v, %d EMF records", line, lines(&emf))
 	}
 
-	// One more version, kept (its record is due 10 s later); Shutdown
-	// writes it and reports what is pending: nothing is left out of the
-	// records or the metrics.
+	// One more version (recorded at once, reported later); Shutdown
+	// reports what is pending: nothing is left out of the records or the
+	// metrics.
 	at(13500 * time.Millisecond)
 	if failed := handle(t, h, fullResource(t, r.load("Patient", "pat-ry", ""), ts1)); len(failed) != 0 {
 		t.Fatalf("failed = %v", failed)
 	}
-	_, before := r.records()
 	at(14 * time.Second)
 	h.Shutdown(context.Background())
 	entries, keys := r.records()
-	if len(keys) != len(before)+1 || len(entries) != 6 {
-		t.Errorf("after Shutdown: %d record objects (%d before) with %d versions, want one more and all 6", len(keys), len(before), len(entries))
+	if len(keys) != 6 || len(entries) != 6 {
+		t.Errorf("after Shutdown: %d record items with %d versions, want one per invocation that published: 6", len(keys), len(entries))
 	}
 	if r.total(fastpath.MetricPublished) != 6 || r.total(fastpath.MetricFailed) != 1 {
 		t.Errorf("after Shutdown: FastPathPublished %v, FastPathFailed %v, want 6 and 1",
 			r.total(fastpath.MetricPublished), r.total(fastpath.MetricFailed))
 	}
 	// Since the report at 11 s: the invocations at 12, 13 and 13.5 s; the
-	// record written at 12 s (four versions) and Shutdown's (one).
-	if line := r.logLine(); line["level"] != "INFO" || line["invocations"] != 3.0 || line["published"] != 2.0 || line["recorded"] != 5.0 || line["records"] != 2.0 {
+	// records of 12 and 13.5 s (the one at 13 s published nothing).
+	if line := r.logLine(); line["level"] != "INFO" || line["invocations"] != 3.0 || line["published"] != 2.0 || line["recorded"] != 2.0 || line["records"] != 2.0 {
 		t.Errorf("the last report = %v", line)
 	}
 }

@@ -146,8 +146,6 @@ const (
 	// last overlap of its window, which the next window skips as repeats
 	// (docs/RUNLOCK.md, "Overlap").
 	PrefixOverlap = "overlap/"
-	// PrefixFastPath holds the fast path's record objects (docs/FASTPATH.md).
-	PrefixFastPath = "fastpath/"
 )
 
 // Partition-key values of the table's items by owner (docs/ARCHITECTURE.md,
@@ -158,6 +156,7 @@ const (
 	PKExportJob    = "EXPORTJOB#*" // exportjob: EXPORTJOB#{jobId}/RUN
 	PKReconcile    = "RECONCILE"   // reconcile: RECONCILE/STATE
 	PKShare        = "RATE#*"      // prepare-change: RATE#{runId}/CHILDREN (internal/share)
+	PKFastPath     = "FASTPATH#*"  // fast path: FASTPATH#{bucket}#{shard}/{time}#… (internal/fastrecord)
 )
 
 // LeadingKeys is DynamoDB's condition key: the partition-key values of the
@@ -384,14 +383,16 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		out = []Statement{
 			logs(),
 			consume(r.FastPathQueueARN),
-			// The queue, claim-checks and its record objects are under the
-			// stack's key.
+			// The queue, claim-checks and the table are under the stack's
+			// key.
 			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, Resources: []string{r.KeyARN}},
 			{Sid: "PublishChanges", Actions: []string{"events:PutEvents"}, Resources: []string{r.EventBusARN}},
-			// What it published, one object per invocation (the windows read
-			// them to skip those versions), and claim-checks of large
-			// resources.
-			{Sid: "WriteRecords", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixFastPath), r.Objects(PrefixClaimCheck)}},
+			// What it published, one item per invocation (the windows read
+			// them to skip those versions): its own items only.
+			{Sid: "RecordPublished", Actions: []string{"dynamodb:PutItem"}, Resources: []string{r.TableARN},
+				Conditions: OwnItems(PKFastPath)},
+			// Claim-checks of large resources.
+			{Sid: "WriteClaimChecks", Actions: []string{"s3:PutObject"}, Resources: []string{r.Objects(PrefixClaimCheck)}},
 			// An id-only notification (or a full-resource one over 256 KB,
 			// which HealthLake sends id-only) is read back by version: vread
 			// is VersionReadResource in the Service Authorization Reference.
@@ -413,14 +414,11 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		return nil, fmt.Errorf("iampolicy: unknown principal %q", p)
 	}
 	if p == PrepareChange && r.HasFastPath() {
-		// A window skips what the fast path published: it lists and reads
-		// the fast path's record objects of its span (docs/FASTPATH.md).
+		// A window skips what the fast path published: it queries the
+		// fast path's record items of its span (docs/FASTPATH.md).
 		out = append(out,
-			Statement{Sid: "ReadFastPathRecords", Actions: []string{"s3:GetObject"}, Resources: []string{r.Objects(PrefixFastPath)}},
-			Statement{
-				Sid: "ListFastPathRecords", Actions: []string{"s3:ListBucket"}, Resources: []string{r.BucketARN},
-				Conditions: Conditions{"StringLike": {"s3:prefix": {PrefixFastPath + "*"}}},
-			})
+			Statement{Sid: "ReadFastPathRecords", Actions: []string{"dynamodb:Query"}, Resources: []string{r.TableARN},
+				Conditions: OwnItems(PKFastPath)})
 	}
 	if r.HasReconcile() && (r.ReconcileFunctionARN == "" || r.ReconcileStateMachineARN == "" ||
 		r.ReconcileExecutionsARN == "" || r.ReconcileMapRunExecutionsARN == "") {

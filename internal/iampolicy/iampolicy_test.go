@@ -111,8 +111,11 @@ func TestDynamoDBStatementsAreLimitedToOwnItems(t *testing.T) {
 		StartExport: {PKExportLedger, PKExportJob},
 		CheckExport: {PKExportLedger, PKExportJob},
 		Reconcile:   {PKReconcile, PKRun}, // RUN: read only, the checkpoint
-		// Its run's PutEvents share item, nothing else.
-		PrepareChange: {PKShare},
+		// Its run's PutEvents share item, and (read only) the fast
+		// path's record items.
+		PrepareChange: {PKShare, PKFastPath},
+		// Its record items, written only.
+		FastPath: {PKFastPath},
 	}
 	for _, p := range All() {
 		var got []string

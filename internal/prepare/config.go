@@ -14,6 +14,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
@@ -76,8 +77,12 @@ type Config struct {
 	// it publishes as FastPathMissed; the delete scan skips the deletes the
 	// fast path published.
 	FastPath bool
-	// Now is the clock that bounds the fast path's record objects read (the
-	// newest a window may meet are written now); nil: time.Now.
+	// FastPathRecord is where the fast path records what it published
+	// (required with FastPath; NewFromEnv reads the CDC_TABLE items,
+	// internal/fastrecord).
+	FastPathRecord FastPathRecord
+	// Now is the clock that bounds the fast path's record read (the newest
+	// a window may meet are written now); nil: time.Now.
 	Now func() time.Time
 	// Share, when set, divides the Map's whole PutEvents share (Publish.Rate
 	// × MapMaxConcurrency) among the run's children publishing at once:
@@ -188,7 +193,11 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 	cfg.Logger, cfg.Metrics = rt.Logger, rt.Metrics
 	s3c, eb := awsclient.NewS3(rt.AWS), eventbridge.NewFromConfig(rt.AWS)
 	if table := strings.TrimSpace(getenv("CDC_TABLE")); table != "" {
-		cfg.Share = &share.Board{DB: dynamodb.NewFromConfig(rt.AWS), Table: table}
+		db := dynamodb.NewFromConfig(rt.AWS)
+		cfg.Share = &share.Board{DB: db, Table: table}
+		if cfg.FastPath {
+			cfg.FastPathRecord = &fastrecord.Reader{DB: db, Table: table}
+		}
 	}
 	h, err := New(s3c, eb, cfg)
 	if err != nil {

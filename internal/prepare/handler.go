@@ -211,6 +211,9 @@ func New(s3c S3API, eb publish.PutEventsAPI, cfg Config) (*Handler, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("prepare-change: no artifact bucket configured")
 	}
+	if cfg.FastPath && cfg.FastPathRecord == nil {
+		return nil, errors.New("prepare-change: CDC_FAST_PATH=true needs the fast path's record (CDC_TABLE)")
+	}
 	if cfg.QuarantineRawBytes <= 0 {
 		cfg.QuarantineRawBytes = DefaultQuarantineRawBytes
 	}

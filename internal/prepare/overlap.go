@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
@@ -96,4 +97,37 @@ func (ov *overlap) write(ctx context.Context, h *Handler, in Input) error {
 	}
 	key := delivered.OverlapKey(ov.tailUntil, in.RunID, in.Files[0].Key)
 	return ov.tail.write(ctx, h.s3, h.cfg.Bucket, h.cfg.KMSKeyID, key)
+}
+
+// listKeys returns the keys under prefix (after startAfter when set).
+func (h *Handler) listKeys(ctx context.Context, prefix, startAfter string) ([]string, error) {
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(h.cfg.Bucket), Prefix: aws.String(prefix)}
+	if startAfter != "" {
+		in.StartAfter = aws.String(startAfter)
+	}
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(h.s3, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", h.cfg.Bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	return keys, nil
+}
+
+// readEntries calls fn with each entry of the index object at key.
+func (h *Handler) readEntries(ctx context.Context, key string, fn func(delivered.Entry)) error {
+	obj, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	defer obj.Body.Close()
+	if err := delivered.ReadAll(obj.Body, nil, func(e delivered.Entry) error { fn(e); return nil }); err != nil {
+		return fmt.Errorf("s3://%s/%s: %w", h.cfg.Bucket, key, err)
+	}
+	return nil
 }

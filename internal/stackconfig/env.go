@@ -24,10 +24,6 @@ const (
 	// path runs: windows skip what it delivered and count what it missed
 	// (docs/FASTPATH.md).
 	EnvFastPath = "CDC_FAST_PATH"
-	// EnvFastPathFlushAfter is how long the fast-path Lambda keeps what it
-	// published before writing its record object (internal/fastpath
-	// Config.FlushAfter): a twelfth of the safety lag.
-	EnvFastPathFlushAfter = "CDC_FAST_PATH_FLUSH_AFTER"
 )
 
 // Env returns the environment variables of the named Lambda that come from
@@ -73,8 +69,7 @@ func (c Config) Env(name string) map[string]string {
 		}
 	case FastPath:
 		return map[string]string{
-			EnvPutEventsRate:      strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
-			EnvFastPathFlushAfter: dur(c.FastPathFlushAfter),
+			EnvPutEventsRate: strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
 		}
 	case RunLock:
 		return map[string]string{

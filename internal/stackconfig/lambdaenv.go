@@ -42,8 +42,8 @@ var lambdaVars = map[string][]string{
 	Reconcile: {EnvTable, EnvDatastoreID, EnvHealthLakeEndpoint, EnvKMSKeyID, EnvResourceTypes, EnvExcludeTypes,
 		EnvEventBus, EnvEventSource, EnvDetailType},
 	// The fast path publishes as prepare-change does, reads versions back
-	// from the data store, and records what it published under the key.
-	FastPath: {EnvDatastoreID, EnvHealthLakeEndpoint, EnvKMSKeyID, EnvResourceTypes, EnvExcludeTypes, EnvEventBus,
+	// from the data store, and records what it published in the table.
+	FastPath: {EnvTable, EnvDatastoreID, EnvHealthLakeEndpoint, EnvKMSKeyID, EnvResourceTypes, EnvExcludeTypes, EnvEventBus,
 		EnvEventSource, EnvDetailType, EnvMaxEntryBytes},
 }
 

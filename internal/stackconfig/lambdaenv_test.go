@@ -51,7 +51,7 @@ func TestLambdaEnvNamesEachLambdasVariables(t *testing.T) {
 			"CDC_PUTEVENTS_RATE", "CDC_RECONCILE_PARTITIONS"},
 		stackconfig.FastPath: {"CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES",
 			"CDC_EXCLUDE_TYPES", "CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_MAX_ENTRY_BYTES",
-			"CDC_PUTEVENTS_RATE", "CDC_FAST_PATH_FLUSH_AFTER"},
+			"CDC_PUTEVENTS_RATE", "CDC_TABLE"},
 	}
 	for name, vars := range want {
 		env := c.LambdaEnv(name, resources)

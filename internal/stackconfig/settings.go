@@ -61,7 +61,6 @@ func (c *Config) fields() []field {
 		field{"ReconcileExpiryDays", "lifecycle expiry of reconcile/ (the reconciliation's own objects and index), in days", &c.ReconcileExpiryDays},
 		field{"WindowDeletes", "true: every window publishes the deletions in it from the types' HealthLake history; false: only the reconciliation publishes deletes", &c.WindowDeletes},
 		field{"FastPath", "true deploys the HealthLake Subscriptions fast path: changes published within seconds, the windows skip what it delivered (docs/FASTPATH.md)", &c.FastPath},
-		field{"FastPathFlushAfter", "how long a fast-path Lambda environment keeps what it published before writing its record object (10s; about what a window publishes again when traffic stops)", &c.FastPathFlushAfter},
 		field{"FastPathBusKey", "ARN of the KMS key of the fast path's notification bus: the data store's key when it is a customer-managed one (HealthLake requires the same key); empty: the stack's key", &c.FastPathBusKey},
 		field{"FastPathPayload", "the fast path Subscription's payload: full-resource or id-only (every version read back with vread)", &c.FastPathPayload},
 		field{"ReservedConcurrency", "true reserves concurrency for every Lambda (ReservedConcurrencyTotal: 31 with the defaults); the account's concurrency quota must exceed that by 100", &c.ReservedConcurrency},
@@ -127,7 +126,15 @@ func (c *Config) Set(name, value string) error {
 		}
 		return nil
 	}
+	if why, ok := removed[name]; ok {
+		return fmt.Errorf("setting %q: removed: %s", name, why)
+	}
 	return fmt.Errorf("setting %q: unknown (known: %s)", name, strings.Join(names(), ", "))
+}
+
+// removed names the settings an earlier version took, with why they went.
+var removed = map[string]string{
+	"FastPathFlushAfter": "the fast path records what it published at every invocation, in the pipeline's table (docs/FASTPATH.md); remove the setting",
 }
 
 // Apply sets every name of values, in name order, and validates the result.

@@ -199,16 +199,6 @@ type Config struct {
 	// of the stack output NotificationBusKeyPolicyStatement to its key
 	// policy (docs/DEPLOY.md). Only with FastPath.
 	FastPathBusKey string
-	// FastPathFlushAfter is how long the fast-path Lambda keeps what it
-	// published before it writes its record object (CDC_FAST_PATH_FLUSH_AFTER):
-	// 10 s by default, a twelfth of the default 2-minute safety lag, so the
-	// windows find the record long before they run. It is also about what a
-	// window publishes again when traffic stops (an environment's last
-	// versions wait for an invocation that does not come): 30 s gave 0.23 %
-	// duplicates in the 2-hour fastpath workload; each halving doubles the
-	// record objects (docs/COST.md, "The fast path"). At most 1 minute:
-	// keep it well below the SafetyLag parameter.
-	FastPathFlushAfter time.Duration
 	// FastPathFunction is the fast-path Lambda (an SQS event-source
 	// mapping's consumer: its queue's visibility timeout is 6 × its timeout);
 	// FastPathSetupFunction the custom resource that keeps the Subscription.
@@ -318,7 +308,6 @@ func Default() Config {
 		ReconcileExpiryDays:   30,
 		WindowDeletes:         true,
 		FastPathPayload:       "full-resource",
-		FastPathFlushAfter:    10 * time.Second,
 		FastPathFunction:      Function{Timeout: 60 * time.Second, MemoryMB: 512},
 		FastPathSetupFunction: Function{Timeout: 120 * time.Second, MemoryMB: 256},
 	}
@@ -340,6 +329,11 @@ const (
 	FastPathBatchSize      = 100
 	FastPathBatchingWindow = time.Second
 )
+
+// FastPathReportEvery is how often a fast-path execution environment
+// reports its invocations' summed counts (one log line and one EMF record:
+// internal/fastpath Config.ReportEvery); the cost model uses it too.
+const FastPathReportEvery = 10 * time.Second
 
 // FastPathMaxConcurrency is the fast-path queue mapping's
 // MaximumConcurrency: the Lambda publishes at one prepare-change
@@ -557,9 +551,6 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if c.FastPathFlushAfter <= 0 || c.FastPathFlushAfter > time.Minute {
-		bad("FastPathFlushAfter %s: want more than 0 and at most 1m (well below the 2-minute safety lag)", c.FastPathFlushAfter)
-	}
 	if c.FastPathPayload != "full-resource" && c.FastPathPayload != "id-only" {
 		bad("FastPathPayload %q: want full-resource or id-only (the payloads HealthLake documents)", c.FastPathPayload)
 	}

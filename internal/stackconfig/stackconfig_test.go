@@ -62,8 +62,6 @@ func TestValidateRefuses(t *testing.T) {
 		"archive forever":                {mutate(func(c *Config) { c.ArchiveRetentionDays = 0 }), "archive"},
 		"memory too small":               {mutate(func(c *Config) { c.StartExport.MemoryMB = 64 }), "memory"},
 		"run longer than a year":         {mutate(func(c *Config) { c.RunTimeout = 366 * 24 * time.Hour }), "STANDARD"},
-		"fast-path flush near the lag":   {mutate(func(c *Config) { c.FastPathFlushAfter = 90 * time.Second }), "FastPathFlushAfter"},
-		"fast-path flush 0":              {mutate(func(c *Config) { c.FastPathFlushAfter = 0 }), "FastPathFlushAfter"},
 	} {
 		err := c.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -157,6 +155,10 @@ func TestSetAndSettings(t *testing.T) {
 	}
 	if err := c.Set("NoSuchSetting", "1"); err == nil {
 		t.Errorf("unknown setting accepted")
+	}
+	// A setting an earlier version took is refused with what replaced it.
+	if err := c.Set("FastPathFlushAfter", "10s"); err == nil || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("FastPathFlushAfter: %v, want an error saying it was removed", err)
 	}
 	if err := c.Set("RunTimeout", "soon"); err == nil {
 		t.Errorf("bad duration accepted")

@@ -69,8 +69,7 @@ type FastPathReport struct {
 	MessagesPerInvocation float64 `json:"messagesPerInvocation"`
 	// Environments is how many execution environments the local Lambda made
 	// for the fast path (one invocation at a time each, idle ones reused:
-	// local/lambdas), EnvironmentsShutDown how many it shut down; each
-	// writes its own record objects.
+	// local/lambdas), EnvironmentsShutDown how many it shut down.
 	Environments         int64 `json:"environments"`
 	EnvironmentsShutDown int64 `json:"environmentsShutDown"`
 	// Dropped, Duplicated and Delayed are HealthLake's modelled faults
@@ -116,15 +115,13 @@ type MissedBreakdown struct {
 	// Late: the fast path delivered it after the window had published it
 	// (a notification delivered late, past the window).
 	Late int64 `json:"late"`
-	// NotRecorded: the fast path had delivered it, but the window ran
-	// before the fast path's record object of it was written (it writes one
-	// per FlushAfter at its next invocation: the last versions before a
-	// lull wait for one).
+	// NotRecorded: the fast path had delivered it, but the window read the
+	// record before the fast path's invocation wrote it (an invocation
+	// writes its record after its PutEvents, before it answers its batch)
+	// or the write failed.
 	NotRecorded int64 `json:"notRecorded"`
 	// NotRecordedTailSeconds is how long before the workload's last write
-	// the oldest of them was written: within FlushAfter (plus the
-	// notification delay) when they are only the last versions the fast
-	// path kept as the writes stopped.
+	// the oldest of them was written.
 	NotRecordedTailSeconds float64 `json:"notRecordedTailSeconds,omitempty"`
 	// NotPublished: notified, never published by the fast path (refused or
 	// failed).
@@ -439,11 +436,6 @@ func droppedIsLatest(eventID string, in fastPathInputs) bool {
 	return next > in.windows[k].readAt.Add(-in.visibilityLag).UnixNano()
 }
 
-// tailSeconds bounds the end of the writes a kept, never recorded version
-// comes from: FlushAfter as deployed (a twelfth of the 2-minute safety lag)
-// with a minute for the notification's delay and jitter.
-const tailSeconds = 90
-
 // createdInWindow reports whether eventID is a deletion whose resource was
 // created inside the committed window that covers the deletion.
 func createdInWindow(eventID string, in fastPathInputs) bool {
@@ -481,14 +473,8 @@ func fastPathNotes(r *FastPathReport) []string {
 				b.Late, b.Pending, r.Delayed))
 		}
 		if b.NotRecorded > 0 {
-			s := fmt.Sprintf("%d versions the fast path had published were published again by a window that ran before the fast path's record object of them was written (duplicates.crossPath): it writes one record object per FlushAfter, at its next invocation; the oldest of these was written %.0f s before the workload's last write",
-				b.NotRecorded, b.NotRecordedTailSeconds)
-			if b.NotRecordedTailSeconds <= tailSeconds {
-				s += " — the versions it kept when the writes stopped, waiting for an invocation that never came"
-			} else {
-				s += " — some during the run: an execution environment left without invocations while others took the traffic kept them (the local Lambda reuses the most recently used idle environment; which one Lambda picks is not documented)"
-			}
-			parts = append(parts, s)
+			parts = append(parts, fmt.Sprintf("%d versions the fast path had published were published again by a window that read the record before the fast path's invocation had written it, or after its write failed (duplicates.crossPath); the oldest of these was written %.0f s before the workload's last write",
+				b.NotRecorded, b.NotRecordedTailSeconds))
 		}
 		if b.NotPublished > 0 {
 			parts = append(parts, fmt.Sprintf("%d versions were notified but never published by the fast path (unrecognized %d)", b.NotPublished, r.Unrecognized))

@@ -45,11 +45,6 @@ func (s *Stack) lambdaEnv(name string) map[string]string {
 	if name == stackconfig.PrepareChange {
 		env[stackconfig.EnvFastPath] = strconv.FormatBool(s.opts.FastPath)
 	}
-	if name == stackconfig.FastPath {
-		// A twelfth of the safety lag, as deployed (10 s of 2 minutes): 0
-		// with cdc-local's default lag of 0, a record at every invocation.
-		env[stackconfig.EnvFastPathFlushAfter] = (s.opts.SafetyLag / 12).String()
-	}
 	return env
 }
 

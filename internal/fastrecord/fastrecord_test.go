@@ -1,0 +1,103 @@
+package fastrecord_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+)
+
+var t0 = time.Date(2026, 11, 27, 10, 3, 0, 0, time.UTC)
+
+// TestKeysSortByWriteTimeAndPartitionsCoverTheSpan: a bucket holds five
+// minutes of writes in four shards; sort keys order by write time; the
+// partitions of a span are every shard of every bucket it touches.
+func TestKeysSortByWriteTimeAndPartitionsCoverTheSpan(t *testing.T) {
+	if got := fastrecord.PK(t0.Add(90*time.Second), 2); got != "FASTPATH#2026-11-27T10:00#2" {
+		t.Errorf("PK = %s", got)
+	}
+	a := fastrecord.SK(t0.Add(100*time.Millisecond), "req-z", 0)
+	b := fastrecord.SK(t0.Add(200*time.Millisecond), "req-a", 0)
+	if a >= b || !strings.HasPrefix(a, events.FormatTime(t0.Add(100*time.Millisecond))+"#") {
+		t.Errorf("sort keys %s, %s: want write-time order", a, b)
+	}
+	if s := fastrecord.Shard("req-a"); s < 0 || s >= fastrecord.Shards || s != fastrecord.Shard("req-a") {
+		t.Errorf("shard %d", s)
+	}
+	got := fastrecord.Partitions(t0, t0.Add(8*time.Minute)) // 10:03–10:11: buckets 10:00, 10:05, 10:10
+	if len(got) != 3*fastrecord.Shards || got[0] != "FASTPATH#2026-11-27T10:00#0" || got[len(got)-1] != "FASTPATH#2026-11-27T10:10#3" {
+		t.Errorf("partitions %v", got)
+	}
+	if got := fastrecord.Partitions(t0, t0.Add(-time.Minute)); len(got) != fastrecord.Shards {
+		t.Errorf("an empty span reads its start's bucket: %v", got)
+	}
+}
+
+// TestReadFindsWhatWasPutInItsSpan: what invocations put is read back from
+// every bucket and shard of the span (strongly consistent), an invocation
+// of more than MaxEntriesPerItem versions in several items; what was
+// written before the span is not.
+func TestReadFindsWhatWasPutInItsSpan(t *testing.T) {
+	env := localawstest.Start(t)
+	db := dynamodb.NewFromConfig(env.Config())
+	ctx := context.Background()
+	if err := runlock.CreateTable(ctx, db, "cdc"); err != nil {
+		t.Fatal(err)
+	}
+	w := &fastrecord.Writer{DB: db, Table: "cdc"}
+	entry := func(id string) delivered.Entry {
+		return delivered.Entry{Type: "Observation", ID: id, VersionID: "1", LastUpdated: events.FormatTime(t0)}
+	}
+	var many []delivered.Entry
+	for i := range fastrecord.MaxEntriesPerItem + 5 {
+		many = append(many, entry(fmt.Sprintf("m%d", i)))
+	}
+	puts := []struct {
+		at      time.Time
+		unique  string
+		entries []delivered.Entry
+	}{
+		{t0.Add(-2 * time.Minute), "before", []delivered.Entry{entry("old")}},
+		{t0.Add(time.Second), "r1", []delivered.Entry{entry("a"), {Type: "Patient", ID: "b", VersionID: "3", LastUpdated: events.FormatTime(t0), Deleted: true}}},
+		{t0.Add(3 * time.Minute), "r2", many},
+		{t0.Add(7 * time.Minute), "r3", []delivered.Entry{entry("c")}},
+		{t0.Add(8 * time.Minute), "r4", nil}, // nothing published: nothing written
+	}
+	for _, p := range puts {
+		key, err := w.Put(ctx, p.at, p.unique, p.entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (key == "") != (len(p.entries) == 0) {
+			t.Errorf("%s: key %q for %d entries", p.unique, key, len(p.entries))
+		}
+	}
+	set, err := (&fastrecord.Reader{DB: db, Table: "cdc"}).Read(ctx, t0, t0.Add(9*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Len() != 3+len(many) {
+		t.Errorf("read %d versions, want %d", set.Len(), 3+len(many))
+	}
+	v := func(typ, id, version string) delivered.Version { return delivered.Version{Type: typ, ID: id, VersionID: version} }
+	for _, v := range []delivered.Version{v("Observation", "a", "1"), v("Patient", "b", "3"), v("Observation", "c", "1"), v("Observation", fmt.Sprintf("m%d", len(many)-1), "1")} {
+		if !set.Has(v) {
+			t.Errorf("%v not read", v)
+		}
+	}
+	if set.Has(delivered.Version{Type: "Observation", ID: "old", VersionID: "1"}) {
+		t.Errorf("a version written before the span was read")
+	}
+	if _, err := (&fastrecord.Reader{DB: db, Table: "missing"}).Read(ctx, t0, t0.Add(time.Minute)); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("read of a missing table: %v", err)
+	}
+}
