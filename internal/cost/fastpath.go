@@ -36,8 +36,8 @@ type FastPathModel struct {
 	// WindowsPerDay read the record items of their span (SpanSeconds: the
 	// window, the safety lag and the export, about 8 minutes), each in
 	// ReadersPerWindow invocations (the Map's batches and the delete scan)
-	// with strongly consistent queries of every shard of every 5-minute
-	// bucket the span touches (4 KB read units, at least one per query).
+	// with strongly consistent queries of every shard of every hour the
+	// span touches (4 KB read units, at least one per query).
 	WindowsPerDay, SpanSeconds, ReadersPerWindow float64
 	// VReadsPerChange is 1 with id-only payloads, about 0.0002 with
 	// full-resource ones (the resources over 256 KB, sent id-only).

@@ -7,17 +7,21 @@
 //
 // An item is
 //
-//	pk  "FASTPATH#{5-minute bucket of the write, YYYY-MM-DDTHH:MM}#{shard 0–3}"
+//	pk  "FASTPATH#{hour of the write, YYYY-MM-DDTHH}#{shard 0–1}"
 //	sk  "{write time, RFC 3339 with milliseconds}#{invocation's request id}#{part}"
 //	v   the versions, gzip-compressed TSV in the delivered index's form
 //	    ("type\tid\tversionId\tlastUpdated", "\tD" for a delete)
 //	n   how many versions v holds
 //	ttl a day after the write (DynamoDB TTL; windows read 6 h back at most)
 //
-// The shard spreads one bucket's writes over four partition-key values, so
-// no partition takes more than a quarter of the fast path's writes
-// (DynamoDB's per-partition limit is 1,000 write units a second). A reader
-// queries every shard of every bucket its span touches.
+// The shard spreads one hour's writes over two partition-key values:
+// DynamoDB allows a partition key 1,000 write units a second, and the sort
+// keys grow with time, so DynamoDB cannot split a hot key's writes by sort
+// key. The fast path writes one item per invocation, and its mapping's
+// MaximumConcurrency bounds its invocations to a few hundred a second. A
+// reader queries every shard of every hour its span touches from the sort
+// key of its start: a window's span of about 8 minutes is two or four
+// queries.
 package fastrecord
 
 import (
@@ -44,9 +48,9 @@ const (
 	// PKFastPath grants the fast path these items only).
 	PKPrefix = "FASTPATH#"
 	// Bucket is the span of write times one partition key holds.
-	Bucket = 5 * time.Minute
+	Bucket = time.Hour
 	// Shards is how many partition keys share one bucket.
-	Shards = 4
+	Shards = 2
 	// TTL is how long an item is kept after its write.
 	TTL = 24 * time.Hour
 	// MaxEntriesPerItem bounds the versions of one item: 1,000 entries are
@@ -55,7 +59,7 @@ const (
 	// published more writes several items.
 	MaxEntriesPerItem = 1000
 
-	bucketLayout = "2006-01-02T15:04"
+	bucketLayout = "2006-01-02T15"
 	attrPK       = "pk"
 	attrSK       = "sk"
 	attrVersions = "v"

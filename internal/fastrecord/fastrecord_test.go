@@ -18,11 +18,11 @@ import (
 
 var t0 = time.Date(2026, 11, 27, 10, 3, 0, 0, time.UTC)
 
-// TestKeysSortByWriteTimeAndPartitionsCoverTheSpan: a bucket holds five
-// minutes of writes in four shards; sort keys order by write time; the
-// partitions of a span are every shard of every bucket it touches.
+// TestKeysSortByWriteTimeAndPartitionsCoverTheSpan: a bucket holds an hour
+// of writes in two shards; sort keys order by write time; the partitions of
+// a span are every shard of every bucket it touches.
 func TestKeysSortByWriteTimeAndPartitionsCoverTheSpan(t *testing.T) {
-	if got := fastrecord.PK(t0.Add(90*time.Second), 2); got != "FASTPATH#2026-11-27T10:00#2" {
+	if got := fastrecord.PK(t0.Add(90*time.Second), 1); got != "FASTPATH#2026-11-27T10#1" {
 		t.Errorf("PK = %s", got)
 	}
 	a := fastrecord.SK(t0.Add(100*time.Millisecond), "req-z", 0)
@@ -33,9 +33,12 @@ func TestKeysSortByWriteTimeAndPartitionsCoverTheSpan(t *testing.T) {
 	if s := fastrecord.Shard("req-a"); s < 0 || s >= fastrecord.Shards || s != fastrecord.Shard("req-a") {
 		t.Errorf("shard %d", s)
 	}
-	got := fastrecord.Partitions(t0, t0.Add(8*time.Minute)) // 10:03–10:11: buckets 10:00, 10:05, 10:10
-	if len(got) != 3*fastrecord.Shards || got[0] != "FASTPATH#2026-11-27T10:00#0" || got[len(got)-1] != "FASTPATH#2026-11-27T10:10#3" {
-		t.Errorf("partitions %v", got)
+	if got := fastrecord.Partitions(t0, t0.Add(8*time.Minute)); len(got) != fastrecord.Shards || got[0] != "FASTPATH#2026-11-27T10#0" {
+		t.Errorf("partitions of 10:03–10:11: %v", got)
+	}
+	got := fastrecord.Partitions(t0.Add(55*time.Minute), t0.Add(63*time.Minute)) // 10:58–11:06
+	if len(got) != 2*fastrecord.Shards || got[0] != "FASTPATH#2026-11-27T10#0" || got[len(got)-1] != "FASTPATH#2026-11-27T11#1" {
+		t.Errorf("partitions of 10:58–11:06: %v", got)
 	}
 	if got := fastrecord.Partitions(t0, t0.Add(-time.Minute)); len(got) != fastrecord.Shards {
 		t.Errorf("an empty span reads its start's bucket: %v", got)
