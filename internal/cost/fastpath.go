@@ -100,13 +100,13 @@ func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, not
 	spanBytes := math.Min(m.SpanSeconds/86400, 1) * items * itemBytes
 	readUnits := m.WindowsPerDay * m.ReadersPerWindow * (buckets*fastrecord.Shards + math.Ceil(spanBytes/4096))
 	u = Usage{
-		SQSRequests:       messages + 2*calls + emptyPolls,
-		LambdaRequests:    invocations,
-		LambdaGBSeconds:   (invocations*m.SecondsPerInvocation + messages*m.SecondsPerMessage) * m.MemoryGB,
-		LambdaArm64:       true,
-		DynamoWriteUnits:  writeUnits,
-		DynamoReadUnits:   readUnits,
-		LogBytes:          invocations*m.PlatformLogBytes + reports*m.ReportBytes,
+		SQSRequests:      messages + 2*calls + emptyPolls,
+		LambdaRequests:   invocations,
+		LambdaGBSeconds:  (invocations*m.SecondsPerInvocation + messages*m.SecondsPerMessage) * m.MemoryGB,
+		LambdaArm64:      true,
+		DynamoWriteUnits: writeUnits,
+		DynamoReadUnits:  readUnits,
+		LogBytes:         invocations*m.PlatformLogBytes + reports*m.ReportBytes,
 	}
 	return u, changesPerDay * m.VReadsPerChange, messages
 }

@@ -91,7 +91,9 @@ func TestReadFindsWhatWasPutInItsSpan(t *testing.T) {
 	if set.Len() != 3+len(many) {
 		t.Errorf("read %d versions, want %d", set.Len(), 3+len(many))
 	}
-	v := func(typ, id, version string) delivered.Version { return delivered.Version{Type: typ, ID: id, VersionID: version} }
+	v := func(typ, id, version string) delivered.Version {
+		return delivered.Version{Type: typ, ID: id, VersionID: version}
+	}
 	for _, v := range []delivered.Version{v("Observation", "a", "1"), v("Patient", "b", "3"), v("Observation", "c", "1"), v("Observation", fmt.Sprintf("m%d", len(many)-1), "1")} {
 		if !set.Has(v) {
 			t.Errorf("%v not read", v)
