@@ -809,7 +809,7 @@ func (b *builder) iamPolicies() {
 	}
 	if b.fp != nil {
 		// Set only with the fast path: prepare-change then also reads its
-		// record objects (iampolicy, HasFastPath).
+		// record items (iampolicy, HasFastPath).
 		res.FastPathQueueARN = *b.fp.out.Queue.QueueArn()
 		res.LogGroupARNs[iampolicy.FastPath] = *b.fp.fn.logs.LogGroupArn()
 		res.LogGroupARNs[iampolicy.FastPathSetup] = *b.fp.setup.logs.LogGroupArn()

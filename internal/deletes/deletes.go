@@ -257,7 +257,7 @@ func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 	next := s.run(ctx, cur.Pending)
 	if s.err == nil && len(s.found) > 0 && f.cfg.FastPath != nil {
 		if s.fast, err = f.cfg.FastPath(ctx, in.Window.Since, in.Continues); err != nil {
-			s.err = fmt.Errorf("delete scan: the fast path's record objects: %w", err)
+			s.err = fmt.Errorf("delete scan: the fast path's record: %w", err)
 		}
 	}
 	var stopShare func()

@@ -445,7 +445,7 @@ func TestPutEventsFailureReportsTheMessageAndRecordsNothingOfIt(t *testing.T) {
 	if r.total(fastpath.MetricFailed) != 1 || r.total(fastpath.MetricPublished) != 1 {
 		t.Errorf("metrics = %v", r.metrics.Totals())
 	}
-	// Every attempt fails: the message comes again, and no record object
+	// Every attempt fails: the message comes again, and no record item
 	// is written for an invocation that published nothing.
 	r2 := newRig(t)
 	b := r2.load("Patient", "pat-c", "")
@@ -516,7 +516,7 @@ func TestUnrecognizedMessageIsNotPublishedNorFailed(t *testing.T) {
 		t.Fatalf("%d events published", r.sink.Len())
 	}
 	if _, keys := r.records(); len(keys) != 0 {
-		t.Errorf("record objects %v", keys)
+		t.Errorf("record items %v", keys)
 	}
 	if got := r.total(fastpath.MetricUnrecognized); got != 5 {
 		t.Errorf("unrecognized = %v, want 5", got)

@@ -1,9 +1,9 @@
 // Package indexobject puts delivered-index objects to S3: gzip-compressed
 // TSV in internal/delivered's form ("type\tid\tversionId\tlastUpdated",
 // "\tD" for a delete), encrypted with SSE-KMS under the stack's key. The
-// windows' delivered and overlap objects (prepare-change), the delete scan's
-// record and the fast path's record objects are all written here;
-// internal/delivered itself stays free of AWS types.
+// windows' delivered and overlap objects (prepare-change) and the delete
+// scan's record are written here; internal/delivered itself stays free of
+// AWS types.
 package indexobject
 
 import (

@@ -397,7 +397,7 @@ func (b *batch) run(parent context.Context) error {
 		return b.failure(parent, ctx, err)
 	}
 	if b.fp, err = h.FastPathSet(ctx, b.in.Window.Since, b.in.Continues && b.in.Checkpoint != nil); err != nil {
-		return b.failure(parent, ctx, &ReadFailed{Err: fmt.Errorf("prepare-change: the fast path's record objects: %w", err)})
+		return b.failure(parent, ctx, &ReadFailed{Err: fmt.Errorf("prepare-change: the fast path's record: %w", err)})
 	}
 	defer func() {
 		for _, fs := range b.files {

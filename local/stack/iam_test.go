@@ -121,12 +121,12 @@ func fastPathCoverage(t *testing.T) *Stack {
 	})
 	runWindow(t, st)
 	time.Sleep(time.Second) // past the Subscription's activation
-	recorded := func() bool { return st.IAM.Allowed()["fast-path/WriteRecords"] > 0 }
+	recorded := func() bool { return st.IAM.Allowed()["fast-path/RecordPublished"] > 0 }
 	runFastPathUntil(t, st, recorded)
 	if !recorded() {
-		t.Fatal("the fast path wrote no record object")
+		t.Fatal("the fast path wrote no record item")
 	}
-	runWindow(t, st) // reads the record objects
+	runWindow(t, st) // reads the record
 	return st
 }
 
