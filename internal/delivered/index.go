@@ -10,6 +10,7 @@ package delivered
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -252,6 +253,23 @@ func (w *Writer) Count() int64 { return w.n }
 
 // Close flushes the compressed stream (not the underlying writer).
 func (w *Writer) Close() error { return w.zw.Close() }
+
+// Encode returns entries as one gzip-compressed index without locations:
+// the body of a delivered-index object, an overlap object or a fast-path
+// record item. Errors name the entry's position, never its values.
+func Encode(entries []Entry) ([]byte, error) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, false)
+	for i, e := range entries {
+		if err := w.Write(e); err != nil {
+			return nil, fmt.Errorf("index entry %d: %w", i+1, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	return buf.Bytes(), nil
+}
 
 // ReadAll reads an index object (gzip or plain text) and calls fn for each
 // entry; a store run's file table goes to files (nil ignores it).

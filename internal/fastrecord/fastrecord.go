@@ -125,9 +125,9 @@ func (w *Writer) Put(ctx context.Context, at time.Time, unique string, entries [
 	var first string
 	for part := 0; len(entries) > 0; part++ {
 		n := min(len(entries), MaxEntriesPerItem)
-		body, err := encode(entries[:n])
+		body, err := delivered.Encode(entries[:n])
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("fast-path record: %w", err)
 		}
 		sk := SK(at, unique, part)
 		_, err = w.DB.PutItem(ctx, &dynamodb.PutItemInput{
@@ -149,21 +149,6 @@ func (w *Writer) Put(ctx context.Context, at time.Time, unique string, entries [
 		entries = entries[n:]
 	}
 	return first, nil
-}
-
-// encode returns entries in the delivered index's gzip-compressed form.
-func encode(entries []delivered.Entry) ([]byte, error) {
-	var buf bytes.Buffer
-	w := delivered.NewWriter(&buf, false)
-	for i, e := range entries {
-		if err := w.Write(e); err != nil {
-			return nil, fmt.Errorf("fast-path record entry %d: %w", i+1, err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("fast-path record: %w", err)
-	}
-	return buf.Bytes(), nil
 }
 
 // QueryAPI is the part of the DynamoDB client a Reader uses.

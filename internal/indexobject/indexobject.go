@@ -29,28 +29,13 @@ type PutAPI interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 }
 
-// Encode returns entries as an index object's body.
-func Encode(entries []delivered.Entry) ([]byte, error) {
-	var buf bytes.Buffer
-	w := delivered.NewWriter(&buf, false)
-	for i, e := range entries {
-		if err := w.Write(e); err != nil {
-			return nil, fmt.Errorf("index entry %d: %w", i+1, err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("index object: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
 // Put writes entries as one index object at key; nothing is written
 // without entries. Errors name the bucket and key, never a resource.
 func Put(ctx context.Context, api PutAPI, bucket, kmsKeyID, key string, entries []delivered.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	body, err := Encode(entries)
+	body, err := delivered.Encode(entries)
 	if err != nil {
 		return err
 	}
