@@ -163,6 +163,12 @@ func TestFastPathOffDeploysNothingOfIt(t *testing.T) {
 			t.Errorf("%s %s: condition on %s without the fast path", s.ResourceType, s.Owner, iampolicy.PKFastPath)
 		}
 	}
+	_, bucket := oneOfType(t, "AWS::S3::Bucket", "ArtifactBucket")
+	for _, rule := range asList(path(props(bucket), "LifecycleConfiguration", "Rules")) {
+		if path(rule, "Prefix") == pipeline.LegacyPrefixFastPath {
+			t.Errorf("lifecycle rule for %s without the fast path", pipeline.LegacyPrefixFastPath)
+		}
+	}
 	_, pc := oneOfType(t, "AWS::Lambda::Function", "PrepareChange")
 	if v := path(props(pc), "Environment", "Variables", stackconfig.EnvFastPath); v != "false" {
 		t.Errorf("prepare-change %s = %v, want false", stackconfig.EnvFastPath, v)
@@ -559,6 +565,17 @@ func TestFastPathStackNagIAMNamesAndLifecycle(t *testing.T) {
 			if !found {
 				t.Errorf("%s may not %s the fast path's record", c.owner, c.action)
 			}
+		}
+		// What an earlier version wrote under fastpath/ expires.
+		_, b := oneOfType(t, "AWS::S3::Bucket", "ArtifactBucket")
+		found := false
+		for _, rule := range asList(path(props(b), "LifecycleConfiguration", "Rules")) {
+			if path(rule, "Prefix") == pipeline.LegacyPrefixFastPath {
+				found = path(rule, "ExpirationInDays") == float64(1)
+			}
+		}
+		if !found {
+			t.Errorf("no 1-day lifecycle rule for %s, the record objects earlier versions wrote", pipeline.LegacyPrefixFastPath)
 		}
 		_, fp := oneOfType(t, "AWS::Lambda::Function", "FastPath")
 		if v := path(props(fp), "Environment", "Variables", stackconfig.EnvTable); v == nil {

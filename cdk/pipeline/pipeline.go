@@ -71,6 +71,10 @@ const (
 	PrefixDelivered = iampolicy.PrefixDelivered
 	PrefixReconcile = iampolicy.PrefixReconcile
 	PrefixOverlap   = iampolicy.PrefixOverlap
+	// LegacyPrefixFastPath is where the fast path wrote its record objects
+	// before its record moved to the table: expired (with FastPath), read
+	// by nothing.
+	LegacyPrefixFastPath = "fastpath/"
 )
 
 // StateMachineName returns the state machine's name for a stack name. It is
@@ -441,6 +445,13 @@ func (b *builder) artifactBucket() {
 		// reconciliation's interval (what the next one reads back).
 		expire("expire-delivered", PrefixDelivered, jsii.Number(b.set.DeliveredExpiryDays)),
 		expire("expire-reconcile", PrefixReconcile, jsii.Number(b.set.ReconcileExpiryDays)),
+	}
+	if b.set.FastPath {
+		// Until stop 29 the fast path wrote its record as objects under
+		// fastpath/; it now writes items of the table. The objects an
+		// earlier version left (resource ids, under the stack's key) are
+		// read by nothing: they expire a day after they were written.
+		rules = append(rules, expire("expire-fastpath-objects", LegacyPrefixFastPath, jsii.Number(1)))
 	}
 	b.bucket = awss3.NewBucket(b.stack, b.s("ArtifactBucket"), &awss3.BucketProps{
 		// Server access logs of the PHI bucket (exports, claim-checks,
