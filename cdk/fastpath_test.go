@@ -20,7 +20,8 @@ import (
 )
 
 // fastPathSynth is the app's stack with the FastPath setting on (and the
-// id-only payload), synthesized once under cdk-nag's packs.
+// id-only payload, a 3-second batching window), synthesized once under
+// cdk-nag's packs.
 var fastPathSynth struct {
 	once     sync.Once
 	json     map[string]any
@@ -33,7 +34,7 @@ func fastPathTemplate(t *testing.T) map[string]any {
 	t.Helper()
 	fastPathSynth.once.Do(func() {
 		cfg := synthesized.cfg
-		if err := cfg.Settings.Apply(map[string]string{"FastPath": "true", "FastPathPayload": "id-only"}); err != nil {
+		if err := cfg.Settings.Apply(map[string]string{"FastPath": "true", "FastPathPayload": "id-only", "FastPathBatchingWindow": "3s"}); err != nil {
 			fastPathSynth.err = err
 			return
 		}
@@ -283,8 +284,8 @@ func TestFastPathRuleQueueAndDeadLetterQueue(t *testing.T) {
 		if path(props(dlq), "MessageRetentionPeriod") != 1209600.0 {
 			t.Errorf("fast-path DLQ retention = %v, want 14 days", path(props(dlq), "MessageRetentionPeriod"))
 		}
-		if v := path(props(q), "VisibilityTimeout"); v != float64(stackconfig.Seconds(stackconfig.FastPathVisibility(set.FastPathFunction))) ||
-			v != float64(stackconfig.Seconds(stackconfig.VisibilityTimeout(set.FastPathFunction)+stackconfig.FastPathBatchingWindow)) {
+		if v := path(props(q), "VisibilityTimeout"); v != float64(stackconfig.Seconds(set.FastPathVisibility())) ||
+			v != float64(stackconfig.Seconds(stackconfig.VisibilityTimeout(set.FastPathFunction)+set.FastPathBatchingWindow)) {
 			t.Errorf("fast-path queue visibility = %v, want %d × the Lambda's timeout plus the batching window", v, stackconfig.VisibilityFactor)
 		}
 		for _, owner := range []string{"FastPathQueuePolicy", "FastPathDeadLetterQueuePolicy"} {
@@ -403,9 +404,9 @@ func TestFastPathLambdaAndMapping(t *testing.T) {
 			t.Fatalf("no mapping of the fast-path queue (have %v)", ids)
 		}
 		mp := props(mapping)
-		if !jsonEq(mp["FunctionName"], ref(fnID)) || mp["BatchSize"] != 100.0 || mp["MaximumBatchingWindowInSeconds"] != 1.0 ||
+		if !jsonEq(mp["FunctionName"], ref(fnID)) || mp["BatchSize"] != 100.0 || mp["MaximumBatchingWindowInSeconds"] != 3.0 ||
 			!jsonEq(mp["FunctionResponseTypes"], []any{"ReportBatchItemFailures"}) {
-			t.Errorf("fast-path mapping = %v, want %s, batch 100 within 1 s, ReportBatchItemFailures", mp, fnID)
+			t.Errorf("fast-path mapping = %v, want %s, batch 100 within the FastPathBatchingWindow setting (3 s), ReportBatchItemFailures", mp, fnID)
 		}
 		if v := path(mp, "ScalingConfig", "MaximumConcurrency"); v != float64(set.MapMaxConcurrency) {
 			t.Errorf("fast-path mapping MaximumConcurrency = %v, want MapMaxConcurrency %d", v, set.MapMaxConcurrency)

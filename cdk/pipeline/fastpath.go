@@ -242,7 +242,6 @@ func (b *builder) fastPathInfra() {
 		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()}},
 	}))
 
-	fpFn := b.set.FastPathFunction
 	// Both queues take messages up to SQS's maximum, 1 MiB (the default is
 	// 256 KiB): HealthLake keeps a full-resource notification's detail
 	// within 256 KB, and EventBridge's envelope around it would push the
@@ -261,7 +260,7 @@ func (b *builder) fastPathInfra() {
 		Encryption:          awssqs.QueueEncryption_KMS,
 		EncryptionMasterKey: b.key,
 		EnforceSSL:          jsii.Bool(true),
-		VisibilityTimeout:   seconds(stackconfig.FastPathVisibility(fpFn)),
+		VisibilityTimeout:   seconds(b.set.FastPathVisibility()),
 		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(4)),
 		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(b.set.MaxReceiveCount)},
 	})
@@ -312,7 +311,7 @@ func (b *builder) fastPathInfra() {
 	esm := fp.fn.f.AddEventSourceMapping(b.s("FastPathQueueMapping"), &awslambda.EventSourceMappingOptions{
 		EventSourceArn:          q.QueueArn(),
 		BatchSize:               jsii.Number(stackconfig.FastPathBatchSize),
-		MaxBatchingWindow:       seconds(stackconfig.FastPathBatchingWindow),
+		MaxBatchingWindow:       seconds(b.set.FastPathBatchingWindow),
 		ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency:          jsii.Number(b.set.FastPathMaxConcurrency()),
 	})

@@ -19,7 +19,7 @@ type FastPathModel struct {
 	// Pollers is the event-source mapping's concurrent pollers (Lambda's
 	// SQS mappings start with five; cdc-local's fast-path mapping runs
 	// five) and BatchingWindowSeconds its MaximumBatchingWindow (1 s as
-	// deployed, stackconfig.FastPathBatchingWindow): at most Pollers
+	// deployed, stackconfig.Config.FastPathBatchingWindow): at most Pollers
 	// invocations per window.
 	Pollers, BatchingWindowSeconds float64
 	// SecondsPerInvocation and SecondsPerMessage give an invocation's
@@ -61,7 +61,7 @@ type FastPathModel struct {
 // full-resource Subscription and one event per notification.
 func DeployedFastPath() FastPathModel {
 	return FastPathModel{
-		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: stackconfig.FastPathBatchingWindow.Seconds(),
+		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: stackconfig.Default().FastPathBatchingWindow.Seconds(),
 		SecondsPerInvocation: 0.05, SecondsPerMessage: 0.005, MemoryGB: 0.5,
 		Environments: 5, ReportEverySeconds: stackconfig.FastPathReportEvery.Seconds(),
 		RecordItemBytes: 130, RecordEntryBytes: 40,

@@ -191,6 +191,17 @@ type Config struct {
 	// (the resource rides in the notification; over 256 KB HealthLake sends
 	// it id-only) or "id-only" (every version is read back with vread).
 	FastPathPayload string
+	// FastPathBatchingWindow is the fast-path queue mapping's
+	// MaximumBatchingWindow: a notification waits up to this long for its
+	// batch (up to FastPathBatchSize), so it adds to every change's
+	// latency, and a longer window makes fewer, larger invocations — fewer
+	// SQS receives, Lambda invocations and record items (docs/COST.md, "The
+	// fast path": $1.32 per million changes at 1 s, $0.90 at 2 s, $0.76 at
+	// 3 s, at 1 M changes a day). Whole seconds from 1 s (Lambda requires a
+	// window for a batch size above 10) to 30 s (a quarter of the default
+	// 2-minute safety lag: the versions are recorded long before the
+	// windows read the record).
+	FastPathBatchingWindow time.Duration
 	// FastPathBusKey is the ARN of the KMS key the notification bus is
 	// encrypted with; empty: the stack's key. HealthLake requires a data
 	// store encrypted with a customer-managed key to deliver to a bus on
@@ -304,12 +315,13 @@ func Default() Config {
 		ReconcileHour:       3,
 		ReconcileTimeZone:   "UTC",
 
-		DeliveredExpiryDays:   35,
-		ReconcileExpiryDays:   30,
-		WindowDeletes:         true,
-		FastPathPayload:       "full-resource",
-		FastPathFunction:      Function{Timeout: 60 * time.Second, MemoryMB: 512},
-		FastPathSetupFunction: Function{Timeout: 120 * time.Second, MemoryMB: 256},
+		DeliveredExpiryDays:    35,
+		ReconcileExpiryDays:    30,
+		WindowDeletes:          true,
+		FastPathPayload:        "full-resource",
+		FastPathBatchingWindow: time.Second,
+		FastPathFunction:       Function{Timeout: 60 * time.Second, MemoryMB: 512},
+		FastPathSetupFunction:  Function{Timeout: 120 * time.Second, MemoryMB: 256},
 	}
 }
 
@@ -320,15 +332,11 @@ func Default() Config {
 // created: its alarm waits three checks.
 const FastPathCheckEvery = 10 * time.Minute
 
-// FastPathBatchSize and FastPathBatchingWindow are the fast-path queue
-// mapping's BatchSize and MaximumBatchingWindow: an invocation takes up to
-// 100 notifications, gathered for at most a second (Lambda requires a
-// window of at least a second for a batch size above 10). The CDK app
-// deploys them; cdc-local's mapping (local/esm) runs with them.
-const (
-	FastPathBatchSize      = 100
-	FastPathBatchingWindow = time.Second
-)
+// FastPathBatchSize is the fast-path queue mapping's BatchSize: an
+// invocation takes up to 100 notifications, gathered for at most
+// Config.FastPathBatchingWindow. The CDK app deploys it; cdc-local's
+// mapping (local/esm) runs with it.
+const FastPathBatchSize = 100
 
 // FastPathReportEvery is how often a fast-path execution environment
 // reports its invocations' summed counts (one log line and one EMF record:
@@ -457,12 +465,12 @@ func Lambdas() []string { return []string{StartExport, CheckExport, PrepareChang
 // VisibilityTimeout is the visibility timeout of a queue consumed by fn.
 func VisibilityTimeout(fn Function) time.Duration { return VisibilityFactor * fn.Timeout }
 
-// FastPathVisibility is the fast-path queue's visibility timeout for the
-// fast-path function fn: six times its timeout plus the mapping's batching
+// FastPathVisibility is the fast-path queue's visibility timeout: six
+// times the fast-path function's timeout plus the mapping's batching
 // window, as Lambda's guide asks of a queue whose mapping has a window
 // ("Using Lambda with Amazon SQS").
-func FastPathVisibility(fn Function) time.Duration {
-	return VisibilityTimeout(fn) + FastPathBatchingWindow
+func (c Config) FastPathVisibility() time.Duration {
+	return VisibilityTimeout(c.FastPathFunction) + c.FastPathBatchingWindow
 }
 
 // StartVisibility is the start queue's visibility timeout (consumer start-export).
@@ -551,6 +559,9 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
+	if w := c.FastPathBatchingWindow; w < time.Second || w > 30*time.Second || w%time.Second != 0 {
+		bad("FastPathBatchingWindow %s: want whole seconds from 1s (Lambda requires a window for a batch size above 10) to 30s (well below the 2-minute safety lag)", w)
+	}
 	if c.FastPathPayload != "full-resource" && c.FastPathPayload != "id-only" {
 		bad("FastPathPayload %q: want full-resource or id-only (the payloads HealthLake documents)", c.FastPathPayload)
 	}

@@ -419,18 +419,36 @@ func TestFastPathBusKeyIsAKeyARNWithTheFastPath(t *testing.T) {
 // TestFastPathMappingIsOneLambdaAccepts: the fast-path mapping's batch size
 // and window are within what CreateEventSourceMapping accepts for a
 // standard queue (BatchSize up to 10,000, above 10 only with a window of a
-// second or more; the window whole seconds up to 300), and the window is
-// shorter than the queue's visibility timeout.
+// second or more; the window whole seconds up to 300), at the default and
+// at every window the FastPathBatchingWindow setting accepts (1–30 s); the
+// queue's visibility timeout follows the window; other windows are refused.
 func TestFastPathMappingIsOneLambdaAccepts(t *testing.T) {
-	w := FastPathBatchingWindow
-	if FastPathBatchSize < 1 || FastPathBatchSize > 10000 || (FastPathBatchSize > 10 && w < time.Second) {
-		t.Errorf("batch size %d with window %s: Lambda refuses it", FastPathBatchSize, w)
+	for _, w := range []time.Duration{Default().FastPathBatchingWindow, time.Second, 3 * time.Second, 30 * time.Second} {
+		c := Default()
+		if err := c.Set("FastPathBatchingWindow", w.String()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("window %s refused: %v", w, err)
+		}
+		if FastPathBatchSize < 1 || FastPathBatchSize > 10000 || (FastPathBatchSize > 10 && w < time.Second) {
+			t.Errorf("batch size %d with window %s: Lambda refuses it", FastPathBatchSize, w)
+		}
+		if w < 0 || w > 300*time.Second || w%time.Second != 0 {
+			t.Errorf("window %s: want whole seconds 0–300", w)
+		}
+		fn := c.FastPathFunction
+		if v := c.FastPathVisibility(); v != VisibilityFactor*fn.Timeout+w {
+			t.Errorf("the queue's visibility timeout %s is not six times the function's timeout (%s) plus the window %s", v, fn.Timeout, w)
+		}
 	}
-	if w < 0 || w > 300*time.Second || w%time.Second != 0 {
-		t.Errorf("window %s: want whole seconds 0–300", w)
-	}
-	fn := Default().FastPathFunction
-	if v := FastPathVisibility(fn); v < VisibilityFactor*fn.Timeout+w {
-		t.Errorf("the queue's visibility timeout %s is less than six times the function's timeout (%s) plus the window %s", v, fn.Timeout, w)
+	for _, w := range []string{"0s", "500ms", "1500ms", "31s", "5m"} {
+		c := Default()
+		if err := c.Set("FastPathBatchingWindow", w); err != nil {
+			continue // not a duration the setting parses
+		}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "FastPathBatchingWindow") {
+			t.Errorf("window %s: %v, want refused", w, err)
+		}
 	}
 }

@@ -340,11 +340,15 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	fastOn := w.fastPathOn()
 	var subs fakehealthlake.SubscriptionOptions
 	var payload string
+	var batchingWindow time.Duration
 	if fastOn {
 		obs.fp = newFastPathLog()
 		subs = w.FastPath.subscriptionOptions(w.Seed)
 		subs.OnDelivered = obs.notified
 		payload = w.FastPath.Payload
+		if w.FastPath.BatchingWindow != nil {
+			batchingWindow = w.FastPath.BatchingWindow.D()
+		}
 	}
 	env := map[string]string{}
 	if w.Limits.PutEventsQuota > 0 {
@@ -386,6 +390,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		ResourcesPerFile: lim.ResourcesPerFile, RecheckDelay: lim.RecheckDelay.D(),
 		Sink: obs, Now: now, Logger: o.Logger, LambdaEnv: env, Latency: &latency,
 		FastPath: fastOn, FastPathPayload: payload, FastPathTypes: w.fastPathTypes(), Subscriptions: subs,
+		FastPathBatchingWindow: batchingWindow,
 	})
 	pinned.Store(nil)
 	if err != nil {

@@ -104,6 +104,9 @@ type FastPath struct {
 	// EventsPerBundle is the most notification events one bundle carries
 	// (default 1).
 	EventsPerBundle int `json:"eventsPerBundle,omitempty"`
+	// BatchingWindow is the stack setting FastPathBatchingWindow, the
+	// fast-path queue mapping's batching window (absent: the deployed 1 s).
+	BatchingWindow *Duration `json:"batchingWindow,omitempty"`
 }
 
 // fastPathOn reports whether the workload runs the fast path.

@@ -59,11 +59,15 @@ func (s *Stack) resourceTypes() string {
 }
 
 // deployedConfig is the deployed configuration with this stack's PutEvents
-// quota (Options.PutEventsQuota when set).
+// quota (Options.PutEventsQuota when set) and fast-path batching window
+// (Options.FastPathBatchingWindow when set).
 func (s *Stack) deployedConfig() stackconfig.Config {
 	cfg := stackconfig.Default()
 	if q := s.opts.PutEventsQuota; q > 0 {
 		cfg.PutEventsQuota = q
+	}
+	if w := s.opts.FastPathBatchingWindow; w > 0 {
+		cfg.FastPathBatchingWindow = w
 	}
 	return cfg
 }

@@ -58,10 +58,10 @@ func (s *Stack) visibility(fn string) time.Duration {
 	if s.opts.VisibilityTimeout > 0 {
 		return s.opts.VisibilityTimeout
 	}
-	f, _ := stackconfig.Default().Function(fn)
 	if fn == FnFastPath {
-		return stackconfig.FastPathVisibility(f)
+		return s.deployedConfig().FastPathVisibility()
 	}
+	f, _ := stackconfig.Default().Function(fn)
 	return stackconfig.VisibilityTimeout(f)
 }
 

@@ -201,6 +201,9 @@ type Options struct {
 	// (CheckSubscription): 0 takes the deployed schedule,
 	// stackconfig.FastPathCheckEvery; < 0 checks never.
 	FastPathCheckEvery time.Duration
+	// FastPathBatchingWindow is the fast-path mapping's batching window
+	// (the FastPathBatchingWindow setting); 0 takes the deployed default.
+	FastPathBatchingWindow time.Duration
 }
 
 func (o *Options) defaults() {
