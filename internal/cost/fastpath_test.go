@@ -65,3 +65,31 @@ func Example_fastPath() {
 	// 10000000/day: $0.622 per M changes (SQS 0.505, Lambda 0.056, DynamoDB 0.058, logs 0.003); 2000 vreads, 10000000 notifications a day
 	// before: $1.602 per M changes at 1 M a day (logs 0.305)
 }
+
+// TestFastPathWindowTradesLatencyForCost: a longer batching window (the
+// FastPathBatchingWindow setting) makes fewer invocations and record items
+// at 1 M changes a day, so the fast path costs less, down to the sends,
+// which no window changes (one SQS request per notification).
+func TestFastPathWindowTradesLatencyForCost(t *testing.T) {
+	p := ListPrices()
+	perM := func(w float64) float64 {
+		m := DeployedFastPath()
+		m.BatchingWindowSeconds = w
+		u, _, _ := FastPathDaily(1_000_000, m)
+		return Price(u, p).Total
+	}
+	prev := perM(1)
+	for _, w := range []float64{2, 3, 10} {
+		c := perM(w)
+		if c >= prev {
+			t.Errorf("window %v s: $%.3f per M, not below $%.3f at a shorter window", w, c, prev)
+		}
+		prev = c
+	}
+	if floor := 0.40; prev < floor {
+		t.Errorf("$%.3f per M at 10 s: below the sends alone ($%.2f)", prev, floor)
+	}
+	if got := fmt.Sprintf("%.2f %.2f", perM(1), perM(3)); got != "1.32 0.76" {
+		t.Errorf("per M at 1 s and 3 s: %s, want the docs/COST.md table's 1.32 0.76", got)
+	}
+}
