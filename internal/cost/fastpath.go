@@ -22,6 +22,15 @@ type FastPathModel struct {
 	// deployed, stackconfig.Config.FastPathBatchingWindow): at most Pollers
 	// invocations per window.
 	Pollers, BatchingWindowSeconds float64
+	// ReceiveSeconds is how long one ReceiveMessage takes to answer once a
+	// message is there (a round trip; 0.02 modelled). A poller gathering a
+	// batch receives again at once, so each receive returns what arrived
+	// during the last one: about the poller's arrival rate ×
+	// ReceiveSeconds, at least 1 and at most 10 messages. At 1 M changes a
+	// day that is one receive per message, as the simulation measures
+	// (docs/SIMULATION.md: its local mapping receives the same way), not
+	// one per ten.
+	ReceiveSeconds float64
 	// SecondsPerInvocation and SecondsPerMessage give an invocation's
 	// duration; MemoryGB its memory (0.5 as deployed).
 	SecondsPerInvocation, SecondsPerMessage, MemoryGB float64
@@ -61,7 +70,7 @@ type FastPathModel struct {
 // full-resource Subscription and one event per notification.
 func DeployedFastPath() FastPathModel {
 	return FastPathModel{
-		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: stackconfig.Default().FastPathBatchingWindow.Seconds(),
+		EventsPerBundle: 1, Pollers: 5, BatchingWindowSeconds: stackconfig.Default().FastPathBatchingWindow.Seconds(), ReceiveSeconds: 0.02,
 		SecondsPerInvocation: 0.05, SecondsPerMessage: 0.005, MemoryGB: 0.5,
 		Environments: 5, ReportEverySeconds: stackconfig.FastPathReportEvery.Seconds(),
 		RecordItemBytes: 130, RecordEntryBytes: 40,
@@ -84,8 +93,10 @@ func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, not
 	messages := changesPerDay / per
 	invocations := math.Min(messages, m.Pollers*86400/math.Max(m.BatchingWindowSeconds, 0.001))
 	perInvocation := messages / invocations
-	calls := invocations * math.Ceil(perInvocation/10) // ReceiveMessage and DeleteMessageBatch take 10
-	emptyPolls := m.Pollers * 3 * 60 * 24              // 20 s long polls of idle pollers, at most
+	perReceive := math.Min(math.Max(messages/86400/math.Max(m.Pollers, 1)*m.ReceiveSeconds, 1), 10)
+	receives := messages / perReceive
+	deletes := invocations * math.Ceil(perInvocation/10) // DeleteMessageBatch takes 10
+	emptyPolls := m.Pollers * 3 * 60 * 24                // 20 s long polls of idle pollers, at most
 	reports := math.Min(invocations, m.Environments*86400/math.Max(m.ReportEverySeconds, 1))
 	if m.ReportEveryInvocation {
 		reports = invocations
@@ -100,7 +111,7 @@ func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, not
 	spanBytes := math.Min(m.SpanSeconds/86400, 1) * items * itemBytes
 	readUnits := m.WindowsPerDay * m.ReadersPerWindow * (buckets*fastrecord.Shards + math.Ceil(spanBytes/4096))
 	u = Usage{
-		SQSRequests:      messages + 2*calls + emptyPolls,
+		SQSRequests:      messages + receives + deletes + emptyPolls,
 		LambdaRequests:   invocations,
 		LambdaGBSeconds:  (invocations*m.SecondsPerInvocation + messages*m.SecondsPerMessage) * m.MemoryGB,
 		LambdaArm64:      true,

@@ -196,8 +196,8 @@ type Config struct {
 	// batch (up to FastPathBatchSize), so it adds to every change's
 	// latency, and a longer window makes fewer, larger invocations — fewer
 	// SQS receives, Lambda invocations and record items (docs/COST.md, "The
-	// fast path": $1.32 per million changes at 1 s, $0.90 at 2 s, $0.76 at
-	// 3 s, at 1 M changes a day). Whole seconds from 1 s (Lambda requires a
+	// fast path": $1.55 per million changes at 1 s, $1.21 at 2 s, $1.10 at
+	// 3 s, at 1 M changes a day, in the cost model). Whole seconds from 1 s (Lambda requires a
 	// window for a batch size above 10) to 30 s (a quarter of the default
 	// 2-minute safety lag: the versions are recorded long before the
 	// windows read the record).
