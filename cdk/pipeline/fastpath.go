@@ -310,7 +310,7 @@ func (b *builder) fastPathInfra() {
 	// Lambda checks for sqs:ReceiveMessage when it creates the mapping.
 	esm := fp.fn.f.AddEventSourceMapping(b.s("FastPathQueueMapping"), &awslambda.EventSourceMappingOptions{
 		EventSourceArn:          q.QueueArn(),
-		BatchSize:               jsii.Number(stackconfig.FastPathBatchSize),
+		BatchSize:               jsii.Number(b.set.FastPathBatch()),
 		MaxBatchingWindow:       seconds(b.set.FastPathBatchingWindow),
 		ReportBatchItemFailures: jsii.Bool(true),
 		MaxConcurrency:          jsii.Number(b.set.FastPathMaxConcurrency()),

@@ -91,10 +91,15 @@ func FastPathDaily(changesPerDay float64, m FastPathModel) (u Usage, vreads, not
 	}
 	per := math.Max(m.EventsPerBundle, 1)
 	messages := changesPerDay / per
-	invocations := math.Min(messages, m.Pollers*86400/math.Max(m.BatchingWindowSeconds, 0.001))
-	perInvocation := messages / invocations
 	perReceive := math.Min(math.Max(messages/86400/math.Max(m.Pollers, 1)*m.ReceiveSeconds, 1), 10)
 	receives := messages / perReceive
+	// With a window a poller invokes at most once per window; without one
+	// it invokes each receive's messages.
+	invocations := receives
+	if m.BatchingWindowSeconds > 0 {
+		invocations = math.Min(messages, m.Pollers*86400/m.BatchingWindowSeconds)
+	}
+	perInvocation := messages / invocations
 	deletes := invocations * math.Ceil(perInvocation/10) // DeleteMessageBatch takes 10
 	emptyPolls := m.Pollers * 3 * 60 * 24                // 20 s long polls of idle pollers, at most
 	reports := math.Min(invocations, m.Environments*86400/math.Max(m.ReportEverySeconds, 1))

@@ -99,3 +99,25 @@ func TestFastPathWindowTradesLatencyForCost(t *testing.T) {
 		t.Errorf("per M at 1 s and 3 s: %s, want the docs/COST.md table's 1.55 1.10", got)
 	}
 }
+
+// TestFastPathWithoutWindowCostsNothingMoreAtLowTraffic: with no batching
+// window (FastPathBatchingWindow 0s, batches of up to 10 invoked as
+// received) each receive is an invocation; at 10,000 changes a day a
+// 1-second window already makes an invocation per message, so dropping the
+// window — and with it Lambda's low-traffic wait — costs nothing there,
+// and more at high traffic.
+func TestFastPathWithoutWindowCostsNothingMoreAtLowTraffic(t *testing.T) {
+	p := ListPrices()
+	perM := func(w, c float64) float64 {
+		m := DeployedFastPath()
+		m.BatchingWindowSeconds = w
+		u, _, _ := FastPathDaily(c, m)
+		return Price(u, p).Total / c * 1e6
+	}
+	if a, b := perM(0, 10_000), perM(1, 10_000); a != b {
+		t.Errorf("10,000 a day: $%.3f per M without a window, $%.3f with 1 s: want the same", a, b)
+	}
+	if a, b := perM(0, 1_000_000), perM(1, 1_000_000); a <= b {
+		t.Errorf("1 M a day: $%.3f per M without a window, $%.3f with 1 s: want more without", a, b)
+	}
+}

@@ -193,14 +193,19 @@ type Config struct {
 	FastPathPayload string
 	// FastPathBatchingWindow is the fast-path queue mapping's
 	// MaximumBatchingWindow: a notification waits up to this long for its
-	// batch (up to FastPathBatchSize), so it adds to every change's
-	// latency, and a longer window makes fewer, larger invocations — fewer
-	// SQS receives, Lambda invocations and record items (docs/COST.md, "The
-	// fast path": $1.55 per million changes at 1 s, $1.21 at 2 s, $1.10 at
-	// 3 s, at 1 M changes a day, in the cost model). Whole seconds from 1 s (Lambda requires a
-	// window for a batch size above 10) to 30 s (a quarter of the default
-	// 2-minute safety lag: the versions are recorded long before the
-	// windows read the record).
+	// batch (up to FastPathBatch), so it adds to every change's latency,
+	// and a longer window makes fewer, larger invocations — fewer
+	// deletes, Lambda invocations and record items (docs/COST.md, "The fast
+	// path": $1.55 per million changes at 1 s, $1.21 at 2 s, $1.10 at 3 s,
+	// at 1 M changes a day, in the cost model). With any window, Lambda
+	// may wait up to 20 s before it invokes when the queue's traffic is
+	// very low ("Using Lambda with Amazon SQS"); 0 has no window: each
+	// receive's messages (up to 10, Lambda's most without a window) are
+	// invoked at once — no such wait, at the cost of an invocation per
+	// receive, which at low traffic is what a window gives anyway. Whole
+	// seconds from 0 to 30 s (a quarter of the default 2-minute safety
+	// lag: the versions are recorded long before the windows read the
+	// record).
 	FastPathBatchingWindow time.Duration
 	// FastPathBusKey is the ARN of the KMS key the notification bus is
 	// encrypted with; empty: the stack's key. HealthLake requires a data
@@ -332,11 +337,21 @@ func Default() Config {
 // created: its alarm waits three checks.
 const FastPathCheckEvery = 10 * time.Minute
 
-// FastPathBatchSize is the fast-path queue mapping's BatchSize: an
-// invocation takes up to 100 notifications, gathered for at most
-// Config.FastPathBatchingWindow. The CDK app deploys it; cdc-local's
-// mapping (local/esm) runs with it.
+// FastPathBatchSize is the fast-path queue mapping's BatchSize with a
+// batching window: an invocation takes up to 100 notifications, gathered
+// for at most Config.FastPathBatchingWindow (Config.FastPathBatch).
 const FastPathBatchSize = 100
+
+// FastPathBatch is the fast-path queue mapping's BatchSize: FastPathBatchSize
+// with a batching window, 10 without one (Lambda takes more than 10 only
+// with a window of at least a second). The CDK app deploys it; cdc-local's
+// mapping (local/esm) runs with it.
+func (c Config) FastPathBatch() int {
+	if c.FastPathBatchingWindow == 0 {
+		return 10
+	}
+	return FastPathBatchSize
+}
 
 // FastPathReportEvery is how often a fast-path execution environment
 // reports its invocations' summed counts (one log line and one EMF record:
@@ -559,8 +574,8 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	if w := c.FastPathBatchingWindow; w < time.Second || w > 30*time.Second || w%time.Second != 0 {
-		bad("FastPathBatchingWindow %s: want whole seconds from 1s (Lambda requires a window for a batch size above 10) to 30s (well below the 2-minute safety lag)", w)
+	if w := c.FastPathBatchingWindow; w < 0 || w > 30*time.Second || w%time.Second != 0 {
+		bad("FastPathBatchingWindow %s: want whole seconds from 0s (no window, batches of up to 10) to 30s (well below the 2-minute safety lag)", w)
 	}
 	if c.FastPathPayload != "full-resource" && c.FastPathPayload != "id-only" {
 		bad("FastPathPayload %q: want full-resource or id-only (the payloads HealthLake documents)", c.FastPathPayload)

@@ -420,10 +420,11 @@ func TestFastPathBusKeyIsAKeyARNWithTheFastPath(t *testing.T) {
 // and window are within what CreateEventSourceMapping accepts for a
 // standard queue (BatchSize up to 10,000, above 10 only with a window of a
 // second or more; the window whole seconds up to 300), at the default and
-// at every window the FastPathBatchingWindow setting accepts (1–30 s); the
-// queue's visibility timeout follows the window; other windows are refused.
+// at every window the FastPathBatchingWindow setting accepts (0–30 s: none
+// takes batches of 10); the queue's visibility timeout follows the window;
+// other windows are refused.
 func TestFastPathMappingIsOneLambdaAccepts(t *testing.T) {
-	for _, w := range []time.Duration{Default().FastPathBatchingWindow, time.Second, 3 * time.Second, 30 * time.Second} {
+	for _, w := range []time.Duration{Default().FastPathBatchingWindow, 0, time.Second, 3 * time.Second, 30 * time.Second} {
 		c := Default()
 		if err := c.Set("FastPathBatchingWindow", w.String()); err != nil {
 			t.Fatal(err)
@@ -431,8 +432,8 @@ func TestFastPathMappingIsOneLambdaAccepts(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("window %s refused: %v", w, err)
 		}
-		if FastPathBatchSize < 1 || FastPathBatchSize > 10000 || (FastPathBatchSize > 10 && w < time.Second) {
-			t.Errorf("batch size %d with window %s: Lambda refuses it", FastPathBatchSize, w)
+		if n := c.FastPathBatch(); n < 1 || n > 10000 || (n > 10 && w < time.Second) {
+			t.Errorf("batch size %d with window %s: Lambda refuses it", n, w)
 		}
 		if w < 0 || w > 300*time.Second || w%time.Second != 0 {
 			t.Errorf("window %s: want whole seconds 0–300", w)
@@ -442,7 +443,7 @@ func TestFastPathMappingIsOneLambdaAccepts(t *testing.T) {
 			t.Errorf("the queue's visibility timeout %s is not six times the function's timeout (%s) plus the window %s", v, fn.Timeout, w)
 		}
 	}
-	for _, w := range []string{"0s", "500ms", "1500ms", "31s", "5m"} {
+	for _, w := range []string{"-1s", "500ms", "1500ms", "31s", "5m"} {
 		c := Default()
 		if err := c.Set("FastPathBatchingWindow", w); err != nil {
 			continue // not a duration the setting parses

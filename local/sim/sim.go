@@ -346,8 +346,12 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		subs = w.FastPath.subscriptionOptions(w.Seed)
 		subs.OnDelivered = obs.notified
 		payload = w.FastPath.Payload
-		if w.FastPath.BatchingWindow != nil {
-			batchingWindow = w.FastPath.BatchingWindow.D()
+		switch bw := w.FastPath.BatchingWindow; {
+		case bw == nil:
+		case bw.D() == 0:
+			batchingWindow = -1 // none
+		default:
+			batchingWindow = bw.D()
 		}
 	}
 	env := map[string]string{}

@@ -105,7 +105,8 @@ type FastPath struct {
 	// (default 1).
 	EventsPerBundle int `json:"eventsPerBundle,omitempty"`
 	// BatchingWindow is the stack setting FastPathBatchingWindow, the
-	// fast-path queue mapping's batching window (absent: the deployed 1 s).
+	// fast-path queue mapping's batching window (absent: the deployed 1 s;
+	// "0s": none, batches of up to 10 as received).
 	BatchingWindow *Duration `json:"batchingWindow,omitempty"`
 }
 

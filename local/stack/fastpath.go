@@ -238,7 +238,7 @@ func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) error 
 	mp, err := esm.New(poller, s.Lambdas, esm.Config{
 		Function: FnFastPath, QueueURL: s.Res.FastPathQueueURL, QueueARN: s.Env.ARN("sqs", s.fastPathQueue()), Region: s.Env.Region,
 		DLQURL: s.Res.FastPathDLQURL, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount,
-		BatchSize: stackconfig.FastPathBatchSize, MaximumBatchingWindow: s.deployedConfig().FastPathBatchingWindow, Pollers: fastPathPollers,
+		BatchSize: s.deployedConfig().FastPathBatch(), MaximumBatchingWindow: s.deployedConfig().FastPathBatchingWindow, Pollers: fastPathPollers,
 		VisibilityTimeout: s.visibility(FnFastPath), ReportBatchItemFailures: true,
 		Faults: dup, Logger: s.log,
 	})

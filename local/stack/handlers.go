@@ -60,14 +60,17 @@ func (s *Stack) resourceTypes() string {
 
 // deployedConfig is the deployed configuration with this stack's PutEvents
 // quota (Options.PutEventsQuota when set) and fast-path batching window
-// (Options.FastPathBatchingWindow when set).
+// (Options.FastPathBatchingWindow when set; negative: none).
 func (s *Stack) deployedConfig() stackconfig.Config {
 	cfg := stackconfig.Default()
 	if q := s.opts.PutEventsQuota; q > 0 {
 		cfg.PutEventsQuota = q
 	}
-	if w := s.opts.FastPathBatchingWindow; w > 0 {
+	switch w := s.opts.FastPathBatchingWindow; {
+	case w > 0:
 		cfg.FastPathBatchingWindow = w
+	case w < 0:
+		cfg.FastPathBatchingWindow = 0
 	}
 	return cfg
 }

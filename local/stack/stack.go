@@ -202,7 +202,8 @@ type Options struct {
 	// stackconfig.FastPathCheckEvery; < 0 checks never.
 	FastPathCheckEvery time.Duration
 	// FastPathBatchingWindow is the fast-path mapping's batching window
-	// (the FastPathBatchingWindow setting); 0 takes the deployed default.
+	// (the FastPathBatchingWindow setting); 0 takes the deployed default,
+	// a negative one is none (the setting's 0s: batches of up to 10).
 	FastPathBatchingWindow time.Duration
 }
 
