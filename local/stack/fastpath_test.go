@@ -231,3 +231,27 @@ func TestFastPathTakesNotificationsNearTheEventLimit(t *testing.T) {
 		t.Errorf("%s notifications in the fast-path dead-letter queue, want none", n)
 	}
 }
+
+// TestFastPathBatchingWindowOption: the stack's mapping takes the deployed
+// window unless Options.FastPathBatchingWindow sets one; a negative one is
+// the setting's 0s — no window, batches of up to 10 — and the queue's
+// visibility timeout follows the window.
+func TestFastPathBatchingWindowOption(t *testing.T) {
+	for _, c := range []struct {
+		opt, window time.Duration
+		batch       int
+	}{
+		{0, time.Second, 100},
+		{3 * time.Second, 3 * time.Second, 100},
+		{-1, 0, 10},
+	} {
+		s := &Stack{opts: Options{FastPathBatchingWindow: c.opt}}
+		cfg := s.deployedConfig()
+		if cfg.FastPathBatchingWindow != c.window || cfg.FastPathBatch() != c.batch {
+			t.Errorf("option %s: window %s, batch %d; want %s, %d", c.opt, cfg.FastPathBatchingWindow, cfg.FastPathBatch(), c.window, c.batch)
+		}
+		if v := s.visibility(FnFastPath); v != 6*cfg.FastPathFunction.Timeout+c.window {
+			t.Errorf("option %s: visibility %s", c.opt, v)
+		}
+	}
+}
