@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
@@ -114,7 +115,7 @@ func TestFastPathWithoutWindowCostsNothingMoreAtLowTraffic(t *testing.T) {
 		u, _, _ := FastPathDaily(c, m)
 		return Price(u, p).Total / c * 1e6
 	}
-	if a, b := perM(0, 10_000), perM(1, 10_000); a != b {
+	if a, b := perM(0, 10_000), perM(1, 10_000); math.Abs(a-b) > 1e-9*b {
 		t.Errorf("10,000 a day: $%.3f per M without a window, $%.3f with 1 s: want the same", a, b)
 	}
 	if a, b := perM(0, 1_000_000), perM(1, 1_000_000); a <= b {
