@@ -90,9 +90,8 @@ type Handler struct {
 	hl  VersionReader
 	cfg Config
 
-	mu      sync.Mutex
-	kept    []delivered.Entry // published, whose record write failed
-	lastEnd time.Time         // the end of the previous invocation
+	mu   sync.Mutex
+	kept []delivered.Entry // published, whose record write failed
 	// rep is what the environment's invocations did since its last report
 	// (log line and metrics, Handler.observe), made at lastReport.
 	rep        tally
@@ -197,12 +196,13 @@ type invocation struct {
 	order   []*version
 	stopped bool // the publisher failed: nothing more is sent
 	detail  []byte
-	rec     record
-	key     string // the record item written ("pk sk"), if any
-	idle    bool   // the environment was idle ReportEvery before it
-	c       counts
-	reasons map[string]int64
-	err     error // the first failure
+	// published are the versions EventBridge accepted, in its order: what
+	// Handler.record writes.
+	published []delivered.Entry
+	key       string // the record item written ("pk sk"), if any
+	c         counts
+	reasons   map[string]int64
+	err       error // the first failure
 }
 
 func (inv *invocation) skip(reason string) {
@@ -380,7 +380,7 @@ func (inv *invocation) settle() {
 			inv.c.deletes++
 		}
 		inv.c.lagMax = max(inv.c.lagMax, now.Sub(v.at))
-		inv.rec.add(v.entry)
+		inv.published = append(inv.published, v.entry)
 		for _, m := range v.msgs {
 			m.published = true
 		}
@@ -397,14 +397,11 @@ func (inv *invocation) settle() {
 // shutdown), and no message comes again for it. The write is bounded by the
 // invocation's own deadline, not the margin before it.
 func (h *Handler) record(ctx context.Context, inv *invocation, unique string) {
-	now := h.cfg.Now()
 	h.mu.Lock()
-	inv.idle = h.lastEnd.IsZero() || now.Sub(h.lastEnd) >= h.cfg.ReportEvery
-	h.lastEnd = now
-	pending := append(h.kept, inv.rec.entries...)
+	pending := append(h.kept, inv.published...)
 	h.kept = nil
 	h.mu.Unlock()
-	h.write(ctx, inv, now, unique, pending)
+	h.write(ctx, inv, h.cfg.Now(), unique, pending)
 }
 
 // write records entries; on failure it keeps them (at most maxKept, the
@@ -531,7 +528,9 @@ func (h *Handler) observe(inv *invocation, took time.Duration) {
 	now := h.cfg.Now()
 	h.mu.Lock()
 	h.rep.add(inv, claimChecked, ps, took)
-	due := h.cfg.ReportEvery < 0 || inv.idle || h.lastReport.IsZero() || now.Sub(h.lastReport) >= h.cfg.ReportEvery
+	// An environment idle that long before this invocation is due too: its
+	// last report came at the end of its last invocation.
+	due := h.cfg.ReportEvery < 0 || h.lastReport.IsZero() || now.Sub(h.lastReport) >= h.cfg.ReportEvery
 	var rep tally
 	if due {
 		rep = h.rep

@@ -346,13 +346,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		subs = w.FastPath.subscriptionOptions(w.Seed)
 		subs.OnDelivered = obs.notified
 		payload = w.FastPath.Payload
-		switch bw := w.FastPath.BatchingWindow; {
-		case bw == nil:
-		case bw.D() == 0:
-			batchingWindow = -1 // none
-		default:
-			batchingWindow = bw.D()
-		}
+		batchingWindow = w.FastPath.batchingWindow()
 	}
 	env := map[string]string{}
 	if w.Limits.PutEventsQuota > 0 {

@@ -113,18 +113,26 @@ type FastPath struct {
 // fastPathOn reports whether the workload runs the fast path.
 func (w Workload) fastPathOn() bool { return w.FastPath != nil && w.FastPath.On }
 
-// subscriptionOptions maps the fast path onto the emulator's model: an
-// absent duration is 0 (the emulator's default), "0s" is negative (none).
-func (f FastPath) subscriptionOptions(seed int64) fakehealthlake.SubscriptionOptions {
-	d := func(p *Duration) time.Duration {
-		switch {
-		case p == nil:
-			return 0
-		case *p == 0:
-			return -1
-		}
-		return p.D()
+// optionDuration maps a workload duration onto the local stack's and the
+// emulator's options: absent is 0 (their default), "0s" is negative
+// (none).
+func optionDuration(p *Duration) time.Duration {
+	switch {
+	case p == nil:
+		return 0
+	case *p == 0:
+		return -1
 	}
+	return p.D()
+}
+
+// batchingWindow is stack.Options.FastPathBatchingWindow (optionDuration).
+func (f FastPath) batchingWindow() time.Duration { return optionDuration(f.BatchingWindow) }
+
+// subscriptionOptions maps the fast path onto the emulator's model
+// (optionDuration).
+func (f FastPath) subscriptionOptions(seed int64) fakehealthlake.SubscriptionOptions {
+	d := optionDuration
 	return fakehealthlake.SubscriptionOptions{
 		ActivationDelay: d(f.ActivationDelay), NotificationDelay: d(f.NotificationDelay), NotificationJitter: d(f.NotificationJitter),
 		DropRate: f.DropRate, DuplicateRate: f.DuplicateRate, DelayRate: f.DelayRate, ExtraDelay: d(f.ExtraDelay),
