@@ -133,6 +133,15 @@ func (f fixture) queueEmpty(t *testing.T, url string) bool {
 	return out.Attributes["ApproximateNumberOfMessages"] == "0" && out.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
 }
 
+// drained waits until the queue holds no message and the mapping has
+// counted deleted deletes: it counts them once DeleteMessageBatch has
+// answered, which may be after the queue already shows them gone.
+func (f fixture) drained(t *testing.T, m *Mapping, deleted int64) {
+	t.Helper()
+	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	eventually(t, "deletes counted", func() bool { return m.Stats().Deleted >= deleted })
+}
+
 // eventually polls cond until it holds; the bound only stops a broken test.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -155,7 +164,7 @@ func TestPartialBatchFailureRedeliversOnlyTheFailedRecords(t *testing.T) {
 	m := f.start(t, r.handle, nil)
 
 	eventually(t, "bad redelivered", func() bool { return r.delivered("bad") == 2 })
-	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	f.drained(t, m, 4)
 	for _, b := range []string{"a", "b", "c"} {
 		if got := r.delivered(b); got != 1 {
 			t.Errorf("%s delivered %d times, want 1", b, got)
@@ -182,7 +191,7 @@ func TestHandlerErrorRedeliversTheWholeBatch(t *testing.T) {
 	// still split them, so count deliveries per body rather than batches.
 	m := f.start(t, r.handle, nil)
 
-	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	f.drained(t, m, 3)
 	total := 0
 	for _, b := range []string{"x", "y", "z"} {
 		n := r.delivered(b)
@@ -259,7 +268,7 @@ func TestInjectedDuplicateDeliversTwiceAndDeletesOnce(t *testing.T) {
 	f.send(t, "once", 0)
 	r := newRecorder()
 	m := f.start(t, r.handle, func(c *Config) { c.Faults = dupAll{} })
-	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	f.drained(t, m, 1)
 	if got := r.delivered("once"); got != 2 {
 		t.Errorf("delivered %d times, want 2 (one injected duplicate)", got)
 	}
@@ -364,7 +373,7 @@ func TestBatchFillsToBatchSizeAcrossReceives(t *testing.T) {
 	m := f.start(t, r.handle, func(c *Config) {
 		c.BatchSize, c.MaximumBatchingWindow, c.VisibilityTimeout = 25, 20*time.Second, 60*time.Second
 	})
-	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	f.drained(t, m, 25)
 	took := time.Since(start)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -392,7 +401,7 @@ func TestBatchIsInvokedWhenTheWindowPasses(t *testing.T) {
 	m := f.start(t, r.handle, func(c *Config) {
 		c.BatchSize, c.MaximumBatchingWindow, c.VisibilityTimeout = 100, 2*time.Second, 30*time.Second
 	})
-	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	f.drained(t, m, 3)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.batches) != 1 || r.batches[0] != 3 {
