@@ -17,6 +17,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
 
@@ -112,6 +113,7 @@ func (f *awsFlags) awsConfig(ctx context.Context) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, errors.New("no AWS region: pass --region or set AWS_REGION")
 	}
+	cfg.APIOptions = append(cfg.APIOptions, awsclient.ReadOnlyBodies)
 	return cfg, nil
 }
 

@@ -18,7 +18,8 @@ import (
 // Load returns the default configuration: region and credentials from the
 // environment or the default credential chain, endpoints from AWS_ENDPOINT_URL
 // and AWS_ENDPOINT_URL_<SERVICE> when set. The SDK's own log lines go to
-// stdout as JSON, like the pipeline's.
+// stdout as JSON, like the pipeline's. Request bodies go out through
+// ReadOnlyBodies.
 func Load(ctx context.Context) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(sdkLogger{log: logging.New(os.Stdout, "aws-sdk")}))
 	if err != nil {
@@ -27,6 +28,7 @@ func Load(ctx context.Context) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: no region: set AWS_REGION")
 	}
+	cfg.APIOptions = append(cfg.APIOptions, ReadOnlyBodies)
 	return cfg, nil
 }
 

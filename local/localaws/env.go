@@ -15,10 +15,13 @@ import (
 	goawsrouter "github.com/Admiral-Piett/goaws/app/router"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/sirupsen/logrus"
 	minidyn "github.com/truora/minidyn/server"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 )
 
 // The administrator's credentials, which local clients sign with unless they
@@ -190,7 +193,9 @@ func (e *Env) Port() int {
 }
 
 // Config returns an aws.Config whose clients all talk to this Env, signed
-// with the local test credentials. Build S3 clients with UsePathStyle.
+// with the local test credentials, sending request bodies as the Lambdas'
+// configuration does (awsclient.ReadOnlyBodies). Build S3 clients with
+// UsePathStyle.
 func (e *Env) Config() aws.Config {
 	return aws.Config{
 		Region:           e.Region,
@@ -198,6 +203,7 @@ func (e *Env) Config() aws.Config {
 		BaseEndpoint:     aws.String(e.URL),
 		RetryMaxAttempts: 2,
 		HTTPClient:       e.httpClient(),
+		APIOptions:       []func(*middleware.Stack) error{awsclient.ReadOnlyBodies},
 	}
 }
 
