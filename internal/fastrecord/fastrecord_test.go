@@ -3,6 +3,7 @@ package fastrecord_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,40 @@ func TestReadFindsWhatWasPutInItsSpan(t *testing.T) {
 	}
 	if _, err := (&fastrecord.Reader{DB: db, Table: "missing"}).Read(ctx, t0, t0.Add(time.Minute)); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("read of a missing table: %v", err)
+	}
+}
+
+// TestReadPagesPastOneMegabyte: an hour's shard holding more than the 1 MB
+// a Query answers at once (the local gateway enforces DynamoDB's page
+// limit) is read to its end, every version once.
+func TestReadPagesPastOneMegabyte(t *testing.T) {
+	env := localawstest.Start(t)
+	db := dynamodb.NewFromConfig(env.Config())
+	ctx := context.Background()
+	if err := runlock.CreateTable(ctx, db, "cdc"); err != nil {
+		t.Fatal(err)
+	}
+	w := &fastrecord.Writer{DB: db, Table: "cdc"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const invocations = 150
+	for i := range invocations {
+		entries := make([]delivered.Entry, fastrecord.MaxEntriesPerItem)
+		for j := range entries {
+			entries[j] = delivered.Entry{Type: "Observation", ID: fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()), VersionID: "1", LastUpdated: events.FormatTime(t0)}
+		}
+		if _, err := w.Put(ctx, t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("r%d", i), entries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := env.Gateway.Calls()["dynamodb:Query"]
+	set, err := (&fastrecord.Reader{DB: db, Table: "cdc"}).Read(ctx, t0, t0.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Len() != invocations*fastrecord.MaxEntriesPerItem {
+		t.Errorf("read %d versions, want %d", set.Len(), invocations*fastrecord.MaxEntriesPerItem)
+	}
+	if n := env.Gateway.Calls()["dynamodb:Query"] - queries; n <= fastrecord.Shards {
+		t.Errorf("%d queries for %d shards of one hour: the record did not span pages, the test proves nothing", n, fastrecord.Shards)
 	}
 }

@@ -43,6 +43,8 @@ type Gateway struct {
 
 	keys     *keyStore
 	verifier *sigv4.Verifier
+	// dynamo enforces the DynamoDB limits minidyn does not (dynamolimits.go).
+	dynamo *dynamoLimits
 }
 
 // Authorizer decides, before any fault or service sees it, whether a
@@ -59,7 +61,7 @@ type FaultInjector func(service, operation string) (status int, body string, ok 
 // It knows DefaultAccessKeys; signatures are not checked until
 // SetVerifySignatures(true).
 func NewGateway() *Gateway {
-	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}, keys: newKeyStore()}
+	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}, keys: newKeyStore(), dynamo: newDynamoLimits()}
 	g.verifier = &sigv4.Verifier{Secret: g.keys.secret, Now: g.now}
 	return g
 }
@@ -232,6 +234,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(body))
 			return
 		}
+	}
+	if service == ServiceDynamoDB {
+		g.dynamo.serve(w, r, h)
+		return
 	}
 	h.ServeHTTP(w, r)
 }
