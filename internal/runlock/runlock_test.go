@@ -697,3 +697,40 @@ func TestContinuesOnlyAfterACommit(t *testing.T) {
 		t.Fatalf("window after the replayed window's commit does not continue: %+v", a)
 	}
 }
+
+// History and Replays read past DynamoDB's 1 MB page (the local gateway
+// enforces it): asked for 1,000 runs of 2 KB each, History returns 1,000,
+// newest first.
+func TestHistoryReadsPastOnePage(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	f.start(t, "run-0")
+	got, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.table), Key: key(pkRun, historySK(t0, "run-0"))})
+	if err != nil || got.Item == nil {
+		t.Fatalf("the first run's history item: %v", err)
+	}
+	const runs = 1100
+	for i := 1; i < runs; i++ {
+		it := item{}
+		for k, v := range got.Item {
+			it[k] = v
+		}
+		at := t0.Add(time.Duration(i) * time.Minute)
+		it[attrSK] = str(historySK(at, fmt.Sprintf("run-%d", i)))
+		it[attrRunID] = str(fmt.Sprintf("run-%d", i))
+		it["padding"] = str(strings.Repeat("x", 2048))
+		if _, err := f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs, err := f.store.History(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 1000 || hs[0].RunID != fmt.Sprintf("run-%d", runs-1) || hs[999].RunID != fmt.Sprintf("run-%d", runs-1000) {
+		t.Fatalf("History(1000): %d runs, first %q, last %q", len(hs), hs[0].RunID, hs[len(hs)-1].RunID)
+	}
+	if hs, err := f.store.History(ctx, 5000); err != nil || len(hs) != runs {
+		t.Fatalf("History(5000): %d runs, %v; want all %d", len(hs), err, runs)
+	}
+}

@@ -115,45 +115,58 @@ func (s *Store) Status(ctx context.Context, historyLimit int) (Status, error) {
 
 // History returns the last limit runs, newest first.
 func (s *Store) History(ctx context.Context, limit int) ([]HistoryRecord, error) {
-	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:              aws.String(s.cfg.Table),
-		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :pfx)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(pkRun), ":pfx": str(skHistoryPfx),
-		},
-		ScanIndexForward: aws.Bool(false),
-		Limit:            aws.Int32(int32(min(limit, 1000))),
+	hs := make([]HistoryRecord, 0, min(limit, 1000))
+	err := s.newest(ctx, skHistoryPfx, limit, func(it item) error {
+		h, err := decodeHistory(it)
+		if err != nil {
+			return err
+		}
+		hs = append(hs, h)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("query run history: %w", err)
 	}
-	hs := make([]HistoryRecord, 0, len(out.Items))
-	for _, it := range out.Items {
-		h, err := decodeHistory(it)
-		if err != nil {
-			return nil, err
-		}
-		hs = append(hs, h)
-	}
 	return hs, nil
+}
+
+// newest reads the RUN partition's items under prefix, newest first, until
+// limit items or the end: page after page, as DynamoDB answers at most
+// 1 MB at a time.
+func (s *Store) newest(ctx context.Context, prefix string, limit int, fn func(item) error) error {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.cfg.Table),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :pfx)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(pkRun), ":pfx": str(prefix),
+		},
+		ScanIndexForward: aws.Bool(false),
+	}
+	n := 0
+	for n < limit {
+		in.Limit = aws.Int32(int32(min(limit-n, 1000)))
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return err
+		}
+		for _, it := range out.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+			n++
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	return nil
 }
 
 // Replays returns the last limit replay audit items, newest first.
 func (s *Store) Replays(ctx context.Context, limit int) ([]ReplayRecord, error) {
-	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:              aws.String(s.cfg.Table),
-		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :pfx)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(pkRun), ":pfx": str(skReplayPfx),
-		},
-		ScanIndexForward: aws.Bool(false),
-		Limit:            aws.Int32(int32(min(limit, 1000))),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("query replays: %w", err)
-	}
-	rs := make([]ReplayRecord, 0, len(out.Items))
-	for _, it := range out.Items {
+	rs := make([]ReplayRecord, 0, min(limit, 1000))
+	err := s.newest(ctx, skReplayPfx, limit, func(it item) error {
 		var err error
 		get := func(name string) time.Time {
 			t, e := getT(it, name)
@@ -164,9 +177,13 @@ func (s *Store) Replays(ctx context.Context, limit int) ([]ReplayRecord, error) 
 		}
 		r := ReplayRecord{At: get(attrAt), By: getS(it, attrBy), From: get(attrFrom), To: get(attrTo), Reason: getS(it, attrReason)}
 		if err != nil {
-			return nil, fmt.Errorf("decode %s: %w", getS(it, attrSK), err)
+			return fmt.Errorf("decode %s: %w", getS(it, attrSK), err)
 		}
 		rs = append(rs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query replays: %w", err)
 	}
 	return rs, nil
 }
