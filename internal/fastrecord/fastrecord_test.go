@@ -14,6 +14,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
 )
 
@@ -51,12 +52,8 @@ func TestKeysSortByWriteTimeAndPartitionsCoverTheSpan(t *testing.T) {
 // of more than MaxEntriesPerItem versions in several items; what was
 // written before the span is not.
 func TestReadFindsWhatWasPutInItsSpan(t *testing.T) {
-	env := localawstest.Start(t)
-	db := dynamodb.NewFromConfig(env.Config())
+	_, db := recordTable(t)
 	ctx := context.Background()
-	if err := runlock.CreateTable(ctx, db, "cdc"); err != nil {
-		t.Fatal(err)
-	}
 	w := &fastrecord.Writer{DB: db, Table: "cdc"}
 	entry := func(id string) delivered.Entry {
 		return delivered.Entry{Type: "Observation", ID: id, VersionID: "1", LastUpdated: events.FormatTime(t0)}
@@ -112,12 +109,8 @@ func TestReadFindsWhatWasPutInItsSpan(t *testing.T) {
 // a Query answers at once (the local gateway enforces DynamoDB's page
 // limit) is read to its end, every version once.
 func TestReadPagesPastOneMegabyte(t *testing.T) {
-	env := localawstest.Start(t)
-	db := dynamodb.NewFromConfig(env.Config())
+	env, db := recordTable(t)
 	ctx := context.Background()
-	if err := runlock.CreateTable(ctx, db, "cdc"); err != nil {
-		t.Fatal(err)
-	}
 	w := &fastrecord.Writer{DB: db, Table: "cdc"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	const invocations = 150
@@ -141,4 +134,15 @@ func TestReadPagesPastOneMegabyte(t *testing.T) {
 	if n := env.Gateway.Calls()["dynamodb:Query"] - queries; n <= fastrecord.Shards {
 		t.Errorf("%d queries for %d shards of one hour: the record did not span pages, the test proves nothing", n, fastrecord.Shards)
 	}
+}
+
+// recordTable is the pipeline's table, "cdc", on a local DynamoDB.
+func recordTable(t *testing.T) (*localaws.Env, *dynamodb.Client) {
+	t.Helper()
+	env := localawstest.Start(t)
+	db := dynamodb.NewFromConfig(env.Config())
+	if err := runlock.CreateTable(context.Background(), db, "cdc"); err != nil {
+		t.Fatal(err)
+	}
+	return env, db
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
 
 func limitsTable(t *testing.T) (*dynamodb.Client, string) {
@@ -19,19 +21,8 @@ func limitsTable(t *testing.T) (*dynamodb.Client, string) {
 	env := startTest(t)
 	db := dynamodb.NewFromConfig(env.Config(), func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	table := "limits"
-	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName:   aws.String(table),
-		BillingMode: ddbtypes.BillingModePayPerRequest,
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: ddbtypes.ScalarAttributeTypeS},
-		},
-		KeySchema: []ddbtypes.KeySchemaElement{
-			{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash},
-			{AttributeName: aws.String("sk"), KeyType: ddbtypes.KeyTypeRange},
-		},
-	})
-	if err != nil {
+	// The pipeline's own table: key pk and sk, strings.
+	if err := runlock.CreateTable(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
 	return db, table
@@ -106,12 +97,8 @@ func TestItemsOver400KBAreRefused(t *testing.T) {
 		{Put: &ddbtypes.Put{TableName: &table, Item: sized("tra2", dynamoMaxItemSize+1)}},
 	}})
 	validation(t, "TransactWriteItems", err, dynamoItemTooLarge)
-	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out.Items) != 1 {
-		t.Errorf("%d items stored, want only the 400 KB one", len(out.Items))
+	if n := itemCount(t, db, table); n != 1 {
+		t.Errorf("%d items stored, want only the 400 KB one", n)
 	}
 }
 
@@ -150,16 +137,22 @@ func TestUpdatesPast400KBAreRefusedAndUndone(t *testing.T) {
 			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":c": &ddbtypes.AttributeValueMemberB{Value: make([]byte, 150*1024)}}}},
 	}})
 	validation(t, "TransactWriteItems with an update", err, dynamoUpdateTooLarge)
-	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out.Items) != 1 {
-		t.Errorf("%d items after the refused writes, want the one put first", len(out.Items))
+	if n := itemCount(t, db, table); n != 1 {
+		t.Errorf("%d items after the refused writes, want the one put first", n)
 	}
 	if _, err := db.UpdateItem(ctx, grow(90*1024)); err != nil {
 		t.Errorf("an update within 400 KB: %v", err)
 	}
+}
+
+// itemCount is how many items the table holds (one page suffices here).
+func itemCount(t *testing.T, db *dynamodb.Client, table string) int {
+	t.Helper()
+	out, err := db.Scan(context.Background(), &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Items)
 }
 
 func keysOf(it map[string]ddbtypes.AttributeValue) []string {

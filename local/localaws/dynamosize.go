@@ -57,39 +57,14 @@ func (v attrValue) size() (int, error) {
 		case "BOOL", "NULL":
 			return 1, nil
 		case "SS":
-			var ss []string
-			if err := json.Unmarshal(raw, &ss); err != nil {
-				return 0, err
-			}
-			n := 0
-			for _, s := range ss {
-				n += len(s)
-			}
-			return n, nil
+			return setSize(raw, func(s string) (int, error) { return len(s), nil })
 		case "NS":
-			var ss []string
-			if err := json.Unmarshal(raw, &ss); err != nil {
-				return 0, err
-			}
-			n := 0
-			for _, s := range ss {
-				n += numberSize(s)
-			}
-			return n, nil
+			return setSize(raw, func(s string) (int, error) { return numberSize(s), nil })
 		case "BS":
-			var bs []string
-			if err := json.Unmarshal(raw, &bs); err != nil {
-				return 0, err
-			}
-			n := 0
-			for _, b := range bs {
-				raw, err := base64.StdEncoding.DecodeString(b)
-				if err != nil {
-					return 0, err
-				}
-				n += len(raw)
-			}
-			return n, nil
+			return setSize(raw, func(s string) (int, error) {
+				b, err := base64.StdEncoding.DecodeString(s)
+				return len(b), err
+			})
 		case "L":
 			var l []attrValue
 			if err := json.Unmarshal(raw, &l); err != nil {
@@ -121,6 +96,24 @@ func (v attrValue) size() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no known type in %v", mapKeys(v))
+}
+
+// setSize is a set's size: the sum of its elements' sizes (no overhead is
+// documented for sets).
+func setSize(raw json.RawMessage, size func(string) (int, error)) (int, error) {
+	var elems []string
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range elems {
+		s, err := size(e)
+		if err != nil {
+			return 0, err
+		}
+		n += s
+	}
+	return n, nil
 }
 
 func mapKeys(v attrValue) []string {
