@@ -146,3 +146,29 @@ func recordTable(t *testing.T) (*localaws.Env, *dynamodb.Client) {
 	}
 	return env, db
 }
+
+// TestLargestItemFitsDynamoDB: an item of MaxEntriesPerItem versions at
+// their longest — 64-character ids and version ids of random characters,
+// the longest R4 type name, a time with milliseconds — stays under
+// DynamoDB's 400 KB item limit, which the local gateway enforces (about
+// 103 KB compressed: some 3,900 such versions would reach it).
+func TestLargestItemFitsDynamoDB(t *testing.T) {
+	_, db := recordTable(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const idChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-."
+	id := func() string {
+		b := make([]byte, 64)
+		for i := range b {
+			b[i] = idChars[rng.IntN(len(idChars))]
+		}
+		return string(b)
+	}
+	entries := make([]delivered.Entry, fastrecord.MaxEntriesPerItem)
+	for i := range entries {
+		entries[i] = delivered.Entry{Type: "MedicinalProductAuthorization", ID: id(), VersionID: id(), LastUpdated: "2026-11-27T10:03:00.123Z", Deleted: i%2 == 0}
+	}
+	w := &fastrecord.Writer{DB: db, Table: "cdc"}
+	if _, err := w.Put(context.Background(), t0, "largest", entries); err != nil {
+		t.Fatalf("the largest record item: %v", err)
+	}
+}
