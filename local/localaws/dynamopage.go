@@ -14,8 +14,8 @@ var placeholder = regexp.MustCompile(`#[A-Za-z0-9_]+`)
 // page answers a Query or Scan with at most 1 MB of items: it reads the
 // whole items the request selects (without its projection), keeps those
 // that fit, sets LastEvaluatedKey to the last one's key, and projects them.
-// Requests it cannot size (Select COUNT, a projection of nested paths) go
-// on unchanged; with a filter the limit is applied to what the filter
+// Requests it cannot size (Select COUNT, AttributesToGet, a projection of
+// nested paths) go on unchanged; with a filter the limit is applied to what the filter
 // kept, not to what was read (modelled).
 func (d *dynamoLimits) page(w http.ResponseWriter, r *http.Request, body []byte, h http.Handler) bool {
 	var in map[string]json.RawMessage
