@@ -10,6 +10,10 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 )
 
+// The records this package keeps in the table — STATE, HISTORY#, REPLAY# —
+// in their DynamoDB form: keys, attribute names, and the codecs between
+// items and the record types (their JSON form: records_json.go).
+//
 // Keys and attribute names of the items this package owns. docs/RUNLOCK.md
 // describes every attribute.
 const (
