@@ -480,7 +480,7 @@ func (b *builder) newTable() {
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		Encryption:          awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
 		EncryptionKey:       b.key,
-		TimeToLiveAttribute: b.s("ttl"),
+		TimeToLiveAttribute: b.s(stackconfig.TableTTLAttribute),
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},

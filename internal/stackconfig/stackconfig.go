@@ -39,6 +39,10 @@ const (
 	FastPathSetup = "fast-path-setup"
 )
 
+// TableTTLAttribute is the pipeline table's time-to-live attribute (epoch
+// seconds): DynamoDB deletes an item some time after it.
+const TableTTLAttribute = "ttl"
+
 // Limits AWS documents, which Validate enforces.
 const (
 	// ExpressLimit is the longest an EXPRESS execution (a Distributed Map

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // DynamoDB limits minidyn does not enforce, as the DynamoDB Developer Guide
@@ -37,6 +39,13 @@ type dynamoLimits struct {
 	// keys are each table's key attribute names, and each index's, from
 	// DescribeTable.
 	keys map[string]tableKeys
+	// ttl is each table's time to live (dynamottl.go), deleteAfter how
+	// long after it an expired item is deleted (< 0: never), expired how
+	// many were, now the gateway's clock.
+	ttl         map[string]*ttlSpec
+	deleteAfter time.Duration
+	expired     atomic.Int64
+	now         func() time.Time
 }
 
 type tableKeys struct {
@@ -44,7 +53,9 @@ type tableKeys struct {
 	indexes map[string][]string
 }
 
-func newDynamoLimits() *dynamoLimits { return &dynamoLimits{keys: map[string]tableKeys{}} }
+func newDynamoLimits(now func() time.Time) *dynamoLimits {
+	return &dynamoLimits{keys: map[string]tableKeys{}, ttl: map[string]*ttlSpec{}, deleteAfter: DefaultTTLDeleteAfter, now: now}
+}
 
 // serve answers one DynamoDB request: through h, with the limits enforced.
 func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
@@ -59,7 +70,24 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	var table struct{ TableName string }
+	_ = json.Unmarshal(body, &table)
+	if d.sweepDue(table.TableName) {
+		d.lock.Lock()
+		d.sweep(r, table.TableName, h)
+		d.lock.Unlock()
+	}
 	switch op {
+	case "UpdateTimeToLive":
+		d.lock.Lock()
+		defer d.lock.Unlock()
+		d.updateTTL(w, r, body, h)
+		return
+	case "DescribeTimeToLive":
+		d.lock.RLock()
+		defer d.lock.RUnlock()
+		d.describeTTL(w, r, body, h)
+		return
 	case "PutItem", "BatchWriteItem", "TransactWriteItems", "UpdateItem", "DeleteItem":
 		d.lock.Lock()
 		defer d.lock.Unlock()
@@ -75,10 +103,11 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	case "CreateTable", "DeleteTable", "UpdateTable":
 		d.lock.Lock()
 		defer d.lock.Unlock()
-		var in struct{ TableName string }
-		_ = json.Unmarshal(body, &in)
 		d.mu.Lock()
-		delete(d.keys, in.TableName)
+		delete(d.keys, table.TableName)
+		if op != "UpdateTable" {
+			delete(d.ttl, table.TableName)
+		}
 		d.mu.Unlock()
 	case "Query", "Scan":
 		d.lock.RLock()

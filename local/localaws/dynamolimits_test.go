@@ -16,7 +16,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
 
-func limitsTable(t *testing.T) (*dynamodb.Client, string) {
+func limitsTable(t *testing.T) (*Env, *dynamodb.Client, string) {
 	t.Helper()
 	env := startTest(t)
 	db := dynamodb.NewFromConfig(env.Config(), func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
@@ -25,7 +25,7 @@ func limitsTable(t *testing.T) (*dynamodb.Client, string) {
 	if err := runlock.CreateTable(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
-	return db, table
+	return env, db, table
 }
 
 // sized is an item of exactly n bytes as DynamoDB counts them: pk "p"
@@ -81,7 +81,7 @@ func TestItemSizeFollowsTheDeveloperGuide(t *testing.T) {
 // 400 KB is stored.
 func TestItemsOver400KBAreRefused(t *testing.T) {
 	ctx := context.Background()
-	db, table := limitsTable(t)
+	_, db, table := limitsTable(t)
 	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: sized("full", dynamoMaxItemSize)}); err != nil {
 		t.Fatalf("an item of exactly 400 KB: %v", err)
 	}
@@ -107,7 +107,7 @@ func TestItemsOver400KBAreRefused(t *testing.T) {
 // applied either); one that stays within is applied.
 func TestUpdatesPast400KBAreRefusedAndUndone(t *testing.T) {
 	ctx := context.Background()
-	db, table := limitsTable(t)
+	_, db, table := limitsTable(t)
 	key := func(sk string) map[string]ddbtypes.AttributeValue {
 		return map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "p"}, "sk": &ddbtypes.AttributeValueMemberS{Value: sk}}
 	}
@@ -168,7 +168,7 @@ func keysOf(it map[string]ddbtypes.AttributeValue) []string {
 // as asked.
 func TestQueryAndScanPagesHoldAtMost1MB(t *testing.T) {
 	ctx := context.Background()
-	db, table := limitsTable(t)
+	_, db, table := limitsTable(t)
 	const items, size = 25, 100 * 1024
 	for i := range items {
 		it := sized(fmt.Sprintf("%04d", i), size)

@@ -56,6 +56,10 @@ type Options struct {
 	// (removed by Close): a simulation's export files would otherwise
 	// hold gigabytes of heap.
 	SpillDir string
+	// TTLDeleteAfter is how long after its time to live the local DynamoDB
+	// deletes an expired item: 0 is DefaultTTLDeleteAfter (two days), < 0
+	// never (dynamottl.go).
+	TTLDeleteAfter time.Duration
 }
 
 // Env is a running local AWS: one listener, the gateway, and the built-in
@@ -142,6 +146,9 @@ func Start(opts Options) (*Env, error) {
 	}
 	g := NewGateway()
 	g.SetVerifySignatures(true)
+	if opts.TTLDeleteAfter != 0 {
+		g.SetTTLDeleteAfter(opts.TTLDeleteAfter)
+	}
 	// The gateway checks the signing time against its clock (SetClock):
 	// gofakes3's own check, on the wall clock, is off.
 	g.Handle(ServiceS3, gofakes3.New(backend, gofakes3.WithAutoBucket(true), gofakes3.WithTimeSkewLimit(0)).Server())

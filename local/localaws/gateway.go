@@ -61,7 +61,8 @@ type FaultInjector func(service, operation string) (status int, body string, ok 
 // It knows DefaultAccessKeys; signatures are not checked until
 // SetVerifySignatures(true).
 func NewGateway() *Gateway {
-	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}, keys: newKeyStore(), dynamo: newDynamoLimits()}
+	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}, keys: newKeyStore()}
+	g.dynamo = newDynamoLimits(g.now)
 	g.verifier = &sigv4.Verifier{Secret: g.keys.secret, Now: g.now}
 	return g
 }
@@ -159,6 +160,18 @@ func (g *Gateway) SetLatency(m *LatencyModel) {
 	defer g.mu.Unlock()
 	g.latency = m
 }
+
+// SetTTLDeleteAfter sets how long after its time to live the local
+// DynamoDB deletes an expired item (DefaultTTLDeleteAfter; < 0: never).
+func (g *Gateway) SetTTLDeleteAfter(d time.Duration) {
+	g.dynamo.mu.Lock()
+	defer g.dynamo.mu.Unlock()
+	g.dynamo.deleteAfter = d
+}
+
+// ExpiredItems counts the items the local DynamoDB deleted for their time
+// to live.
+func (g *Gateway) ExpiredItems() int64 { return g.dynamo.expired.Load() }
 
 // Latency returns the installed latency model, or nil.
 func (g *Gateway) Latency() *LatencyModel {

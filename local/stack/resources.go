@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -48,6 +50,11 @@ func (s *Stack) createResources(ctx context.Context) error {
 	}
 	if err := runlock.CreateTable(ctx, s.ddb, s.Res.Table); err != nil {
 		return fmt.Errorf("stack: create table: %w", err)
+	}
+	// Time to live on "ttl", as the CDK app's table has it.
+	if _, err := s.ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(s.Res.Table),
+		TimeToLiveSpecification: &ddbtypes.TimeToLiveSpecification{AttributeName: aws.String(stackconfig.TableTTLAttribute), Enabled: aws.Bool(true)}}); err != nil {
+		return fmt.Errorf("stack: table time to live: %w", err)
 	}
 	return nil
 }
