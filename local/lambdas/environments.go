@@ -45,10 +45,35 @@ func WithIdleShutdown(d time.Duration) Option {
 	}
 }
 
+// Pick is which idle environment the local Lambda gives an invocation
+// when more than one waits. Lambda does not document it: a model
+// (WithPick).
+type Pick int
+
+const (
+	// PickMostRecent takes the environment used last (the default): the
+	// others stay idle and are shut down first.
+	PickMostRecent Pick = iota
+	// PickLeastRecent takes the one idle longest: invocations go round the
+	// environments, which all stay warm.
+	PickLeastRecent
+)
+
+// WithPick sets which idle environment an invocation of a function
+// registered with RegisterEnvironments takes.
+func WithPick(p Pick) Option {
+	return func(f *function) {
+		if f.envs != nil {
+			f.envs.pick = p
+		}
+	}
+}
+
 // environments is a function's execution environments.
 type environments struct {
 	init      func() (Environment, error)
 	idleAfter time.Duration
+	pick      Pick
 
 	mu   sync.Mutex
 	idle []*environment // the most recently used last
@@ -65,12 +90,16 @@ type environment struct {
 	idleTimer *time.Timer
 }
 
-// take returns an idle environment (the most recently used), else a new one.
+// take returns an idle environment (as pick says), else a new one.
 func (e *environments) take() (*environment, error) {
 	e.mu.Lock()
 	if n := len(e.idle); n > 0 {
-		env := e.idle[n-1]
-		e.idle = e.idle[:n-1]
+		i := n - 1
+		if e.pick == PickLeastRecent {
+			i = 0
+		}
+		env := e.idle[i]
+		e.idle = append(e.idle[:i], e.idle[i+1:]...)
 		env.idleTimer.Stop()
 		env.idleTimer = nil
 		e.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,6 +102,43 @@ func TestInvocationsReuseAnIdleEnvironmentAndOverlapInNewOnes(t *testing.T) {
 	}
 	if st := g.r.Stats()["env"]; st.Environments != 2 || st.Invocations != 5 {
 		t.Errorf("stats %+v, want 2 environments for 5 invocations", st)
+	}
+}
+
+// TestPickChoosesTheIdleEnvironment: with two environments idle, the most
+// recently used one takes every invocation by default; with
+// PickLeastRecent they take turns.
+func TestPickChoosesTheIdleEnvironment(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want []int
+	}{
+		{"most recent", nil, []int{1, 1, 1, 1}},
+		{"least recent", []Option{WithPick(PickLeastRecent)}, []int{2, 1, 2, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newEnvRig(t, c.opts...)
+			// Two overlapping invocations make environments 1 and 2;
+			// environment 1 ends last.
+			done := make(chan struct{})
+			go func() {
+				g.invoke(t, "block")
+				close(done)
+			}()
+			<-g.blocked
+			g.invoke(t, "")
+			close(g.release)
+			<-done
+			var got []int
+			for range c.want {
+				env, _, _ := g.invoke(t, "")
+				got = append(got, env)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("environments %v, want %v", got, c.want)
+			}
+		})
 	}
 }
 
