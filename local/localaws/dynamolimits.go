@@ -16,9 +16,10 @@ import (
 // DynamoDB limits minidyn does not enforce, as the DynamoDB Developer Guide
 // documents them: an item is at most 400 KB ("Quotas in Amazon DynamoDB",
 // item size), measured as "DynamoDB item sizes and formats" describes
-// (itemSize, dynamosize.go); a Query or Scan reads at most 1 MB before it answers with a
-// LastEvaluatedKey ("Paginating table query results", "Filter expressions
-// for the Query operation"). Writes: dynamowrites.go; pages: dynamopage.go.
+// (itemSize, dynamosize.go); a Query or Scan reads at most 1 MB before it
+// answers with a LastEvaluatedKey ("Paginating table query results",
+// "Filter expressions for the Query operation"). Writes: dynamowrites.go;
+// pages: dynamopage.go; time to live: dynamottl.go.
 const (
 	dynamoMaxItemSize = 400 * 1024
 	dynamoMaxPageSize = 1 << 20
@@ -30,9 +31,10 @@ const (
 	dynamoUpdateTooLarge = "Item size to update has exceeded the maximum allowed size"
 )
 
-// dynamoLimits enforces those limits in front of minidyn. Writes hold its
-// lock alone, every other call shares it: a write undone is never seen, and
-// a TransactGetItems reads its items with no write between them.
+// dynamoLimits is what the gateway adds in front of minidyn: those limits
+// and time to live. Writes hold its lock alone, every other call shares
+// it: a write undone is never seen, and a TransactGetItems reads its items
+// with no write between them.
 type dynamoLimits struct {
 	lock sync.RWMutex
 	mu   sync.Mutex
