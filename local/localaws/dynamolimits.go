@@ -72,12 +72,17 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	var table struct{ TableName string }
-	_ = json.Unmarshal(body, &table)
-	if d.sweepDue(table.TableName) {
-		d.lock.Lock()
-		d.sweep(r, table.TableName, h)
-		d.lock.Unlock()
+	tableName := func() string {
+		var t struct{ TableName string }
+		_ = json.Unmarshal(body, &t)
+		return t.TableName
+	}
+	if d.sweepsDue() {
+		if table := tableName(); d.sweepDue(table) {
+			d.lock.Lock()
+			d.sweep(r, table, h)
+			d.lock.Unlock()
+		}
 	}
 	switch op {
 	case "UpdateTimeToLive":
@@ -105,10 +110,11 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	case "CreateTable", "DeleteTable", "UpdateTable":
 		d.lock.Lock()
 		defer d.lock.Unlock()
+		table := tableName()
 		d.mu.Lock()
-		delete(d.keys, table.TableName)
+		delete(d.keys, table)
 		if op != "UpdateTable" {
-			delete(d.ttl, table.TableName)
+			delete(d.ttl, table)
 		}
 		d.mu.Unlock()
 	case "Query", "Scan":

@@ -2,6 +2,7 @@ package localaws
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -45,13 +46,13 @@ func (d *dynamoLimits) page(w http.ResponseWriter, r *http.Request, body []byte,
 			projection = append(projection, part)
 		}
 	}
-	probe := map[string]json.RawMessage{}
-	for k, v := range in {
-		probe[k] = v
-	}
+	// The probe reads the whole items: the request itself, or without its
+	// projection (and the names only the projection used).
+	probe := json.RawMessage(body)
 	if projection != nil {
-		delete(probe, "ProjectionExpression")
-		delete(probe, "Select")
+		without := maps.Clone(in)
+		delete(without, "ProjectionExpression")
+		delete(without, "Select")
 		used := map[string]string{}
 		for _, e := range []string{str("KeyConditionExpression"), str("FilterExpression")} {
 			for _, p := range placeholder.FindAllString(e, -1) {
@@ -61,11 +62,11 @@ func (d *dynamoLimits) page(w http.ResponseWriter, r *http.Request, body []byte,
 			}
 		}
 		if len(used) == 0 {
-			delete(probe, "ExpressionAttributeNames")
+			delete(without, "ExpressionAttributeNames")
 		} else {
-			b, _ := json.Marshal(used)
-			probe["ExpressionAttributeNames"] = b
+			without["ExpressionAttributeNames"], _ = json.Marshal(used)
 		}
+		probe, _ = json.Marshal(without)
 	}
 	op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
 	rec, err := call(h, r, op, probe)
@@ -91,6 +92,11 @@ func (d *dynamoLimits) page(w http.ResponseWriter, r *http.Request, body []byte,
 		}
 		total += n
 		kept++
+	}
+	if kept == len(items) && projection == nil {
+		// The page fits and is the request's own answer.
+		copyRecorded(w, rec)
+		return true
 	}
 	if kept < len(items) {
 		keys, err := d.keyNames(h, r, str("TableName"), str("IndexName"))

@@ -46,8 +46,7 @@ func (d *dynamoLimits) updateTTL(w http.ResponseWriter, r *http.Request, body []
 		writeDynamoValidation(w, "TableName and TimeToLiveSpecification (AttributeName, Enabled) are required")
 		return
 	}
-	if _, err := call(h, r, "DescribeTable", map[string]string{"TableName": in.TableName}); err != nil {
-		writeDynamoError(w, "ResourceNotFoundException", "Requested resource not found: Table: "+in.TableName+" not found")
+	if !tableFound(w, r, h, in.TableName) {
 		return
 	}
 	now := d.now()
@@ -77,8 +76,7 @@ func (d *dynamoLimits) updateTTL(w http.ResponseWriter, r *http.Request, body []
 func (d *dynamoLimits) describeTTL(w http.ResponseWriter, r *http.Request, body []byte, h http.Handler) {
 	var in struct{ TableName string }
 	_ = json.Unmarshal(body, &in)
-	if _, err := call(h, r, "DescribeTable", map[string]string{"TableName": in.TableName}); err != nil {
-		writeDynamoError(w, "ResourceNotFoundException", "Requested resource not found: Table: "+in.TableName+" not found")
+	if !tableFound(w, r, h, in.TableName) {
 		return
 	}
 	d.mu.Lock()
@@ -91,15 +89,40 @@ func (d *dynamoLimits) describeTTL(w http.ResponseWriter, r *http.Request, body 
 	writeDynamoJSON(w, map[string]any{"TimeToLiveDescription": desc})
 }
 
-// sweepDue reports whether table's expired items are to be looked for now.
-func (d *dynamoLimits) sweepDue(table string) bool {
-	if table == "" {
+// tableFound reports whether table exists, answering ResourceNotFoundException
+// when it does not.
+func tableFound(w http.ResponseWriter, r *http.Request, h http.Handler, table string) bool {
+	if _, err := call(h, r, "DescribeTable", map[string]string{"TableName": table}); err != nil {
+		writeDynamoError(w, "ResourceNotFoundException", "Requested resource not found: Table: "+table+" not found")
 		return false
 	}
+	return true
+}
+
+// sweepsDue reports whether any table's expired items are to be looked for
+// now: the cheap check before a request's table is read from its body.
+func (d *dynamoLimits) sweepsDue() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	spec := d.ttl[table]
-	return d.deleteAfter >= 0 && spec != nil && spec.enabled && d.now().Sub(spec.sweptAt) >= ttlSweepEvery
+	now := d.now()
+	for _, spec := range d.ttl {
+		if d.dueLocked(spec, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// sweepDue reports whether table's expired items are to be looked for now.
+func (d *dynamoLimits) sweepDue(table string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dueLocked(d.ttl[table], d.now())
+}
+
+// dueLocked reports whether spec's table is to be swept at now; d.mu is held.
+func (d *dynamoLimits) dueLocked(spec *ttlSpec, now time.Time) bool {
+	return d.deleteAfter >= 0 && spec != nil && spec.enabled && now.Sub(spec.sweptAt) >= ttlSweepEvery
 }
 
 // sweep deletes the items of table whose TTL attribute (a number of epoch
@@ -110,7 +133,7 @@ func (d *dynamoLimits) sweep(r *http.Request, table string, h http.Handler) {
 	now := d.now()
 	d.mu.Lock()
 	spec, deleteAfter := d.ttl[table], d.deleteAfter
-	if deleteAfter < 0 || spec == nil || !spec.enabled || now.Sub(spec.sweptAt) < ttlSweepEvery {
+	if !d.dueLocked(spec, now) {
 		d.mu.Unlock()
 		return
 	}
