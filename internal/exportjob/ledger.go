@@ -16,6 +16,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // DynamoAPI is the part of the DynamoDB client the ledger uses
@@ -25,6 +26,9 @@ type DynamoAPI interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
+
+// attrTTL is the ledger items' time to live (the table's TTL attribute).
+const attrTTL = stackconfig.TableTTLAttribute
 
 // Ledger statuses beyond HealthLake's job statuses.
 const (
@@ -160,7 +164,7 @@ func (l *Ledger) Claim(ctx context.Context, runID, claimant string, lease time.D
 	item["status"] = s(LedgerClaimed)
 	item["claimant"] = s(claimant)
 	item["claimedAt"] = s(fmtTime(now))
-	item["ttl"] = l.ttlValue()
+	item[attrTTL] = l.ttlValue()
 	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(l.table),
 		Item:      item,
@@ -205,7 +209,7 @@ func (l *Ledger) recordJob(ctx context.Context, runID, claimant, jobID, jobName,
 		UpdateExpression:    aws.String(update),
 		ConditionExpression: aws.String("claimant = :me AND attribute_not_exists(jobId)"),
 		ExpressionAttributeNames: map[string]string{
-			"#s": "status", "#ttl": "ttl",
+			"#s": "status", "#ttl": attrTTL,
 		},
 		ExpressionAttributeValues: values,
 	})
@@ -279,7 +283,7 @@ func jobPointerKey(jobID string) map[string]ddbtypes.AttributeValue {
 func (l *Ledger) PointJob(ctx context.Context, jobID, runID string) error {
 	item := jobPointerKey(jobID)
 	item["runId"] = s(runID)
-	item["ttl"] = l.ttlValue()
+	item[attrTTL] = l.ttlValue()
 	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(l.table), Item: item})
 	if err != nil {
 		return fmt.Errorf("record the run of job %s: %w", jobID, err)

@@ -40,6 +40,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Layout of the items.
@@ -64,7 +65,7 @@ const (
 	attrSK       = "sk"
 	attrVersions = "v"
 	attrCount    = "n"
-	attrTTL      = "ttl"
+	attrTTL      = stackconfig.TableTTLAttribute
 )
 
 // PK is the partition key of the items written at t in shard.

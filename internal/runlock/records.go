@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // The records this package keeps in the table — STATE, HISTORY#, REPLAY# —
@@ -24,7 +25,7 @@ const (
 
 	attrPK  = "pk"
 	attrSK  = "sk"
-	attrTTL = "ttl"
+	attrTTL = stackconfig.TableTTLAttribute
 
 	// STATE: checkpoint and bookkeeping.
 	attrCheckpoint = "lastRunTime"

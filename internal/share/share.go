@@ -21,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Defaults of Board.
@@ -39,7 +41,7 @@ const (
 	pkPrefix    = "RATE#"
 	skChildren  = "CHILDREN"
 	childPrefix = "c_"
-	attrTTL     = "ttl"
+	attrTTL     = stackconfig.TableTTLAttribute
 	// itemTTL keeps a run's item a day after its last beat.
 	itemTTL = 24 * time.Hour
 )

@@ -40,7 +40,8 @@ const (
 )
 
 // TableTTLAttribute is the pipeline table's time-to-live attribute (epoch
-// seconds): DynamoDB deletes an item some time after it.
+// seconds): DynamoDB deletes an item some time after it. The CDK app sets
+// it on the table; runlock, exportjob, share and fastrecord write it.
 const TableTTLAttribute = "ttl"
 
 // Limits AWS documents, which Validate enforces.
