@@ -190,14 +190,15 @@ func TestStartThrottlingIsRetriedThenLeftToSQS(t *testing.T) {
 	token := w.sfn.IssueTaskToken(time.Hour, 24*time.Hour)
 	msg := w.startMessage("run-throttle", token)
 
-	// Two throttles: absorbed by the client's backoff (3 attempts).
+	// Two throttles (429, then 400 ThrottlingException): absorbed by the
+	// client's backoff (3 attempts).
 	w.hl.ThrottleNext(2)
 	resp := w.invoke(w.startHandler().Handle, record("m1", msg))
 	var statuses []int
 	for _, r := range w.hl.RequestsFor("StartExport") {
 		statuses = append(statuses, r.Status)
 	}
-	if len(resp.BatchItemFailures) != 0 || mustJSON(statuses) != "[429,429,202]" || len(w.hl.Jobs()) != 1 {
+	if len(resp.BatchItemFailures) != 0 || mustJSON(statuses) != "[429,400,202]" || len(w.hl.Jobs()) != 1 {
 		t.Fatalf("resp %+v statuses %v jobs %d", resp, statuses, len(w.hl.Jobs()))
 	}
 

@@ -385,11 +385,12 @@ func (c *Client) CancelExport(ctx context.Context, datastoreID, jobID string) er
 	return newAPIError("CancelExport", status, body, errType)
 }
 
-// do sends one signed request, retrying throttling, 5xx and transport
+// do sends one signed request, retrying throttling (429, or any status
+// whose error is a throttle: APIError.Throttled), 5xx and transport
 // errors. It returns the final status and body; a non-retryable status is
 // returned to the caller without error. ambiguous reports an earlier attempt
 // that failed with a 5xx or a transport error, which the server may have
-// acted on (a 429 proves it did not).
+// acted on (a throttle, 429 or 400, proves it did not).
 func (c *Client) do(ctx context.Context, op, method, path string, query url.Values, body []byte) (status int, respBody []byte, errType string, ambiguous bool, err error) {
 	var lastErr error
 	for attempt := 1; ; attempt++ {
@@ -404,6 +405,10 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 		case retryableStatus(st):
 			lastErr = newAPIError(op, st, rb, et)
 			ambiguous = ambiguous || st >= 500
+		case st >= 400 && newAPIError(op, st, rb, et).Throttled():
+			// A throttle answered 400 (ThrottlingException) refused the
+			// attempt as a 429 does.
+			lastErr = newAPIError(op, st, rb, et)
 		default:
 			return st, rb, et, ambiguous, nil
 		}

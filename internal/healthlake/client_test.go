@@ -136,6 +136,8 @@ func TestStartExportOmitsTypeWhenNoFilter(t *testing.T) {
 	}
 }
 
+// Both throttles the emulator answers — 429, then 400 ThrottlingException
+// (HealthLake documents no status for the FHIR REST API) — are retried.
 func TestThrottlingIsRetriedWithBackoff(t *testing.T) {
 	f := newFixture(t, localaws.SecretAccessKey, 5)
 	f.emu.ThrottleNext(2)
@@ -147,8 +149,8 @@ func TestThrottlingIsRetriedWithBackoff(t *testing.T) {
 	for _, r := range f.emu.RequestsFor("StartExport") {
 		statuses = append(statuses, r.Status)
 	}
-	if mustJSON(statuses) != "[429,429,202]" {
-		t.Errorf("statuses = %v, want [429 429 202]", statuses)
+	if mustJSON(statuses) != "[429,400,202]" {
+		t.Errorf("statuses = %v, want [429 400 202]", statuses)
 	}
 	if len(f.sleeps.d) != 2 {
 		t.Fatalf("sleeps = %v, want 2", f.sleeps.d)
@@ -161,7 +163,7 @@ func TestThrottlingIsRetriedWithBackoff(t *testing.T) {
 	if jobs := f.emu.Jobs(); len(jobs) != 1 || jobs[0].JobID != out.JobID {
 		t.Errorf("jobs = %+v, want the one started", jobs)
 	}
-	// A 429 proves HealthLake refused the attempt: nothing else may have started.
+	// A throttle proves HealthLake refused the attempt: nothing else may have started.
 	if out.Retried {
 		t.Errorf("Retried after throttling only; want false")
 	}
@@ -400,4 +402,78 @@ func TestMayHaveActedAfterAnAmbiguousAttempt(t *testing.T) {
 	if _, err := f.client.StartExport(context.Background(), startInput()); err == nil || healthlake.MayHaveActed(err) {
 		t.Errorf("throttled: err = %v, want one that did not act", err)
 	}
+}
+
+// A throttle is retried whatever its status: HealthLake's API reference gives
+// ThrottlingException HTTP 400. It is known by X-Amzn-ErrorType, by the JSON
+// error's __type, or by an OperationOutcome issue "throttled"; any other 400
+// is final at once.
+func TestThrottlingAnsweredWith400IsRetried(t *testing.T) {
+	answers := map[string]func(w http.ResponseWriter){
+		"X-Amzn-ErrorType": func(w http.ResponseWriter) {
+			w.Header().Set("X-Amzn-ErrorType", "ThrottlingException:http://internal.amazon.com/coral/com.amazon.healthlake/")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"message":"Rate exceeded"}`))
+		},
+		"__type": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"__type":"com.amazon.healthlake#ThrottlingException","message":"Rate exceeded"}`))
+		},
+		"OperationOutcome": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"throttled","diagnostics":"Rate exceeded"}]}`))
+		},
+	}
+	for name, throttle := range answers {
+		t.Run(name, func(t *testing.T) {
+			var calls int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls++
+				if calls <= 2 {
+					throttle(w)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(realStatus))
+			}))
+			defer srv.Close()
+			c := plainClient(t, srv.URL, 3)
+			if _, err := c.DescribeExport(context.Background(), "ds9", "a1b2"); err != nil || calls != 3 {
+				t.Fatalf("err = %v after %d calls, want success at the third", err, calls)
+			}
+
+			// Throttled past the attempts: retryable, and nothing was done.
+			calls = -10
+			_, err := c.DescribeExport(context.Background(), "ds9", "a1b2")
+			var api *healthlake.APIError
+			if !errors.As(err, &api) || api.StatusCode != 400 || !api.Throttled() || !healthlake.IsRetryable(err) || healthlake.MayHaveActed(err) {
+				t.Errorf("err = %v, want a retryable 400 throttle that did not act", err)
+			}
+		})
+	}
+
+	var calls int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		w.Header().Set("X-Amzn-ErrorType", "ValidationException")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"message":"bad"}`))
+	}))
+	defer srv.Close()
+	_, err := plainClient(t, srv.URL, 3).DescribeExport(context.Background(), "ds9", "a1b2")
+	if calls != 1 || err == nil || healthlake.IsRetryable(err) {
+		t.Errorf("ValidationException: %d calls, err %v; want one final answer", calls, err)
+	}
+}
+
+// plainClient is a client of srv that retries at once.
+func plainClient(t *testing.T, endpoint string, attempts int) *healthlake.Client {
+	t.Helper()
+	c, err := healthlake.New(healthlake.Options{Endpoint: endpoint, Region: "us-west-2", MaxAttempts: attempts,
+		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", ""),
+		Sleep:       func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 )
 
 // APIError is a non-success HealthLake answer: the HTTP status and the text
@@ -38,8 +40,31 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Retryable reports whether the call may succeed when repeated (429, 5xx).
-func (e *APIError) Retryable() bool { return retryableStatus(e.StatusCode) }
+// Retryable reports whether the call may succeed when repeated: 429, 5xx,
+// or a throttling answer of any status.
+func (e *APIError) Retryable() bool { return retryableStatus(e.StatusCode) || e.Throttled() }
+
+// Throttled reports whether the answer refuses the call for its rate,
+// whatever its status. HealthLake answers ThrottlingException "for all
+// operations" when a quota is exceeded (quotas page), and its API reference
+// gives that error HTTP 400, not 429; the FHIR REST API documents no status.
+// A code is a throttle when aws-sdk-go-v2's retryer counts it as one
+// (retry.DefaultThrottleErrorCodes), or when it is FHIR's issue type
+// "throttled".
+func (e *APIError) Throttled() bool {
+	if e.StatusCode == http.StatusTooManyRequests {
+		return true
+	}
+	if e.Code == fhirThrottled {
+		return true
+	}
+	_, ok := retry.DefaultThrottleErrorCodes[e.Code]
+	return ok
+}
+
+// fhirThrottled is the OperationOutcome issue type of a refused rate
+// (FHIR R4 IssueType "throttled").
+const fhirThrottled = "throttled"
 
 // IsRetryable reports whether err is a HealthLake answer worth retrying or a
 // transport failure (anything that is not a definitive 4xx APIError).
@@ -74,7 +99,7 @@ func markAmbiguous(err error, ambiguous bool) error {
 // on by HealthLake: an attempt of it failed with a 5xx or a transport error
 // (whatever the final answer, e.g. a retried POST $export ending in a 4xx),
 // or the call itself ended with one. Only a definitive first answer (a 4xx,
-// or 429 which proves nothing was done) says no.
+// a throttle among them, which proves nothing was done) says no.
 func MayHaveActed(err error) bool {
 	if err == nil {
 		return false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	hlsdk "github.com/aws/aws-sdk-go-v2/service/healthlake"
 	hltypes "github.com/aws/aws-sdk-go-v2/service/healthlake/types"
 
@@ -78,5 +79,23 @@ func TestSDKListAndDescribeDatastores(t *testing.T) {
 	if err != nil || d.DatastoreProperties.SseConfiguration.KmsEncryptionConfig.CmkType != hltypes.CmkTypeAoCmk ||
 		aws.ToString(d.DatastoreProperties.DatastoreEndpoint) != "https://healthlake."+g.env.Region+".amazonaws.com/datastore/ds1/r4/" {
 		t.Errorf("default describe: %v %+v", err, d)
+	}
+}
+
+// A throttled call of the JSON API is answered 400 ThrottlingException, as
+// the API reference documents ("HTTP Status Code: 400"); the SDK knows it by
+// its name.
+func TestJSONAPIThrottleIs400(t *testing.T) {
+	f := setup(t, nil)
+	client := hlsdk.NewFromConfig(f.env.Config(), func(o *hlsdk.Options) { o.RetryMaxAttempts = 1 })
+	f.emu.ThrottleNext(1)
+	_, err := client.DescribeFHIRDatastore(context.Background(), &hlsdk.DescribeFHIRDatastoreInput{DatastoreId: aws.String("ds1")})
+	var te *hltypes.ThrottlingException
+	var re *awshttp.ResponseError
+	if !errors.As(err, &te) || !errors.As(err, &re) || re.HTTPStatusCode() != 400 {
+		t.Fatalf("err = %v, want ThrottlingException with HTTP 400", err)
+	}
+	if _, err := client.DescribeFHIRDatastore(context.Background(), &hlsdk.DescribeFHIRDatastoreInput{DatastoreId: aws.String("ds1")}); err != nil {
+		t.Errorf("next call: %v", err)
 	}
 }

@@ -100,9 +100,17 @@ type Options struct {
 	OnJobEvent func(JobEvent)
 	// Manual stops jobs from advancing by themselves; only Advance moves them.
 	Manual bool
-	// FaultRate is the probability that a call is answered 429
+	// FaultRate is the probability that a call is answered
 	// ThrottlingException or 500 instead of served (cdc-local --fault-rate).
 	FaultRate float64
+	// ThrottleStatuses are the HTTP statuses a throttled call of the FHIR
+	// REST API is answered with: the fault dice pick one at random,
+	// ThrottleNext takes them in turn. Default 429 and 400. HealthLake
+	// answers ThrottlingException "for all operations" when a quota is
+	// exceeded and its API reference gives it HTTP 400; for the FHIR REST
+	// API no status is documented, so both are modelled. A throttled call of
+	// the JSON API (X-Amz-Target) is always answered 400, as documented.
+	ThrottleStatuses []int
 	// JobFaultRate is the probability that a job ends FAILED.
 	JobFaultRate float64
 	// Seed seeds the fault dice; 0 picks a random seed.
@@ -194,6 +202,7 @@ type Emulator struct {
 	rng        *rand.Rand
 
 	throttleNext    int
+	throttleTurn    int // REST throttles answered by ThrottleNext so far
 	serverErrorNext int
 	serverErrorCode int
 	nextJobOutcome  []jobFault
@@ -260,6 +269,9 @@ func New(opts Options) *Emulator {
 	}
 	if opts.SecretAccessKey == "" {
 		opts.SecretAccessKey = localaws.SecretAccessKey
+	}
+	if len(opts.ThrottleStatuses) == 0 {
+		opts.ThrottleStatuses = []int{http.StatusTooManyRequests, http.StatusBadRequest}
 	}
 	if opts.ResourcesPerFile <= 0 {
 		opts.ResourcesPerFile = 5000
@@ -332,7 +344,9 @@ func (e *Emulator) Datastore(id string) (*Datastore, bool) {
 	return ds, ok
 }
 
-// ThrottleNext answers the next n calls (any API) with 429 ThrottlingException.
+// ThrottleNext answers the next n calls (any API) with ThrottlingException:
+// a FHIR REST call with Options.ThrottleStatuses in turn (429, then 400, by
+// default), a JSON API call with 400.
 func (e *Emulator) ThrottleNext(n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -478,19 +492,23 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // injectFault answers the call with a throttling or server error when a knob
 // or the fault dice say so.
 func (e *Emulator) injectFault(w http.ResponseWriter, r *http.Request) bool {
+	jsonAPI := r.Header.Get("X-Amz-Target") != ""
 	e.mu.Lock()
 	status := 0
 	switch {
 	case e.throttleNext > 0:
 		e.throttleNext--
-		status = http.StatusTooManyRequests
+		status = e.throttleStatus(jsonAPI, e.throttleTurn)
+		if !jsonAPI {
+			e.throttleTurn++
+		}
 	case e.serverErrorNext > 0:
 		e.serverErrorNext--
 		status = e.serverErrorCode
 	case e.opts.FaultRate > 0 && e.rng.Float64() < e.opts.FaultRate:
-		status = http.StatusTooManyRequests
+		status = http.StatusInternalServerError
 		if e.rng.IntN(2) == 0 {
-			status = http.StatusInternalServerError
+			status = e.throttleStatus(jsonAPI, e.rng.IntN(len(e.opts.ThrottleStatuses)))
 		}
 	}
 	if status != 0 {
@@ -505,7 +523,7 @@ func (e *Emulator) injectFault(w http.ResponseWriter, r *http.Request) bool {
 		code, msg = "InternalServerException", "Internal server error"
 	}
 	w.Header().Set("X-Amzn-ErrorType", code)
-	if r.Header.Get("X-Amz-Target") != "" {
+	if jsonAPI {
 		writeJSONError(w, status, code, msg)
 		return true
 	}
@@ -515,6 +533,16 @@ func (e *Emulator) injectFault(w http.ResponseWriter, r *http.Request) bool {
 	}
 	writeOutcome(w, status, issue, msg)
 	return true
+}
+
+// throttleStatus is the status of a throttled call: 400 for the JSON API
+// (its API reference), Options.ThrottleStatuses[turn] for the FHIR REST API.
+// The caller holds e.mu.
+func (e *Emulator) throttleStatus(jsonAPI bool, turn int) int {
+	if jsonAPI {
+		return http.StatusBadRequest
+	}
+	return e.opts.ThrottleStatuses[turn%len(e.opts.ThrottleStatuses)]
 }
 
 // record appends an export-API request; the caller holds e.mu.

@@ -445,10 +445,14 @@ func testJobFaultKnobs(t *testing.T) {
 		t.Errorf("cancel done: %v", p["jobStatus"])
 	}
 
-	f.emu.ThrottleNext(1)
-	st, b := f.do(t, localaws.SecretAccessKey, http.MethodGet, "/datastore/ds1/r4/export/"+j, nil, nil)
-	if st != http.StatusTooManyRequests || !strings.Contains(string(b), "Rate exceeded") {
-		t.Errorf("throttle knob: %d %s", st, b)
+	// The FHIR REST API's throttles take Options.ThrottleStatuses in turn:
+	// 429, then 400, both ThrottlingException.
+	f.emu.ThrottleNext(2)
+	for _, want := range []int{http.StatusTooManyRequests, http.StatusBadRequest} {
+		st, b := f.do(t, localaws.SecretAccessKey, http.MethodGet, "/datastore/ds1/r4/export/"+j, nil, nil)
+		if st != want || !strings.Contains(string(b), "Rate exceeded") || !strings.Contains(string(b), `"throttled"`) {
+			t.Errorf("throttle knob: %d %s, want %d", st, b, want)
+		}
 	}
 	f.emu.FailNextCalls(1, 502)
 	if st, _ := f.do(t, localaws.SecretAccessKey, http.MethodGet, "/datastore/ds1/r4/export/"+j, nil, nil); st != 502 {
