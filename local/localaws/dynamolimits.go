@@ -29,7 +29,12 @@ const (
 const (
 	dynamoItemTooLarge   = "Item size has exceeded the maximum allowed size"
 	dynamoUpdateTooLarge = "Item size to update has exceeded the maximum allowed size"
+	dynamoTooManyActions = "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length less than or equal to 100"
 )
+
+// dynamoMaxTransactActions is the most actions of one TransactWriteItems
+// ("groups up to 100 action requests", API reference).
+const dynamoMaxTransactActions = 100
 
 // dynamoLimits is what the gateway adds in front of minidyn: those limits
 // and time to live. Writes hold its lock alone, every other call shares
@@ -98,7 +103,7 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	case "PutItem", "BatchWriteItem", "TransactWriteItems", "UpdateItem", "DeleteItem":
 		d.lock.Lock()
 		defer d.lock.Unlock()
-		if msg := putsTooLarge(op, body); msg != "" {
+		if msg := writeRefused(op, body); msg != "" {
 			writeDynamoValidation(w, msg)
 			return
 		}

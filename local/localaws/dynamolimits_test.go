@@ -256,3 +256,28 @@ func sortedSKs(n int) []string {
 	}
 	return out
 }
+
+// A transaction of more than 100 actions is refused whole; one of 100 is
+// applied.
+func TestTransactionsHoldAtMost100Actions(t *testing.T) {
+	ctx := context.Background()
+	_, db, table := limitsTable(t)
+	puts := func(prefix string, n int) []ddbtypes.TransactWriteItem {
+		var items []ddbtypes.TransactWriteItem
+		for i := 0; i < n; i++ {
+			items = append(items, ddbtypes.TransactWriteItem{Put: &ddbtypes.Put{TableName: &table, Item: sized(fmt.Sprintf("%s%03d", prefix, i), 100)}})
+		}
+		return items
+	}
+	_, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts("over", 101)})
+	validation(t, "TransactWriteItems", err, dynamoTooManyActions)
+	if n := itemCount(t, db, table); n != 0 {
+		t.Errorf("%d items stored after a refused transaction", n)
+	}
+	if _, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts("full", 100)}); err != nil {
+		t.Fatalf("100 actions: %v", err)
+	}
+	if n := itemCount(t, db, table); n != 100 {
+		t.Errorf("%d items stored, want 100", n)
+	}
+}

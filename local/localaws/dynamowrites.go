@@ -6,8 +6,9 @@ import (
 	"net/http/httptest"
 )
 
-// putsTooLarge checks every whole item a write carries.
-func putsTooLarge(op string, body []byte) string {
+// writeRefused checks every whole item a write carries, and a transaction's
+// number of actions; it answers the ValidationException message, or "".
+func writeRefused(op string, body []byte) string {
 	var items []map[string]json.RawMessage
 	switch op {
 	case "PutItem":
@@ -40,6 +41,9 @@ func putsTooLarge(op string, body []byte) string {
 		}
 		if json.Unmarshal(body, &in) != nil {
 			return ""
+		}
+		if len(in.TransactItems) > dynamoMaxTransactActions {
+			return dynamoTooManyActions
 		}
 		for _, t := range in.TransactItems {
 			if t.Put != nil {
