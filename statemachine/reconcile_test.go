@@ -52,14 +52,15 @@ func TestReconcileDefinitionTakesNoLockAndNoExport(t *testing.T) {
 			t.Errorf("state %s (%s): the reconciliation takes no lock and starts no export", name, s.Resource)
 		}
 	}
-	if m.States["Fold"].MaxConcurrency != 10 || m.States["Compare"].MaxConcurrency != 10 {
+	if m.States["Fold"].MaxConcurrency != 10 || m.States["Refine"].MaxConcurrency != 10 || m.States["Compare"].MaxConcurrency != 10 {
 		t.Fatal("the Maps' concurrency is not substituted as a number")
 	}
 }
 
 // TestReconcileDefinitionRuns: plan, a fold child per partition, the count
-// and list loops called again until done, a compare child per partition,
-// finish; a plan refused (no checkpoint yet) ends Skipped, successfully.
+// and list loops called again until done — the count loop's refine answer
+// runs a refine child per partition, then the count loop again —, a compare
+// child per partition, finish; a plan refused (no checkpoint yet) ends Skipped, successfully.
 func TestReconcileDefinitionRuns(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string]int{}
@@ -78,9 +79,13 @@ func TestReconcileDefinitionRuns(t *testing.T) {
 				return map[string]any{"errorType": "Refused", "errorMessage": "reconciliation refused: no run has committed a checkpoint yet"}, true, nil
 			}
 			return map[string]any{"runId": in["runId"], "partitions": 3, "partitionList": []int{0, 1, 2}}, false, nil
-		case "count", "list":
-			return map[string]any{"done": calls[a] >= 2}, false, nil
-		case "fold", "diff":
+		case "count":
+			// The first call answers not done, the second asks for the
+			// refine step, the third is done.
+			return map[string]any{"done": calls[a] >= 3, "refine": calls[a] == 2}, false, nil
+		case "list":
+			return map[string]any{"done": calls[a] >= 2, "refine": false}, false, nil
+		case "fold", "refine", "diff":
 			if in["plan"] == nil || in["partition"] == nil {
 				return map[string]any{"errorType": "Test.BadInput", "errorMessage": "no plan or partition"}, true, nil
 			}
@@ -108,11 +113,11 @@ func TestReconcileDefinitionRuns(t *testing.T) {
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
-	if want := "Plan Fold Count CountDone? Count CountDone? List ListDone? List ListDone? Compare Finish Done"; states != want {
+	if want := "Plan Fold Count CountDone? Count CountDone? Refine Count CountDone? List ListDone? List ListDone? Compare Finish Done"; states != want {
 		t.Errorf("states %q, want %q", states, want)
 	}
-	if calls["fold"] != 3 || calls["diff"] != 3 || calls["finish"] != 1 {
-		t.Errorf("calls %v: want 3 folds, 3 compares, 1 finish", calls)
+	if calls["fold"] != 3 || calls["refine"] != 3 || calls["diff"] != 3 || calls["finish"] != 1 {
+		t.Errorf("calls %v: want 3 folds, 3 refines, 3 compares, 1 finish", calls)
 	}
 	mu.Lock()
 	refuse = true

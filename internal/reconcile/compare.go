@@ -71,7 +71,7 @@ func (h *Handler) diff(ctx context.Context, in Input) (Result, error) {
 	}
 	res := Result{Partition: p}
 	checkpoint := pl.Window.Until
-	leaves, _, err := h.leaves(ctx, pl.RunID)
+	leaves, err := h.leaves(ctx, pl.RunID)
 	if err != nil {
 		return res, fmt.Errorf("diff partition %d: %w", p, err)
 	}

@@ -34,16 +34,39 @@ type countState struct {
 	// differ and that are small enough to list.
 	Frontier []Range `json:"frontier"`
 	Leaves   []Range `json:"leaves"`
-	Queries  int64   `json:"queries"`
-	Done     bool    `json:"done"`
+	// Refine are the ranges of an hour whose counts differ and which
+	// HealthLake counts more than LeafMax resources in: the hour histogram
+	// cannot cut them, so the refine step counts the delivered index by the
+	// minute in them (Fine, the sum of its partitions' histograms) and the
+	// loop cuts them on the minute grid. Refined is set once Fine is read.
+	Refine  []Range `json:"refine,omitempty"`
+	Fine    Hist    `json:"fine,omitempty"`
+	Refined bool    `json:"refined,omitempty"`
+	// RefineAsked counts the loop's answers asking for the refine step.
+	RefineAsked int   `json:"refineAsked,omitempty"`
+	Queries     int64 `json:"queries"`
+	Done        bool  `json:"done"`
 }
+
+// maxRefineAsks bounds how often the loop asks for the refine step before
+// it takes an unreadable refined histogram for a failure.
+const maxRefineAsks = 3
+
+// MaxRefine bounds the hours one reconciliation refines (the largest by
+// HealthLake's count); the others are listed whole. Each partition's
+// refine histogram holds at most 60 buckets a refined hour.
+const MaxRefine = 200
 
 // count compares the delivered index's counts with HealthLake's, type by
 // type: a range whose counts agree is done; one that differs is split at an
 // hour near its middle until it spans an hour or HealthLake counts at most
 // LeafMax resources in it, and then it is a leaf, listed by the list step.
-// Each count is one `_summary=count` search. At its deadline the loop saves
-// its frontier and answers not done; the state machine calls it again.
+// An hour that still holds more than LeafMax resources is refined: the
+// loop answers Refine, the refine step counts the delivered index by the
+// minute in those hours, and the loop, called again, cuts them on the
+// minute grid down to a minute or LeafMax resources. Each count is one
+// `_summary=count` search. At its deadline the loop saves its frontier and
+// answers not done; the state machine calls it again.
 //
 // Equal counts do not prove equal contents: a range where one delivered
 // resource was deleted without trace and one undelivered resource appeared
@@ -56,6 +79,15 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 	if err := h.getJSON(ctx, countStateKey(pl.RunID), &st); err != nil {
 		if st, err = h.startCount(ctx, pl); err != nil {
 			return Done{}, err
+		}
+	}
+	if len(st.Refine) > 0 && !st.Refined {
+		ok, err := h.readFine(ctx, pl, &st)
+		if err != nil {
+			return Done{}, err
+		}
+		if !ok {
+			return Done{Refine: true}, nil // the refine step has not run yet
 		}
 	}
 	for len(st.Frontier) > 0 && !st.Done {
@@ -72,25 +104,112 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 		}
 		st.Queries++
 		st.Frontier = st.Frontier[:len(st.Frontier)-1]
-		d := st.Hist.in(r.Type, r.After, r.Until)
+		fine := st.fine(r)
+		var d int64
+		if fine {
+			d = st.Fine.in(r.Type, r.After, r.Until, time.Minute)
+		} else {
+			d = st.Hist.in(r.Type, r.After, r.Until, time.Hour)
+		}
 		if n == d {
 			continue
 		}
 		r.Store, r.Delivered = n, d
-		if left, right, ok := h.split(gridOf(pl), st.Hist, r); ok {
+		g, hs := gridOf(pl), st.Hist
+		if fine {
+			g, hs = fineGridOf(pl), st.Fine
+		}
+		if left, right, ok := h.split(g, hs, r); ok {
 			st.Frontier = append(st.Frontier, left, right)
+			continue
+		}
+		if !st.Refined && refinable(r, h.cfg.LeafMax) {
+			st.Refine = append(st.Refine, r)
 			continue
 		}
 		st.Leaves = append(st.Leaves, r)
 	}
-	st.Done = len(st.Frontier) == 0
+	refine := len(st.Frontier) == 0 && len(st.Refine) > 0 && !st.Refined
+	if refine {
+		st.keepLargestRefines()
+		st.RefineAsked++
+		if err := h.putJSON(parent, refineKey(pl.RunID), st.Refine); err != nil {
+			return Done{}, fmt.Errorf("count: %w", err)
+		}
+	}
+	st.Done = len(st.Frontier) == 0 && !refine
 	if err := h.putJSON(parent, countStateKey(pl.RunID), st); err != nil {
 		return Done{}, fmt.Errorf("count: %w", err)
 	}
 	if st.Done && h.cfg.Logger != nil {
-		h.cfg.Logger.Info("reconciliation counted", "runId", pl.RunID, "queries", st.Queries, "leaves", len(st.Leaves))
+		h.cfg.Logger.Info("reconciliation counted", "runId", pl.RunID, "queries", st.Queries, "leaves", len(st.Leaves), "refined", len(st.Refine))
 	}
-	return Done{Done: st.Done}, nil
+	return Done{Done: st.Done, Refine: refine}, nil
+}
+
+// refinable reports whether a leaf of the hour grid is worth refining: an
+// hour (or less, at the window's edges) with a lower bound, holding more
+// than leafMax resources, more than a minute long.
+func refinable(r Range, leafMax int) bool {
+	span := r.Until.Sub(r.After)
+	return !events.IsSnapshotSince(r.After) && r.Store > int64(leafMax) && span <= time.Hour && span > time.Minute
+}
+
+// keepLargestRefines keeps the MaxRefine hours HealthLake counts most
+// resources in; the others become leaves, listed whole.
+func (st *countState) keepLargestRefines() {
+	if len(st.Refine) <= MaxRefine {
+		return
+	}
+	sort.SliceStable(st.Refine, func(i, j int) bool { return st.Refine[i].Store > st.Refine[j].Store })
+	st.Leaves = append(st.Leaves, st.Refine[MaxRefine:]...)
+	st.Refine = st.Refine[:MaxRefine]
+}
+
+// fine reports whether r lies in a refined hour: its delivered count and
+// its cuts come from the minute histogram.
+func (st *countState) fine(r Range) bool {
+	if !st.Refined {
+		return false
+	}
+	for _, f := range st.Refine {
+		if f.Type == r.Type && !r.After.Before(f.After) && !r.Until.After(f.Until) {
+			return true
+		}
+	}
+	return false
+}
+
+// readFine sums the refine step's histograms into st and puts each refined
+// hour's two halves on the frontier. While a partition's histogram cannot
+// be read — the refine step has not run: S3 answers a missing object 404,
+// or 403 to a role that may list only some prefixes — it reports false and
+// counts the request in st.RefineAsked; past maxRefineAsks it fails.
+func (h *Handler) readFine(ctx context.Context, pl *Plan, st *countState) (bool, error) {
+	fine := Hist{}
+	for p := 0; p < pl.Partitions; p++ {
+		var hs Hist
+		if err := h.getJSON(ctx, fineKey(pl.RunID, p), &hs); err != nil {
+			if st.RefineAsked >= maxRefineAsks {
+				return false, fmt.Errorf("count: partition %d's refined histogram, asked for %d times: %w", p, st.RefineAsked, err)
+			}
+			st.RefineAsked++
+			if err := h.putJSON(ctx, countStateKey(pl.RunID), st); err != nil {
+				return false, fmt.Errorf("count: %w", err)
+			}
+			return false, nil
+		}
+		fine.merge(hs)
+	}
+	st.Fine, st.Refined = fine, true
+	for _, r := range st.Refine {
+		if left, right, ok := h.split(fineGridOf(pl), fine, r); ok {
+			st.Frontier = append(st.Frontier, left, right)
+		} else {
+			st.Leaves = append(st.Leaves, r)
+		}
+	}
+	return true, nil
 }
 
 // lower is the lower bound of a count or search: zero for none.
@@ -146,12 +265,12 @@ func recentSplit(pl *Plan) time.Time {
 	return s
 }
 
-// split divides a range whose counts differ: at an hour near its middle;
-// a range with no lower bound at the hour before the type's earliest
-// delivered bucket (the part before it holds only what was never
-// delivered). It reports false for a leaf: a range of an hour or less, or
-// one HealthLake counts at most LeafMax resources in (listing it is then
-// cheaper than counting its halves).
+// split divides a range whose counts differ: at a grid step (an hour, or a
+// minute in a refined hour) near its middle; a range with no lower bound at
+// the hour before the type's earliest delivered bucket (the part before it
+// holds only what was never delivered). It reports false for a leaf: a
+// range of one step or less, or one HealthLake counts at most LeafMax
+// resources in (listing it is then cheaper than counting its halves).
 func (h *Handler) split(g grid, hs Hist, r Range) (Range, Range, bool) {
 	if r.Store <= int64(h.cfg.LeafMax) {
 		return Range{}, Range{}, false
@@ -172,12 +291,12 @@ func (h *Handler) split(g grid, hs Hist, r Range) (Range, Range, bool) {
 			return Range{}, Range{}, false
 		}
 	} else {
-		if r.Until.Sub(r.After) <= time.Hour {
+		if r.Until.Sub(r.After) <= g.step {
 			return Range{}, Range{}, false
 		}
 		mid = g.align(r.After.Add(r.Until.Sub(r.After) / 2))
 		if !mid.After(r.After) {
-			mid = mid.Add(time.Hour)
+			mid = mid.Add(g.step)
 		}
 		if !mid.Before(r.Until) {
 			return Range{}, Range{}, false
@@ -189,13 +308,30 @@ func (h *Handler) split(g grid, hs Hist, r Range) (Range, Range, bool) {
 }
 
 // leaves reads the count step's leaves.
-func (h *Handler) leaves(ctx context.Context, runID string) ([]Range, int64, error) {
+func (h *Handler) leaves(ctx context.Context, runID string) ([]Range, error) {
+	st, err := h.countResult(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return st.Leaves, nil
+}
+
+// countResult reads the finished count step's state.
+func (h *Handler) countResult(ctx context.Context, runID string) (*countState, error) {
 	var st countState
 	if err := h.getJSON(ctx, countStateKey(runID), &st); err != nil {
-		return nil, 0, fmt.Errorf("the count step's state: %w", err)
+		return nil, fmt.Errorf("the count step's state: %w", err)
 	}
 	if !st.Done {
-		return nil, 0, errors.New("the count step has not finished")
+		return nil, errors.New("the count step has not finished")
 	}
-	return st.Leaves, st.Queries, nil
+	return &st, nil
+}
+
+// refined is the number of hours the refine step counted by the minute.
+func (st *countState) refined() int64 {
+	if !st.Refined {
+		return 0
+	}
+	return int64(len(st.Refine))
 }

@@ -38,17 +38,17 @@ func (h *Handler) finish(ctx context.Context, in Input) (Result, error) {
 		sum.Unrepairable += r.Unrepairable
 		sum.Deferred += r.Deferred
 	}
-	leaves, queries, err := h.leaves(ctx, pl.RunID)
+	cs, err := h.countResult(ctx, pl.RunID)
 	if err != nil {
 		return Result{}, fmt.Errorf("finish: %w", err)
 	}
 	var ls listState
-	if len(leaves) > 0 {
+	if len(cs.Leaves) > 0 {
 		if err := h.getJSON(ctx, listStateKey(pl.RunID), &ls); err != nil {
 			return Result{}, fmt.Errorf("finish: %w", err)
 		}
 	}
-	sum.Queries, sum.Leaves, sum.Pages, sum.Listed = queries, int64(len(leaves)), int64(ls.Seq), ls.Listed
+	sum.Queries, sum.Refined, sum.Leaves, sum.Pages, sum.Listed = cs.Queries, cs.refined(), int64(len(cs.Leaves)), int64(ls.Seq), ls.Listed
 	counts, _ := json.Marshal(sum)
 	now := h.now().UTC()
 	_, err = h.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(h.cfg.Table), Item: map[string]ddbtypes.AttributeValue{
@@ -72,7 +72,7 @@ func (h *Handler) finish(ctx context.Context, in Input) (Result, error) {
 		}, nil, map[string]any{"runId": pl.RunID, "executionId": in.ExecutionID, "jobId": pl.Export.JobID})
 	}
 	if h.cfg.Logger != nil {
-		h.cfg.Logger.Info("reconciliation finished", "runId", pl.RunID, "queries", sum.Queries, "leaves", sum.Leaves,
+		h.cfg.Logger.Info("reconciliation finished", "runId", pl.RunID, "queries", sum.Queries, "refined", sum.Refined, "leaves", sum.Leaves,
 			"listed", sum.Listed, "known", sum.Known,
 			"repairs", sum.Repairs, "deletes", sum.Deletes, "hardDeletes", sum.HardDeletes, "pending", sum.Pending,
 			"unconfirmed", sum.Unconfirmed, "unrepairable", sum.Unrepairable)

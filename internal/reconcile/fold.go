@@ -8,37 +8,51 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 )
 
-// Hist counts live versions by resource type and hour: Hist[type][k] is the
-// number of resources whose latest delivered version is live with
-// lastUpdated in (k − 1 h, k] (k in Unix milliseconds), within the plan's
-// window. The hours are on a
-// grid anchored at the plan's Split (not at the epoch), so the split and
-// every later cut fall on bucket edges.
+// Hist counts live versions by resource type and grid step: Hist[type][k]
+// is the number of resources whose latest delivered version is live with
+// lastUpdated in (k − step, k] (k in Unix milliseconds), within the plan's
+// window. The fold step counts by the hour; the refine step by the minute,
+// in the hours it is asked about. The grid is anchored at the plan's Split
+// (not at the epoch), so the split and every later cut fall on bucket
+// edges, and every minute lies inside one hour.
 type Hist map[string]map[int64]int64
 
-// grid is the hour grid of one reconciliation.
-type grid struct{ anchor time.Time }
+// grid is a step grid of one reconciliation: its hours (gridOf) or its
+// minutes (fineGridOf).
+type grid struct {
+	anchor time.Time
+	step   time.Duration
+}
 
-// key is the bucket of t: the grid hour that ends at or after it.
+// key is the bucket of t: the grid step that ends at or after it.
 func (g grid) key(t time.Time) int64 {
 	d := t.Sub(g.anchor)
-	n := d / time.Hour
-	if d > n*time.Hour {
+	n := d / g.step
+	if d > n*g.step {
 		n++
 	}
-	return g.anchor.Add(n * time.Hour).UnixMilli()
+	return g.anchor.Add(n * g.step).UnixMilli()
 }
 
-// align moves t to the nearest grid hour.
+// align moves t to the nearest grid step.
 func (g grid) align(t time.Time) time.Time {
-	return g.anchor.Add(t.Sub(g.anchor).Round(time.Hour))
+	return g.anchor.Add(t.Sub(g.anchor).Round(g.step))
 }
 
+// gridOf is the hour grid of the fold step's histograms.
 func gridOf(pl *Plan) grid {
 	if !pl.Split.IsZero() {
-		return grid{anchor: pl.Split}
+		return grid{anchor: pl.Split, step: time.Hour}
 	}
-	return grid{anchor: pl.Window.Until}
+	return grid{anchor: pl.Window.Until, step: time.Hour}
+}
+
+// fineGridOf is the minute grid of the refine step's histograms, on the
+// same anchor.
+func fineGridOf(pl *Plan) grid {
+	g := gridOf(pl)
+	g.step = time.Minute
+	return g
 }
 
 // add counts one live version.
@@ -63,12 +77,13 @@ func (hs Hist) merge(o Hist) {
 	}
 }
 
-// in counts the versions of typ in the range (after, until]: the buckets k
-// with after < k < until + 1 h (exact when after and until are on the grid;
-// the window's own bounds need not be: only its versions are counted).
-func (hs Hist) in(typ string, after, until time.Time) int64 {
+// in counts the versions of typ in the range (after, until] from buckets of
+// the given step: the buckets k with after < k < until + step (exact when
+// after and until are on the grid; the window's own bounds need not be:
+// only its versions are counted).
+func (hs Hist) in(typ string, after, until time.Time, step time.Duration) int64 {
 	var n int64
-	lo, hi := after.UnixMilli(), until.Add(time.Hour).UnixMilli()
+	lo, hi := after.UnixMilli(), until.Add(step).UnixMilli()
 	for k, c := range hs[typ] {
 		if k > lo && k < hi {
 			n += c
@@ -101,13 +116,7 @@ func (h *Handler) fold(ctx context.Context, in Input) (Result, error) {
 	res := Result{Partition: p}
 	res.Known = int64(len(known))
 	for _, e := range known {
-		if e.Deleted {
-			continue
-		}
-		if _, ok := changed[e.Type+"/"+e.ID]; ok {
-			continue // changed after the checkpoint: the store's count leaves it out too
-		}
-		if t, err := e.LastUpdatedAt(); err == nil && pl.Window.Contains(t) {
+		if t, ok := counted(pl, changed, e); ok {
 			hist.add(g, e.Type, t)
 			res.DeliveredLive++
 		}
@@ -116,6 +125,23 @@ func (h *Handler) fold(ctx context.Context, in Input) (Result, error) {
 		return Result{}, fmt.Errorf("fold partition %d: %w", p, err)
 	}
 	return res, nil
+}
+
+// counted reports whether the histograms count e, and its time: a live
+// version in the plan's window of a resource not changed after the
+// checkpoint (the store's count leaves those out too).
+func counted(pl *Plan, changed map[string]struct{}, e delivered.Entry) (time.Time, bool) {
+	if e.Deleted {
+		return time.Time{}, false
+	}
+	if _, ok := changed[e.Type+"/"+e.ID]; ok {
+		return time.Time{}, false
+	}
+	t, err := e.LastUpdatedAt()
+	if err != nil || !pl.Window.Contains(t) {
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // loadKnown builds partition p of the delivered index: the previous

@@ -38,6 +38,7 @@ const (
 	ActionPlan   = "plan"
 	ActionFold   = "fold"
 	ActionCount  = "count"
+	ActionRefine = "refine"
 	ActionList   = "list"
 	ActionDiff   = "diff"
 	ActionFinish = "finish"
@@ -166,7 +167,8 @@ type Input struct {
 	ExecutionID string `json:"executionId,omitempty"`
 	// StartTime is the execution's start (plan): a hard delete's time.
 	StartTime string `json:"startTime,omitempty"`
-	// Partition is the partition to fold or compare (fold, diff).
+	// Partition is the partition to fold, refine or compare (fold, refine,
+	// diff).
 	Partition int `json:"partition,omitempty"`
 	// Plan is plan's output (every later action).
 	Plan *Plan `json:"plan,omitempty"`
@@ -198,7 +200,8 @@ type Plan struct {
 	// Changed counts the resources changed after the checkpoint
 	// (changed.go): left out of the comparison.
 	Changed int `json:"changed"`
-	// PartitionList is 0..Partitions-1, the items of the fold and compare Maps.
+	// PartitionList is 0..Partitions-1, the items of the fold, refine and
+	// compare Maps.
 	PartitionList []int `json:"partitionList"`
 }
 
@@ -224,9 +227,11 @@ type Result struct {
 	// Deferred counts delete candidates a compare child had no time to
 	// confirm: left as delivered, the next reconciliation finds them again.
 	Deferred int64 `json:"deferred,omitempty"`
-	// Counting and listing (finish): HealthLake count queries, the ranges
-	// listed, the search pages read and the resources listed.
+	// Counting and listing (finish): HealthLake count queries, the hours
+	// counted again by the minute (the refine step), the ranges listed, the
+	// search pages read and the resources listed.
 	Queries int64 `json:"queries,omitempty"`
+	Refined int64 `json:"refined,omitempty"`
 	Leaves  int64 `json:"leaves,omitempty"`
 	Pages   int64 `json:"pages,omitempty"`
 	Listed  int64 `json:"listed,omitempty"`
@@ -238,6 +243,9 @@ type Result struct {
 // Done is the answer of the count and list loops.
 type Done struct {
 	Done bool `json:"done"`
+	// Refine (count) asks the state machine to run the refine step, then
+	// the count loop again.
+	Refine bool `json:"refine"`
 }
 
 // Keys of the reconciliation's objects.
@@ -257,6 +265,13 @@ func foldedKey(runID string, p int) string {
 }
 func histKey(runID string, p int) string {
 	return fmt.Sprintf("%s%s/hist/%05d.json", Prefix, runID, p)
+}
+
+// refineKey holds the hours the refine step counts by the minute; fineKey
+// partition p's minute histogram of them.
+func refineKey(runID string) string { return Prefix + runID + "/refine.json" }
+func fineKey(runID string, p int) string {
+	return fmt.Sprintf("%s%s/fine/%05d.json", Prefix, runID, p)
 }
 func countStateKey(runID string) string { return Prefix + runID + "/count.json" }
 func listStateKey(runID string) string  { return Prefix + runID + "/list.json" }
@@ -304,6 +319,8 @@ func (h *Handler) Handle(ctx context.Context, in Input) (any, error) {
 		out, err = h.fold(ctx, in)
 	case ActionCount:
 		out, err = h.count(ctx, in)
+	case ActionRefine:
+		out, err = h.refine(ctx, in)
 	case ActionList:
 		out, err = h.list(ctx, in)
 	case ActionDiff:
@@ -311,7 +328,7 @@ func (h *Handler) Handle(ctx context.Context, in Input) (any, error) {
 	case ActionFinish:
 		out, err = h.finish(ctx, in)
 	default:
-		return nil, &InputError{Msg: fmt.Sprintf("unknown action %q: want plan, fold, count, list, diff or finish", clip.String(in.Action, 40))}
+		return nil, &InputError{Msg: fmt.Sprintf("unknown action %q: want plan, fold, count, refine, list, diff or finish", clip.String(in.Action, 40))}
 	}
 	if err != nil && h.cfg.Logger != nil {
 		h.cfg.Logger.Error("reconcile action failed", "action", in.Action, "runId", in.RunID, "executionId", in.ExecutionID, "error", err.Error())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +54,8 @@ type rig struct {
 	// diffCtx, when set, gives each compare child its context (a Lambda's
 	// deadline).
 	diffCtx func() (context.Context, context.CancelFunc)
+	// refined counts the count loop's answers asking for the refine step.
+	refined int
 }
 
 func newRig(t *testing.T, partitions int) *rig {
@@ -61,10 +64,17 @@ func newRig(t *testing.T, partitions int) *rig {
 
 func newRigWith(t *testing.T, partitions int, mutate func(*reconcile.Config)) *rig {
 	t.Helper()
+	return newRigClock(t, partitions, mutate, nil)
+}
+
+// newRigClock is newRigWith whose data store stamps writes with now
+// (default time.Now).
+func newRigClock(t *testing.T, partitions int, mutate func(*reconcile.Config), now func() time.Time) *rig {
+	t.Helper()
 	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	env.Gateway.Handle(localaws.ServiceEventBridge, fakeeventbridge.New(fakeeventbridge.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink}))
-	hl := fakehealthlake.New(fakehealthlake.Options{Region: env.Region, AccountID: env.AccountID, Datastores: []string{dsID}})
+	hl := fakehealthlake.New(fakehealthlake.Options{Region: env.Region, AccountID: env.AccountID, Datastores: []string{dsID}, Now: now})
 	env.Gateway.Handle(localaws.ServiceHealthLake, hl)
 	ds, _ := hl.Datastore(dsID)
 	cfg := env.Config()
@@ -192,6 +202,14 @@ func (r *rig) reconcileFrom(runID string, origin, checkpoint time.Time, crashAft
 			}
 			if d.Done {
 				break
+			}
+			if d.Refine {
+				r.refined++
+				for _, p := range plan.PartitionList {
+					if _, err := invoke[reconcile.Result](r.t, r.h, reconcile.Input{Action: reconcile.ActionRefine, RunID: runID, Partition: p, Plan: &plan}); err != nil {
+						r.t.Fatalf("refine partition %d: %v", p, err)
+					}
+				}
 			}
 			if i > 100 {
 				r.t.Fatalf("%s is not done after 100 calls", action)
@@ -353,6 +371,95 @@ func TestReconcileCountsOnlyWhereTheyDiffer(t *testing.T) {
 	}
 	if got := r.published(); len(got) != 1 || got[0] != "delete Patient/c07/_history/1-deleted" {
 		t.Fatalf("published %v", got)
+	}
+}
+
+// TestReconcileRefinesABusyHour: an hour holding more resources than a
+// leaf may (LeafMax) cannot be cut by the hour histograms; the count loop
+// asks for the refine step once, cuts the hour by the minute, and lists only
+// the minutes around the one difference — not the whole hour.
+func TestReconcileRefinesABusyHour(t *testing.T) {
+	r := busyHourRig(t)
+	sum := r.reconcile("rec-1", time.Now(), -1)
+	if sum.Deletes != 1 || sum.HardDeletes != 1 || sum.Repairs != 0 {
+		t.Fatalf("after an erase in a busy hour: %+v", sum)
+	}
+	if got := r.published(); len(got) != 1 || got[0] != "delete Patient/b061/_history/1-deleted" {
+		t.Fatalf("published %v", got)
+	}
+	if r.refined != 1 || sum.Refined != 1 {
+		t.Errorf("the count loop asked for the refine step %d times and refined %d hours, want one each", r.refined, sum.Refined)
+	}
+	t.Logf("listed %d in %d leaves, %d queries", sum.Listed, sum.Leaves, sum.Queries)
+	if sum.Listed > 10 || sum.Listed == 0 {
+		t.Errorf("listed %d resources, want the minutes around the difference (at most LeafMax = 10), not the hour's 119", sum.Listed)
+	}
+}
+
+// busyHourRig holds 120 resources written two a minute for an hour, three
+// hours ago, all delivered, one of them (b061) since erased without
+// history; leaves hold at most 10 resources.
+func busyHourRig(t *testing.T) *rig {
+	t.Helper()
+	var mu sync.Mutex
+	at := time.Now().Add(-3 * time.Hour)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}
+	r := newRigClock(t, 4, func(c *reconcile.Config) { c.LeafMax = 10 }, clock)
+	var ids []string
+	for i := 0; i < 120; i++ {
+		id := fmt.Sprintf("b%03d", i)
+		r.write(id)
+		ids = append(ids, id)
+		mu.Lock()
+		at = at.Add(30 * time.Second)
+		mu.Unlock()
+	}
+	r.deliver("run-1", ids...)
+	r.ds.HardDelete("Patient", "b061")
+	mu.Lock()
+	at = time.Now()
+	mu.Unlock()
+	return r
+}
+
+// TestReconcileCountWaitsForTheRefineStep: called again before the refine
+// step ran (its answer lost, say), the count loop asks for it again, up to
+// three times in all, and then fails; once the refine step ran it goes on.
+func TestReconcileCountWaitsForTheRefineStep(t *testing.T) {
+	r := busyHourRig(t)
+	r.setCheckpoint(time.Now(), events.SnapshotSince)
+	plan, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: "rec-w", StartTime: events.FormatTime(time.Now())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan.PartitionList {
+		if _, err := invoke[reconcile.Result](t, r.h, reconcile.Input{Action: reconcile.ActionFold, RunID: "rec-w", Partition: p, Plan: &plan}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() (reconcile.Done, error) {
+		return invoke[reconcile.Done](t, r.h, reconcile.Input{Action: reconcile.ActionCount, RunID: "rec-w", Plan: &plan})
+	}
+	for i := 1; i <= 3; i++ {
+		d, err := count()
+		if err != nil || d.Done || !d.Refine {
+			t.Fatalf("call %d without the refine step: %+v %v, want a refine answer", i, d, err)
+		}
+	}
+	if _, err := count(); err == nil || !strings.Contains(err.Error(), "refined histogram") {
+		t.Fatalf("a fourth call without the refine step: %v, want it to fail", err)
+	}
+	for _, p := range plan.PartitionList {
+		if _, err := invoke[reconcile.Result](t, r.h, reconcile.Input{Action: reconcile.ActionRefine, RunID: "rec-w", Partition: p, Plan: &plan}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := count(); err != nil || !d.Done || d.Refine {
+		t.Fatalf("after the refine step: %+v %v, want done", d, err)
 	}
 }
 

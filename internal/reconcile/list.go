@@ -30,7 +30,7 @@ func (h *Handler) list(parent context.Context, in Input) (Done, error) {
 	pl := in.Plan
 	ctx, cancel := h.deadline(parent)
 	defer cancel()
-	leaves, _, err := h.leaves(parent, pl.RunID)
+	leaves, err := h.leaves(parent, pl.RunID)
 	if err != nil {
 		return Done{}, fmt.Errorf("list: %w", err)
 	}

@@ -102,9 +102,11 @@ type Reconciliations struct {
 	// order they ended; MaxSeconds the longest.
 	DurationSeconds []float64 `json:"durationSeconds,omitempty"`
 	MaxSeconds      float64   `json:"maxSeconds"`
-	// Queries are HealthLake count queries, Leaves the ranges listed,
-	// Listed the resources listed (docs/RECONCILE.md).
+	// Queries are HealthLake count queries, Refined the hours counted
+	// again by the minute, Leaves the ranges listed, Listed the resources
+	// listed (docs/RECONCILE.md).
 	Queries int64 `json:"queries"`
+	Refined int64 `json:"refined"`
 	Leaves  int64 `json:"leaves"`
 	Listed  int64 `json:"listed"`
 	// ExportJobs and ExportSlotSeconds are the reconciliations' own export
@@ -181,6 +183,7 @@ func (r *Reconciliations) add(rec stack.Reconciliation, err error) {
 		c := rec.Last.Counts
 		r.StoreResources += c.Store
 		r.Queries += c.Queries
+		r.Refined += c.Refined
 		r.Leaves += c.Leaves
 		r.Listed += c.Listed
 		r.Deletes += c.Deletes
