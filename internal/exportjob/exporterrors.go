@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
@@ -119,12 +120,33 @@ func (h *CheckHandler) quarantineExportErrors(ctx context.Context, runID string,
 	return total, nil
 }
 
+// objectMissing reports whether a failed read found no object at key: S3's
+// 404 NoSuchKey, or its 403 AccessDenied when a listing of the key (which
+// the role may make under the export prefix) does not hold it. S3 answers a
+// missing key 403 to a caller without s3:ListBucket on the bucket, and
+// check-export may list the export prefix only (GetObject API reference,
+// Permissions).
+func objectMissing(ctx context.Context, store ObjectStore, bucket, key string, err error) bool {
+	var missing *s3types.NoSuchKey
+	if errors.As(err, &missing) {
+		return true
+	}
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "AccessDenied" {
+		return false
+	}
+	out, lerr := store.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(key), MaxKeys: aws.Int32(1)})
+	if lerr != nil {
+		return false
+	}
+	return len(out.Contents) == 0 || aws.ToString(out.Contents[0].Key) != key
+}
+
 // readErrorFile reads one NDJSON error file into quarantine records.
 func (h *CheckHandler) readErrorFile(ctx context.Context, bucket, key string) ([]ErrorRecord, error) {
 	out, err := h.d.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
-		var missing *s3types.NoSuchKey
-		if errors.As(err, &missing) {
+		if objectMissing(ctx, h.d.S3, bucket, key, err) {
 			return nil, &ManifestError{Problem: "an error file listed by the job does not exist"}
 		}
 		return nil, fmt.Errorf("read export error file s3://%s/%s: %w", bucket, key, err)

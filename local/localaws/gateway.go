@@ -37,6 +37,7 @@ type Gateway struct {
 	calls    map[string]int64
 	faults   FaultInjector
 	auth     Authorizer
+	answers  AnswerFilter
 	latency  *LatencyModel
 	verify   bool
 	clock    func() time.Time
@@ -51,6 +52,12 @@ type Gateway struct {
 // request may proceed; when it refuses it has written the answer (the
 // service's AccessDenied) and returns true. local/iam provides one.
 type Authorizer func(service string, w http.ResponseWriter, r *http.Request) (answered bool)
+
+// AnswerFilter may wrap the writer a service answers a request through, to
+// change an answer as AWS would for that caller (local/iam: S3's 403 for a
+// missing key to a caller that may not list the bucket). It returns w when
+// it changes nothing.
+type AnswerFilter func(service string, w http.ResponseWriter, r *http.Request) http.ResponseWriter
 
 // FaultInjector decides, per call, whether the gateway answers with an
 // injected error instead of forwarding. It returns the HTTP status and body to
@@ -153,6 +160,13 @@ func (g *Gateway) SetAuthorizer(a Authorizer) {
 	g.auth = a
 }
 
+// SetAnswerFilter installs (or, with nil, removes) the answer filter.
+func (g *Gateway) SetAnswerFilter(f AnswerFilter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.answers = f
+}
+
 // SetLatency installs (or, with nil, removes) the per-call latency model:
 // every request then waits its sampled latency before it is answered.
 func (g *Gateway) SetLatency(m *LatencyModel) {
@@ -201,6 +215,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.calls[service+":"+op]++
 	faults := g.faults
 	auth := g.auth
+	answers := g.answers
 	latency := g.latency
 	verify := g.verify
 	g.mu.Unlock()
@@ -247,6 +262,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(body))
 			return
 		}
+	}
+	if answers != nil {
+		w = answers(service, w, r)
 	}
 	if service == ServiceDynamoDB {
 		g.dynamo.serve(w, r, h)

@@ -101,6 +101,7 @@ func (s *Stack) setupIAM() error {
 		})
 	}
 	s.Env.Gateway.SetAuthorizer(s.IAM.Authorize)
+	s.Env.Gateway.SetAnswerFilter(s.IAM.MissingKeys)
 	return nil
 }
 
