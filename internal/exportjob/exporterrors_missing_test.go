@@ -44,8 +44,7 @@ func TestMissingErrorFileIsKnownUnderTheCheckExportRole(t *testing.T) {
 	a.AddAdmin(localaws.AccessKeyID)
 	keyID := localaws.PrincipalAccessKeyID(string(iampolicy.CheckExport))
 	a.AddIdentity(keyID, iam.Identity{Principal: iampolicy.CheckExport, ARN: "arn:aws:sts::" + env.AccountID + ":assumed-role/check-export/t", Statements: stmts})
-	env.Gateway.SetAuthorizer(a.Authorize)
-	env.Gateway.SetAnswerFilter(a.MissingKeys)
+	a.Install(env.Gateway)
 	role := s3.NewFromConfig(env.ConfigFor(keyID), pathStyle)
 
 	read := func(key string) error {

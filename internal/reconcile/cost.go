@@ -6,7 +6,10 @@ import (
 
 // CostModel is what one reconciliation consumes (docs/RECONCILE.md: plan,
 // fold, count, list, compare, finish), from the measured per-core rates
-// (docs/BENCHMARKS.md) and the shape of the work. It exports nothing.
+// (docs/BENCHMARKS.md) and the shape of the work. It exports nothing. The
+// refine step, which runs only when a differing hour holds more than
+// LeafMax resources, is left out: one more read of each partition's folded
+// index, for fewer resources listed.
 type CostModel struct {
 	Resources  float64
 	Partitions float64

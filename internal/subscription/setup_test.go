@@ -169,7 +169,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	authz.AddIdentity(key, iam.Identity{Principal: iampolicy.FastPathSetup, ARN: "arn:aws:sts::" + env.AccountID + ":assumed-role/fast-path-setup/t", Statements: stmts})
 	authz.AddAdmin(localaws.AccessKeyID)
-	env.Gateway.SetAuthorizer(authz.Authorize)
+	authz.Install(env.Gateway)
 	hl, err := healthlake.New(healthlake.Options{
 		Endpoint: env.URL, Region: env.Region, Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""),
 		MaxAttempts: 3, Sleep: func(context.Context, time.Duration) error { return nil },

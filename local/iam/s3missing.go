@@ -6,6 +6,14 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
+// Install makes a the gateway's authorizer and answer filter: every call
+// is checked (Authorize) and answered as AWS answers that caller
+// (MissingKeys).
+func (a *Authorizer) Install(g *localaws.Gateway) {
+	g.SetAuthorizer(a.Authorize)
+	g.SetAnswerFilter(a.MissingKeys)
+}
+
 // MissingKeys is the gateway's answer filter (localaws.AnswerFilter) for
 // S3's answer to an object that does not exist. The GetObject and
 // HeadObject API references: "If you have the s3:ListBucket permission on

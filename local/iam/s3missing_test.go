@@ -51,8 +51,7 @@ func TestMissingKeyIs403WithoutListBucket(t *testing.T) {
 	for name, c := range callers {
 		a.AddIdentity(localaws.PrincipalAccessKeyID(name), Identity{Principal: iampolicy.Principal(name), ARN: "arn:aws:sts::" + env.AccountID + ":assumed-role/" + name + "/t", Statements: c.stmts})
 	}
-	env.Gateway.SetAuthorizer(a.Authorize)
-	env.Gateway.SetAnswerFilter(a.MissingKeys)
+	a.Install(env.Gateway)
 
 	status := func(err error) (int, string) {
 		var re *awshttp.ResponseError

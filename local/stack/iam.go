@@ -100,8 +100,7 @@ func (s *Stack) setupIAM() error {
 			Statements: stmts,
 		})
 	}
-	s.Env.Gateway.SetAuthorizer(s.IAM.Authorize)
-	s.Env.Gateway.SetAnswerFilter(s.IAM.MissingKeys)
+	s.IAM.Install(s.Env.Gateway)
 	return nil
 }
 
