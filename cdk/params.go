@@ -113,8 +113,11 @@ func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 	p.CheckpointLagThreshold = numParam(stack, ParamCheckpointLagThreshold, 1800, 60, 31536000,
 		"Alarm when CheckpointLagSeconds stays above this many seconds.")
 	p.LogRetentionDays = awscdk.NewCfnParameter(stack, jsii.String(ParamLogRetentionDays), &awscdk.CfnParameterProps{
-		Type:          jsii.String("Number"),
-		Default:       jsii.Number(30),
+		Type: jsii.String("Number"),
+		// A string, like the allowed values: CloudFormation takes either,
+		// but cfn-lint (E2015) refuses a number among strings, and
+		// deployment pipelines that run it would stop there.
+		Default:       jsii.String("30"),
 		AllowedValues: jsii.Strings(pipeline.LogRetentionValues...),
 		Description:   jsii.String("Retention of every log group of the stack, in days."),
 	})

@@ -762,6 +762,23 @@ func TestParametersAndNothingHardCoded(t *testing.T) {
 			t.Errorf("parameter %s: it is a stackconfig setting now", name)
 		}
 	}
+	// A default is one of its parameter's allowed values, as written (cfn-lint
+	// E2015 compares them as JSON values: 30 is not "30").
+	for name, v := range parameters() {
+		prm := v.(map[string]any)
+		allowed, ok := prm["AllowedValues"].([]any)
+		def, hasDefault := prm["Default"]
+		if !ok || !hasDefault {
+			continue
+		}
+		found := false
+		for _, a := range allowed {
+			found = found || jsonEq(a, def)
+		}
+		if !found {
+			t.Errorf("parameter %s: default %#v is not among its allowed values %v", name, def, allowed)
+		}
+	}
 	if _, hasDefault := parameters()[ParamDatastoreID].(map[string]any)["Default"]; hasDefault {
 		t.Errorf("%s has a default; it must be given at deploy time", ParamDatastoreID)
 	}
