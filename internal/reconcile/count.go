@@ -81,7 +81,10 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 			return Done{}, err
 		}
 	}
-	if len(st.Refine) > 0 && !st.Refined {
+	if st.RefineAsked > 0 && !st.Refined {
+		// The refine step was asked for (the hour pass is over): its
+		// histograms are due. Refine may fill up before that, while a
+		// deadline cuts the hour pass short.
 		ok, err := h.readFine(ctx, pl, &st)
 		if err != nil {
 			return Done{}, err

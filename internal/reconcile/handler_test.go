@@ -463,6 +463,69 @@ func TestReconcileCountWaitsForTheRefineStep(t *testing.T) {
 	}
 }
 
+// TestReconcileFinishesTheHourPassBeforeRefining: refine candidates found
+// before a deadline cut the hour pass short do not make the next call ask
+// for the refine step: it counts the rest of the frontier first.
+func TestReconcileFinishesTheHourPassBeforeRefining(t *testing.T) {
+	r := busyHourRig(t)
+	r.setCheckpoint(time.Now(), events.SnapshotSince)
+	const runID = "rec-d"
+	plan, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: runID, StartTime: events.FormatTime(time.Now())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan.PartitionList {
+		if _, err := invoke[reconcile.Result](t, r.h, reconcile.Input{Action: reconcile.ActionFold, RunID: runID, Partition: p, Plan: &plan}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() reconcile.Done {
+		d, err := invoke[reconcile.Done](t, r.h, reconcile.Input{Action: reconcile.ActionCount, RunID: runID, Plan: &plan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := count(); !d.Refine {
+		t.Fatalf("the busy hour: %+v, want a refine answer", d)
+	}
+	// Make the saved state one a deadline left: a range still to count,
+	// the refine step not asked for yet.
+	key := reconcile.Prefix + runID + "/count.json"
+	st := map[string]any{}
+	obj, err := r.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.NewDecoder(obj.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	_ = obj.Body.Close()
+	st["refineAsked"] = 0
+	st["frontier"] = []reconcile.Range{{Type: "Observation", After: plan.Window.Since, Until: plan.Window.Until}}
+	b, _ := json.Marshal(st)
+	r.put(key, b)
+
+	if d := count(); !d.Refine || d.Done {
+		t.Fatalf("after the rest of the hour pass: %+v, want a refine answer", d)
+	}
+	obj, err = r.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after struct {
+		Frontier    []reconcile.Range `json:"frontier"`
+		RefineAsked int               `json:"refineAsked"`
+	}
+	if err := json.NewDecoder(obj.Body).Decode(&after); err != nil {
+		t.Fatal(err)
+	}
+	_ = obj.Body.Close()
+	if len(after.Frontier) != 0 || after.RefineAsked != 1 {
+		t.Errorf("state after the call: %d ranges left, refine asked %d times; want the frontier counted, asked once", len(after.Frontier), after.RefineAsked)
+	}
+}
+
 // TestReconcileStartsAtTheOrigin: a pipeline started at "now" (or a time)
 // was never to publish what the store held before: the reconciliation
 // repairs nothing older than RUN/STATE's origin, and repairs a version after
