@@ -92,15 +92,8 @@ func pendingAV(p Pending) types.AttributeValue {
 }
 
 func decodePending(m item) (*Pending, error) {
-	var err error
-	get := func(name string) time.Time {
-		if err != nil {
-			return time.Time{}
-		}
-		var t time.Time
-		t, err = getT(m, name)
-		return t
-	}
+	ts := &times{it: m}
+	get := ts.get
 	p := &Pending{
 		Window:   events.Window{Since: get(pSince), Until: get(pUntil)},
 		StoredAt: get(pStoredAt), StoredBy: getS(m, pStoredBy),
@@ -111,9 +104,10 @@ func decodePending(m item) (*Pending, error) {
 		Window:              events.Window{Since: get(pExportSince), Until: get(pExportUntil)},
 		CompletedWithErrors: getBool(m, pWithErrors),
 	}
-	if err != nil {
-		return nil, fmt.Errorf("pending: %w", err)
+	if ts.err != nil {
+		return nil, fmt.Errorf("pending: %w", ts.err)
 	}
+	var err error
 	if e.PartFiles, err = getIntList(m, pPartFiles); err != nil {
 		return nil, fmt.Errorf("pending: %w", err)
 	}

@@ -173,6 +173,23 @@ func getT(it item, name string) (time.Time, error) {
 	return t, nil
 }
 
+// times reads the time attributes of one item and keeps the first error:
+// after it every read answers the zero time, so a decoder reads all its
+// fields and checks err once.
+type times struct {
+	it  item
+	err error
+}
+
+func (ts *times) get(name string) time.Time {
+	if ts.err != nil {
+		return time.Time{}
+	}
+	var t time.Time
+	t, ts.err = getT(ts.it, name)
+	return t
+}
+
 // Counts sums what the children of one run did: one Files per published
 // export file, and the totals of prepare-change's summaries.
 type Counts struct {
@@ -275,15 +292,8 @@ func decodeState(it item) (state, error) {
 		return state{}, nil
 	}
 	st := state{exists: true}
-	var err error
-	get := func(name string) time.Time {
-		if err != nil {
-			return time.Time{}
-		}
-		var t time.Time
-		t, err = getT(it, name)
-		return t
-	}
+	ts := &times{it: it}
+	get := ts.get
 	st.version = getN(it, attrVersion)
 	st.checkpoint = get(attrCheckpoint)
 	st.createdAt = get(attrCreatedAt)
@@ -300,8 +310,8 @@ func decodeState(it item) (state, error) {
 	if b, ok := it[attrRedactKey].(*types.AttributeValueMemberB); ok && len(b.Value) > 0 {
 		st.redactKey = b.Value
 	}
-	if m, ok := it[attrPending].(*types.AttributeValueMemberM); ok && err == nil {
-		st.pending, err = decodePending(m.Value)
+	if m, ok := it[attrPending].(*types.AttributeValueMemberM); ok && ts.err == nil {
+		st.pending, ts.err = decodePending(m.Value)
 	}
 	st.lastRunID = getS(it, attrLastRunID)
 	st.lastOutcome = Outcome(getS(it, attrLastOutcome))
@@ -316,8 +326,8 @@ func decodeState(it item) (state, error) {
 			To: get(attrLastReplayTo), Reason: getS(it, attrLastReplayReason),
 		}
 	}
-	if err != nil {
-		return state{}, fmt.Errorf("decode RUN/STATE: %w", err)
+	if ts.err != nil {
+		return state{}, fmt.Errorf("decode RUN/STATE: %w", ts.err)
 	}
 	if getS(it, attrCheckpoint) == "" {
 		return state{}, fmt.Errorf("decode RUN/STATE: no %s", attrCheckpoint)
@@ -383,15 +393,8 @@ func historyItem(h HistoryRecord, ttl time.Time) item {
 }
 
 func decodeHistory(it item) (HistoryRecord, error) {
-	var err error
-	get := func(name string) time.Time {
-		if err != nil {
-			return time.Time{}
-		}
-		var t time.Time
-		t, err = getT(it, name)
-		return t
-	}
+	ts := &times{it: it}
+	get := ts.get
 	h := HistoryRecord{
 		RunID: getS(it, attrRunID), ExecutionID: getS(it, attrExecutionID),
 		StartTime: get(attrStartTime), AcquiredAt: get(attrLockedAt), EndedAt: get(attrEndedAt),
@@ -404,8 +407,8 @@ func decodeHistory(it item) (HistoryRecord, error) {
 	if es := get(attrExportSince); !es.IsZero() {
 		h.ExportWindow = events.Window{Since: es, Until: h.Window.Until}
 	}
-	if err != nil {
-		return HistoryRecord{}, fmt.Errorf("decode %s: %w", getS(it, attrSK), err)
+	if ts.err != nil {
+		return HistoryRecord{}, fmt.Errorf("decode %s: %w", getS(it, attrSK), ts.err)
 	}
 	return h, nil
 }
