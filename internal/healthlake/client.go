@@ -405,12 +405,16 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 		case retryableStatus(st):
 			lastErr = newAPIError(op, st, rb, et)
 			ambiguous = ambiguous || st >= 500
-		case st >= 400 && newAPIError(op, st, rb, et).Throttled():
+		case st < 400:
+			return st, rb, et, ambiguous, nil
+		default:
+			api := newAPIError(op, st, rb, et)
+			if !api.Throttled() {
+				return st, rb, et, ambiguous, nil
+			}
 			// A throttle answered 400 (ThrottlingException) refused the
 			// attempt as a 429 does.
-			lastErr = newAPIError(op, st, rb, et)
-		default:
-			return st, rb, et, ambiguous, nil
+			lastErr = api
 		}
 		if attempt >= c.opts.MaxAttempts {
 			return 0, nil, "", ambiguous, fmt.Errorf("after %d attempts: %w", attempt, lastErr)
