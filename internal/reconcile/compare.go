@@ -65,9 +65,9 @@ func (ls leafSet) has(e delivered.Entry) bool {
 // partition's next index and its counts.
 func (h *Handler) diff(ctx context.Context, in Input) (Result, error) {
 	pl := in.Plan
-	p := in.Partition
-	if pl.Partitions <= 0 || p < 0 || p >= pl.Partitions {
-		return Result{}, &InputError{Msg: "diff needs a partition in range"}
+	p, err := in.partition()
+	if err != nil {
+		return Result{}, err
 	}
 	res := Result{Partition: p}
 	checkpoint := pl.Window.Until

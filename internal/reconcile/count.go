@@ -107,21 +107,15 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 		}
 		st.Queries++
 		st.Frontier = st.Frontier[:len(st.Frontier)-1]
-		fine := st.fine(r)
-		var d int64
-		if fine {
-			d = st.Fine.in(r.Type, r.After, r.Until, time.Minute)
-		} else {
-			d = st.Hist.in(r.Type, r.After, r.Until, time.Hour)
+		g, hs := gridOf(pl), st.Hist
+		if st.fine(r) {
+			g, hs = fineGridOf(pl), st.Fine
 		}
+		d := hs.in(r.Type, r.After, r.Until, g.step)
 		if n == d {
 			continue
 		}
 		r.Store, r.Delivered = n, d
-		g, hs := gridOf(pl), st.Hist
-		if fine {
-			g, hs = fineGridOf(pl), st.Fine
-		}
 		if left, right, ok := h.split(g, hs, r); ok {
 			st.Frontier = append(st.Frontier, left, right)
 			continue

@@ -97,9 +97,9 @@ func (hs Hist) in(typ string, after, until time.Time, step time.Duration) int64 
 // writes its histogram of live versions in the plan's window.
 func (h *Handler) fold(ctx context.Context, in Input) (Result, error) {
 	pl := in.Plan
-	p := in.Partition
-	if pl.Partitions <= 0 || p < 0 || p >= pl.Partitions {
-		return Result{}, &InputError{Msg: "fold needs a partition in range"}
+	p, err := in.partition()
+	if err != nil {
+		return Result{}, err
 	}
 	known, err := h.loadKnown(ctx, pl, p)
 	if err != nil {

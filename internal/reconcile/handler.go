@@ -174,6 +174,15 @@ type Input struct {
 	Plan *Plan `json:"plan,omitempty"`
 }
 
+// partition is the partition an action of a partition Map (fold, refine,
+// diff) works on; one the plan does not have is an InputError.
+func (in Input) partition() (int, error) {
+	if in.Plan.Partitions <= 0 || in.Partition < 0 || in.Partition >= in.Plan.Partitions {
+		return 0, &InputError{Msg: in.Action + " needs a partition in range"}
+	}
+	return in.Partition, nil
+}
+
 // Plan is the output of plan, carried to every later action.
 type Plan struct {
 	RunID      string `json:"runId"`

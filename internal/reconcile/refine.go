@@ -17,9 +17,9 @@ import (
 // differences is not listed whole.
 func (h *Handler) refine(ctx context.Context, in Input) (Result, error) {
 	pl := in.Plan
-	p := in.Partition
-	if pl.Partitions <= 0 || p < 0 || p >= pl.Partitions {
-		return Result{}, &InputError{Msg: "refine needs a partition in range"}
+	p, err := in.partition()
+	if err != nil {
+		return Result{}, err
 	}
 	var hours []Range
 	if err := h.getJSON(ctx, refineKey(pl.RunID), &hours); err != nil {
