@@ -351,7 +351,8 @@ func TestFaultsConvergeWithConcurrentWrites(t *testing.T) {
 	defer cancel()
 
 	var mu sync.Mutex
-	latest := map[string]string{} // Type/id → latest version written
+	latest := map[string]string{} // Type/id → latest version acknowledged
+	touched := map[string]bool{}  // Type/id → a write was sent
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -367,6 +368,12 @@ func TestFaultsConvergeWithConcurrentWrites(t *testing.T) {
 				id = fmt.Sprintf("w-new-%d", i)
 			}
 			body := fmt.Sprintf(`{"resourceType":"Patient","id":%q,"name":[{"family":"Writer%d"}]}`, id, i)
+			mu.Lock()
+			touched["Patient/"+id] = true
+			mu.Unlock()
+			// A write cut short by the end of the writer (ctx) may still
+			// have been stored: the store, not the acknowledgement, says
+			// what consumers must end with (below).
 			v, err := st.PutResource(ctx, "Patient", id, []byte(body))
 			if err == nil {
 				mu.Lock()
@@ -399,9 +406,39 @@ func TestFaultsConvergeWithConcurrentWrites(t *testing.T) {
 			want[d.EventID] = true
 		}
 	}
+	// Consumers must end with the store's current version of every resource
+	// written, which is never older than the writer's acknowledgement.
+	ds, ok := st.HealthLake.Datastore(st.Res.DatastoreID)
+	if !ok {
+		t.Fatal("no data store")
+	}
 	mu.Lock()
-	for k, v := range latest {
-		want[k+"/_history/"+v] = true
+	for k := range touched {
+		typ, id, _ := strings.Cut(k, "/")
+		body, ok := ds.Read(typ, id)
+		if !ok {
+			if acked, was := latest[k]; was {
+				t.Errorf("%s: acknowledged version %s, not in the store", k, acked)
+			}
+			continue
+		}
+		var r struct {
+			Meta struct {
+				VersionID string `json:"versionId"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatalf("%s: stored bytes: %v", k, err)
+		}
+		stored, _ := strconv.Atoi(r.Meta.VersionID)
+		if acked, was := latest[k]; was {
+			if a, _ := strconv.Atoi(acked); a > stored {
+				t.Errorf("%s: acknowledged version %s, the store holds %s", k, acked, r.Meta.VersionID)
+			} else if a < stored {
+				t.Logf("%s: the write of version %s was stored, its answer cut short", k, r.Meta.VersionID)
+			}
+		}
+		want[k+"/_history/"+r.Meta.VersionID] = true
 	}
 	mu.Unlock()
 	missing := func() []string {
@@ -418,7 +455,18 @@ func TestFaultsConvergeWithConcurrentWrites(t *testing.T) {
 		runWindow(t, st)
 	}
 	if m := missing(); len(m) > 0 {
-		t.Errorf("after quiescence %d latest versions never delivered: %v", len(m), m)
+		sort.Strings(m)
+		got, acked := map[string][]string{}, map[string]string{}
+		for _, w := range m {
+			res, _, _ := strings.Cut(w, "/_history/")
+			acked[res] = latest[res]
+			for id := range st.Delivered.EventIDs() {
+				if strings.HasPrefix(id, res+"/_history/") {
+					got[res] = append(got[res], id)
+				}
+			}
+		}
+		t.Errorf("after quiescence %d current versions never delivered: %v (delivered of those resources: %v; acknowledged: %v)", len(m), m, got, acked)
 	}
 	seededSeen := 0
 	for id := range st.Delivered.EventIDs() {
