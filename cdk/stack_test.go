@@ -243,7 +243,7 @@ func TestLambdasAreProvidedAL2023Arm64WithContractEnv(t *testing.T) {
 			"CDC_PUTEVENTS_RATE", "CDC_DEADLINE_MARGIN", "CDC_MAP_MAX_CONCURRENCY", "CDC_WINDOW_DELETES",
 			"CDC_TABLE", "CDC_FAST_PATH"}, // the run's PutEvents share item (internal/share); whether the fast path runs
 		"Reconcile": {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES",
-			"CDC_EXCLUDE_TYPES", "CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_PUTEVENTS_RATE", "CDC_RECONCILE_PARTITIONS"},
+			"CDC_EXCLUDE_TYPES", "CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_PUTEVENTS_RATE", "CDC_RECONCILE_PARTITIONS", "CDC_HEALTHLAKE_READ_RATE"},
 	}
 	tableID, _ := oneOfType(t, "AWS::DynamoDB::Table", "Table")
 	bucketID, _ := oneOfType(t, "AWS::S3::Bucket", "ArtifactBucket")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
 
 // ChangedConcurrency is how many types' history the plan reads at once.
@@ -17,7 +18,8 @@ func changedKey(runID string) string { return Prefix + runID + "/changed.json" }
 
 // changedSince lists every resource ("type/id") of the plan's types with a
 // version written after the checkpoint, from each type's history since it
-// (`GET {type}/_history?_since=`, strong consistency). A count of current
+// (`GET {type}/_history?_since=`, strong consistency), at most
+// Config.ReadRate pages a second when set. A count of current
 // versions at or before the checkpoint leaves such a resource out while the
 // delivered index still holds its earlier version: both sides leave it out
 // (fold, diff), and the windows deliver what it became. A resource erased
@@ -30,6 +32,7 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 	work := make(chan string)
 	var wg sync.WaitGroup
 	since := pl.Window.Until.Add(time.Millisecond) // history's _since is inclusive
+	reads := newPacer(h.cfg.ReadRate, h.now)
 	for w := 0; w < ChangedConcurrency; w++ {
 		wg.Add(1)
 		go func() {
@@ -37,7 +40,12 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 			for typ := range work {
 				next := ""
 				for {
-					entries, link, err := h.hl.TypeHistoryPage(ctx, pl.Export.DatastoreID, typ, since, h.cfg.PageSize, next)
+					err := reads.wait(ctx)
+					var entries []healthlake.HistoryEntry
+					var link string
+					if err == nil {
+						entries, link, err = h.hl.TypeHistoryPage(ctx, pl.Export.DatastoreID, typ, since, h.cfg.PageSize, next)
+					}
 					if err != nil {
 						mu.Lock()
 						if first == nil {

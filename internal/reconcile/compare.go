@@ -220,7 +220,8 @@ type confirmation struct {
 
 // confirm decides each candidate deletion (positions in next) from the
 // resource's history and, when the history is gone, a read of the
-// resource, ConfirmConcurrency at a time. A live resource is never deleted.
+// resource, ConfirmConcurrency at a time and, with Config.ReadRate, at most
+// that many reads a second. A live resource is never deleted.
 func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry, deletes []int) ([]confirmation, error) {
 	out := make([]confirmation, len(deletes))
 	for k := range out {
@@ -230,6 +231,7 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 	var mu sync.Mutex
 	var first error
 	var wg sync.WaitGroup
+	reads := newPacer(h.cfg.ReadRate, h.now)
 	for w := 0; w < ConfirmConcurrency && w < len(deletes); w++ {
 		wg.Add(1)
 		go func() {
@@ -238,7 +240,7 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 				if ctx.Err() != nil {
 					continue // deferred
 				}
-				c, err := h.confirmOne(ctx, pl, next[deletes[k]])
+				c, err := h.confirmOne(ctx, reads, pl, next[deletes[k]])
 				mu.Lock()
 				switch {
 				case err != nil && ctx.Err() != nil:
@@ -278,10 +280,18 @@ func (h *Handler) confirmDeadline(ctx context.Context) (context.Context, context
 	return context.WithDeadline(ctx, dl.Add(-h.cfg.DeadlineMargin-PublishReserve))
 }
 
-func (h *Handler) confirmOne(ctx context.Context, pl *Plan, k delivered.Entry) (confirmation, error) {
+// confirmOne confirms one candidate deletion; each HealthLake read waits
+// for its slot of reads (nil: at once).
+func (h *Handler) confirmOne(ctx context.Context, reads *pacer, pl *Plan, k delivered.Entry) (confirmation, error) {
+	if err := reads.wait(ctx); err != nil {
+		return confirmation{}, err
+	}
 	hist, err := h.hl.History(ctx, pl.Export.DatastoreID, k.Type, k.ID)
 	switch {
 	case errors.Is(err, healthlake.ErrNoHistory):
+		if err := reads.wait(ctx); err != nil {
+			return confirmation{}, err
+		}
 		live, rerr := h.hl.Exists(ctx, pl.Export.DatastoreID, k.Type, k.ID)
 		if rerr != nil {
 			return confirmation{}, rerr

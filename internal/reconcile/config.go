@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -20,7 +21,8 @@ import (
 // ConfigFromEnv reads the configuration from the Lambda's environment:
 // CDC_BUCKET, CDC_KMS_KEY_ID, CDC_TABLE, CDC_DATASTORE_ID, CDC_EVENT_BUS,
 // CDC_EVENT_SOURCE, CDC_DETAIL_TYPE, CDC_RESOURCE_TYPES, CDC_EXCLUDE_TYPES,
-// CDC_PUTEVENTS_RATE, CDC_RECONCILE_PARTITIONS (default 16) and
+// CDC_PUTEVENTS_RATE, CDC_HEALTHLAKE_READ_RATE (default 0: unpaced),
+// CDC_RECONCILE_PARTITIONS (default 16) and
 // CDC_INITIAL_CHECKPOINT (a time: the origin when RUN/STATE lacks one).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
@@ -49,6 +51,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_INITIAL_CHECKPOINT=%q is not snapshot, now or a time", s)
 		}
 		cfg.Origin = t
+	}
+	if s := get("CDC_HEALTHLAKE_READ_RATE"); s != "" {
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(r >= 0) || math.IsInf(r, 0) {
+			return Config{}, fmt.Errorf("reconcile configuration: CDC_HEALTHLAKE_READ_RATE=%q is not a rate ≥ 0", s)
+		}
+		cfg.ReadRate = r
 	}
 	if s := get("CDC_PUTEVENTS_RATE"); s != "" {
 		r, err := strconv.ParseFloat(s, 64)

@@ -99,6 +99,10 @@ type Config struct {
 	// Publish configures the bus and the rate (a share of the pipeline's:
 	// the reconciliation publishes while windows run).
 	Publish publish.Config
+	// ReadRate bounds the HealthLake reads one compare child makes to
+	// confirm deletions, in requests per second (CDC_HEALTHLAKE_READ_RATE:
+	// its share of the ReconcileReadRate setting); 0 leaves them unpaced.
+	ReadRate float64
 	// Filter keeps or drops resource types, as prepare-change does.
 	Filter change.Filter
 	// Origin is where the pipeline's responsibility starts when RUN/STATE

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
@@ -49,8 +50,10 @@ type rig struct {
 	ds   *fakehealthlake.Datastore
 	h    *reconcile.Handler
 	db   *dynamodb.Client
-	seq  int
-	ids  []string // resource ids in the data store, also deleted ones
+	// gw is the gateway in front of the emulators (its PeakRates).
+	gw  *localaws.Gateway
+	seq int
+	ids []string // resource ids in the data store, also deleted ones
 	// diffCtx, when set, gives each compare child its context (a Lambda's
 	// deadline).
 	diffCtx func() (context.Context, context.CancelFunc)
@@ -102,7 +105,7 @@ func newRigClock(t *testing.T, partitions int, mutate func(*reconcile.Config), n
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, s3: s3c, sink: sink, ds: ds, h: h, db: db}
+	return &rig{t: t, s3: s3c, sink: sink, ds: ds, h: h, db: db, gw: env.Gateway}
 }
 
 func (r *rig) write(id string) {
@@ -581,6 +584,51 @@ func TestReconcileTypeFilterChange(t *testing.T) {
 // the candidates it did not reach stay as delivered (deferred, nothing
 // published for them, no failure) and the next reconciliation publishes
 // them.
+// With a read rate, a compare child confirms deletions no faster than it
+// allows: the data store's read quota is shared with its other clients
+// (ReconcileReadRate, docs/DEPLOY.md). Without one, the same confirmations
+// arrive at once.
+func TestReconcileConfirmsDeletionsAtItsReadRate(t *testing.T) {
+	const deletes = 20
+	// The most history reads and resource reads within one second.
+	type peaks struct{ history, read int }
+	run := func(rate float64) (p peaks, took time.Duration, sum reconcile.Result) {
+		// One type: the changes since the checkpoint are one history page.
+		r := newRigWith(t, 1, func(c *reconcile.Config) {
+			c.ReadRate = rate
+			c.Filter = change.Filter{Include: []string{"Patient"}}
+		})
+		var ids []string
+		for i := 0; i < deletes; i++ {
+			id := fmt.Sprintf("p%02d", i)
+			r.write(id)
+			ids = append(ids, id)
+		}
+		r.deliver("run-1", ids...)
+		for _, id := range ids {
+			r.ds.HardDelete("Patient", id)
+		}
+		time.Sleep(2 * time.Millisecond)
+		start := time.Now()
+		sum = r.reconcile("rec-1", time.Now(), -1)
+		rates := r.gw.PeakRates()
+		return peaks{rates["healthlake:ReadHistory"], rates["healthlake:ReadResource"]}, time.Since(start), sum
+	}
+	// Each hard delete costs a history read and a resource read; the
+	// type's history page is one more: 41 reads, 4 s at 10 a second.
+	p, took, sum := run(10)
+	if sum.HardDeletes != deletes || sum.Deferred != 0 {
+		t.Fatalf("paced: %+v; want the %d hard deletes", sum, deletes)
+	}
+	if p.history > 11 || p.read > 11 || took < 3500*time.Millisecond {
+		t.Errorf("at 10 reads/s: %+v within one second, 41 reads in %v; want at most 10 of each (and the slot in flight), and about 4 s", p, took)
+	}
+	p, _, sum = run(0)
+	if sum.HardDeletes != deletes || p.history < deletes || p.read < deletes {
+		t.Errorf("unpaced: %+v, %+v within one second; want the %d of each at once", sum, p, deletes)
+	}
+}
+
 func TestReconcileDefersWhatItCannotConfirmInTime(t *testing.T) {
 	r := newRig(t, 2)
 	var ids []string

@@ -19,6 +19,7 @@ const (
 	EnvOverlap             = "CDC_OVERLAP"
 	EnvMaxWindow           = "CDC_MAX_WINDOW"
 	EnvReconcilePartitions = "CDC_RECONCILE_PARTITIONS"
+	EnvHealthLakeReadRate  = "CDC_HEALTHLAKE_READ_RATE"
 	EnvWindowDeletes       = "CDC_WINDOW_DELETES"
 	// EnvFastPath ("true") tells prepare-change that the Subscriptions fast
 	// path runs: windows skip what it delivered and count what it missed
@@ -66,6 +67,9 @@ func (c Config) Env(name string) map[string]string {
 		return map[string]string{
 			EnvPutEventsRate:       strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
 			EnvReconcilePartitions: strconv.Itoa(c.ReconcilePartitions),
+			// Each compare child confirms deletions at its share of
+			// ReconcileReadRate (0: unpaced).
+			EnvHealthLakeReadRate: strconv.FormatFloat(c.ReconcileReadRatePerChild(), 'f', -1, 64),
 		}
 	case FastPath:
 		return map[string]string{

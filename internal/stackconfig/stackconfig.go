@@ -156,6 +156,13 @@ type Config struct {
 	// ReconcilePartitions its index partitions (CDC_RECONCILE_PARTITIONS).
 	ReconcileEvery      time.Duration
 	ReconcilePartitions int
+	// ReconcileReadRate bounds the HealthLake reads (history and resource
+	// reads) the reconciliation makes to confirm deletions, in requests per
+	// second for all its compare children together; 0 leaves them unpaced
+	// (ConfirmConcurrency at once per child). They share the data store's
+	// read quota with its other clients (docs/DEPLOY.md, "Account
+	// prerequisites and quotas").
+	ReconcileReadRate float64
 	// ReconcileHour (0–23) in ReconcileTimeZone (an IANA zone) anchors the
 	// reconciliation's schedule: daily at that hour, or every ReconcileEvery
 	// hours through it (ReconcileCron).
@@ -536,6 +543,16 @@ func (c Config) PutEventsRate() float64 {
 	return c.PutEventsQuota * c.PutEventsShare / float64(c.MapMaxConcurrency)
 }
 
+// ReconcileReadRatePerChild is the HealthLake reads per second one compare
+// child may make, so that MapMaxConcurrency of them together stay within
+// ReconcileReadRate (CDC_HEALTHLAKE_READ_RATE); 0 when unpaced.
+func (c Config) ReconcileReadRatePerChild() float64 {
+	if c.MapMaxConcurrency <= 0 || c.ReconcileReadRate <= 0 {
+		return 0
+	}
+	return c.ReconcileReadRate / float64(c.MapMaxConcurrency)
+}
+
 // MinAvgLineBytes is the smallest average exported line the batch budget
 // assumes: smaller lines mean more events per byte (the Synthea sample
 // averages 1.46 KB; a minimal resource is a few hundred bytes).
@@ -648,6 +665,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.PutEventsShare > 0 && c.PutEventsShare <= 1) {
 		bad("PutEvents share %v: want above 0 and at most 1", c.PutEventsShare)
+	}
+	if !(c.ReconcileReadRate >= 0) || math.IsInf(c.ReconcileReadRate, 0) {
+		bad("reconcile read rate %v: want 0 (unpaced) or a positive number of requests per second", c.ReconcileReadRate)
 	}
 	if c.BatchMaxFiles < 1 || c.BatchMaxBytes < 0 || c.ManifestPartBatches < 1 {
 		bad("batch limits %d files, %d bytes, %d batches per manifest part: want files and batches at least 1, bytes 0 (derived) or more",

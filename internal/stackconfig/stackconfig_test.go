@@ -188,19 +188,23 @@ func TestReconcileSettings(t *testing.T) {
 	if c.ReconcileEvery != 24*time.Hour || c.ReconcilePartitions != 16 {
 		t.Errorf("defaults: every %s, %d partitions", c.ReconcileEvery, c.ReconcilePartitions)
 	}
-	if err := c.Apply(map[string]string{"ReconcileEvery": "6h", "ReconcilePartitions": "128"}); err != nil {
+	if c.ReconcileReadRate != 0 || c.Env(Reconcile)[EnvHealthLakeReadRate] != "0" {
+		t.Errorf("default read rate %v (env %q), want 0: unpaced", c.ReconcileReadRate, c.Env(Reconcile)[EnvHealthLakeReadRate])
+	}
+	if err := c.Apply(map[string]string{"ReconcileEvery": "6h", "ReconcilePartitions": "128", "ReconcileReadRate": "50"}); err != nil {
 		t.Fatal(err)
 	}
 	env := c.Env(Reconcile)
-	// Each compare child publishes at one prepare-change invocation's share.
+	// Each compare child publishes at one prepare-change invocation's share,
+	// and reads at its share of ReconcileReadRate: 50 / 10 children.
 	want := strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64)
-	if env[EnvReconcilePartitions] != "128" || env[EnvPutEventsRate] != want {
-		t.Errorf("reconcile env = %v, want rate %s", env, want)
+	if env[EnvReconcilePartitions] != "128" || env[EnvPutEventsRate] != want || env[EnvHealthLakeReadRate] != "5" {
+		t.Errorf("reconcile env = %v, want rate %s and read rate 5", env, want)
 	}
 	if f, ok := c.Function(Reconcile); !ok || f != c.Reconcile {
 		t.Errorf("Function(reconcile) = %v, %v", f, ok)
 	}
-	for name, v := range map[string]string{"ReconcileEvery": "30m", "ReconcileTimeout": "5m", "ReconcilePartitions": "0", "ReconcileMemoryMB": "64"} {
+	for name, v := range map[string]string{"ReconcileEvery": "30m", "ReconcileTimeout": "5m", "ReconcilePartitions": "0", "ReconcileMemoryMB": "64", "ReconcileReadRate": "-1"} {
 		c := Default()
 		if err := c.Apply(map[string]string{name: v}); err == nil {
 			t.Errorf("%s=%s accepted", name, v)

@@ -41,6 +41,8 @@ type Gateway struct {
 	latency  *LatencyModel
 	verify   bool
 	clock    func() time.Time
+	// rates keeps each API's peak calls per second (rates.go).
+	rates rateMeter
 
 	keys     *keyStore
 	verifier *sigv4.Verifier
@@ -236,9 +238,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// Every call, refused or served, takes the time AWS would take (the
-	// model's exempt callers aside).
-	if latency != nil {
-		if key, _ := Credential(r); latency.Delays(key) && !Sleep(r.Context().Done(), latency.Sample(service, LatencyOperation(service, r))) {
+	// model's exempt callers aside), and counts toward its API's peak rate.
+	key, _ := Credential(r)
+	if latency == nil || latency.Delays(key) {
+		latOp := LatencyOperation(service, r)
+		g.rates.add(service+":"+latOp, g.now())
+		if latency != nil && !Sleep(r.Context().Done(), latency.Sample(service, latOp)) {
 			return
 		}
 	}

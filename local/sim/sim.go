@@ -288,6 +288,12 @@ type Report struct {
 	// added.
 	LatencyModel   string         `json:"latencyModel"`
 	ModelledDelays ModelledDelays `json:"modelledDelays"`
+	// HealthLakePeakPerSecond is, for each HealthLake operation the
+	// pipeline called (SearchWithGet, VReadResource, ReadHistory,
+	// StartFHIRExportJob, …), the most calls within one second of virtual
+	// time: what to hold against HealthLake's request-rate quotas per data
+	// store (docs/SIMULATION.md). The workload's own writes are not in it.
+	HealthLakePeakPerSecond map[string]int `json:"healthLakePeakPerSecond,omitempty"`
 	// LambdaSeconds is each function's run durations in virtual seconds
 	// (p50, p99, max over the invocations whose handler ran) and its
 	// deployed timeout (internal/stackconfig).
@@ -356,6 +362,11 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		c := stackconfig.Default()
 		c.PutEventsQuota = w.Limits.PutEventsQuota
 		env[stackconfig.EnvPutEventsRate] = strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64)
+	}
+	if w.Limits.ReconcileReadRate > 0 {
+		c := stackconfig.Default()
+		c.ReconcileReadRate = w.Limits.ReconcileReadRate
+		env[stackconfig.EnvHealthLakeReadRate] = strconv.FormatFloat(c.ReconcileReadRatePerChild(), 'f', -1, 64)
 	}
 	// The emulators keep bulk bytes (export files, the archive) on disk: a
 	// day of changes or a 10 M-resource store does not fit in memory.
@@ -582,6 +593,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	if calls, total := st.Env.Gateway.Latency().Totals(); calls > 0 {
 		rep.ModelledDelays = ModelledDelays{Calls: calls, Seconds: total.Seconds()}
 	}
+	rep.HealthLakePeakPerSecond = healthLakePeaks(st.Env.Gateway.PeakRates())
 	runsMu.Lock()
 	runs.Succeeded = runs.Committed + runs.Empty
 	rep.Runs = runs
@@ -826,3 +838,15 @@ func (c crashFaults) CrashBefore(function string) bool { return c.crash(function
 
 // CrashAfter implements lambdas.Faults.
 func (c crashFaults) CrashAfter(function string) bool { return c.crash(function, "after") }
+
+// healthLakePeaks keeps the HealthLake operations of a gateway's peak
+// rates, by operation name.
+func healthLakePeaks(peaks map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, n := range peaks {
+		if op, ok := strings.CutPrefix(k, localaws.ServiceHealthLake+":"); ok {
+			out[op] = n
+		}
+	}
+	return out
+}

@@ -196,6 +196,10 @@ type Limits struct {
 	// (default: the deployed configuration's); prepare-change's own rate
 	// is derived from it as the CDK app derives it.
 	PutEventsQuota float64 `json:"putEventsQuota,omitempty"`
+	// ReconcileReadRate is the deployed setting of that name: the HealthLake
+	// reads per second of the reconciliation's confirmations, all its
+	// children together (default 0: unpaced).
+	ReconcileReadRate float64 `json:"reconcileReadRate,omitempty"`
 	// ExportStartup, ExportPerMB and VisibilityLag are the HealthLake
 	// export model: duration start-up + per MiB, and write-to-export lag.
 	ExportStartup Duration `json:"exportStartup,omitempty"`
@@ -398,8 +402,8 @@ func (w Workload) Check() error {
 		(l.SafetyLag != nil && *l.SafetyLag < 0) {
 		bad("limits: durations must not be negative")
 	}
-	if l.PutEventsQuota < 0 || l.ResourcesPerFile < 0 {
-		bad("limits: putEventsQuota and resourcesPerFile must not be negative")
+	if l.PutEventsQuota < 0 || l.ResourcesPerFile < 0 || l.ReconcileReadRate < 0 {
+		bad("limits: putEventsQuota, resourcesPerFile and reconcileReadRate must not be negative")
 	}
 	if w.Initial.Resources < 0 || w.Initial.SpreadOver < 0 {
 		bad("initial: resources and spreadOver must not be negative")

@@ -1,0 +1,36 @@
+package reconcile_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
+)
+
+// The reconcile Lambda reads its read rate from CDC_HEALTHLAKE_READ_RATE
+// (absent: 0, unpaced) and refuses one that is not a rate.
+func TestConfigReadsTheHealthLakeReadRate(t *testing.T) {
+	base := map[string]string{"CDC_BUCKET": "b", "CDC_TABLE": "t", "CDC_DATASTORE_ID": "ds", "CDC_EVENT_BUS": "bus"}
+	env := func(extra map[string]string) func(string) string {
+		return func(k string) string {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return base[k]
+		}
+	}
+	cfg, err := reconcile.ConfigFromEnv(env(nil))
+	if err != nil || cfg.ReadRate != 0 {
+		t.Fatalf("without the variable: %+v, %v; want read rate 0", cfg.ReadRate, err)
+	}
+	cfg, err = reconcile.ConfigFromEnv(env(map[string]string{"CDC_HEALTHLAKE_READ_RATE": "12.5"}))
+	if err != nil || cfg.ReadRate != 12.5 {
+		t.Fatalf("12.5: %v, %v", cfg.ReadRate, err)
+	}
+	for _, bad := range []string{"-1", "fast", "NaN", "+Inf"} {
+		if _, err := reconcile.ConfigFromEnv(env(map[string]string{"CDC_HEALTHLAKE_READ_RATE": bad})); err == nil ||
+			!strings.Contains(err.Error(), "CDC_HEALTHLAKE_READ_RATE") {
+			t.Errorf("%q: %v; want an error naming the variable", bad, err)
+		}
+	}
+}
