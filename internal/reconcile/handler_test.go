@@ -117,6 +117,24 @@ func (r *rig) write(id string) {
 	r.ids = append(r.ids, id)
 }
 
+// deliveredThenErased writes n Patients (ids prefix00, prefix01, …), has
+// run-1 deliver them, then hard-deletes them all: deletions without history,
+// which only the reconciliation can find.
+func (r *rig) deliveredThenErased(prefix string, n int) {
+	r.t.Helper()
+	var ids []string
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%s%02d", prefix, i)
+		r.write(id)
+		ids = append(ids, id)
+	}
+	r.deliver("run-1", ids...)
+	for _, id := range ids {
+		r.ds.HardDelete("Patient", id)
+	}
+	time.Sleep(2 * time.Millisecond)
+}
+
 // deliver records what a run published for ids, as prepare-change does (D4).
 func (r *rig) deliver(runID string, ids ...string) {
 	r.t.Helper()
@@ -598,17 +616,7 @@ func TestReconcileConfirmsDeletionsAtItsReadRate(t *testing.T) {
 			c.ReadRate = rate
 			c.Filter = change.Filter{Include: []string{"Patient"}}
 		})
-		var ids []string
-		for i := 0; i < deletes; i++ {
-			id := fmt.Sprintf("p%02d", i)
-			r.write(id)
-			ids = append(ids, id)
-		}
-		r.deliver("run-1", ids...)
-		for _, id := range ids {
-			r.ds.HardDelete("Patient", id)
-		}
-		time.Sleep(2 * time.Millisecond)
+		r.deliveredThenErased("p", deletes)
 		start := time.Now()
 		sum = r.reconcile("rec-1", time.Now(), -1)
 		rates := r.gw.PeakRates()
@@ -631,17 +639,7 @@ func TestReconcileConfirmsDeletionsAtItsReadRate(t *testing.T) {
 
 func TestReconcileDefersWhatItCannotConfirmInTime(t *testing.T) {
 	r := newRig(t, 2)
-	var ids []string
-	for i := 0; i < 10; i++ {
-		id := fmt.Sprintf("d%02d", i)
-		r.write(id)
-		ids = append(ids, id)
-	}
-	r.deliver("run-1", ids...)
-	for _, id := range ids {
-		r.ds.HardDelete("Patient", id)
-	}
-	time.Sleep(2 * time.Millisecond)
+	r.deliveredThenErased("d", 10)
 	// A deadline already inside the reserve: no time to confirm anything.
 	r.diffCtx = func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), reconcile.DefaultDeadlineMargin+reconcile.PublishReserve-time.Second)
