@@ -221,7 +221,7 @@ type confirmation struct {
 // confirm decides each candidate deletion (positions in next) from the
 // resource's history and, when the history is gone, a read of the
 // resource, ConfirmConcurrency at a time and, with Config.ReadRate, at most
-// that many reads a second. A live resource is never deleted.
+// the child's share of it a second. A live resource is never deleted.
 func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry, deletes []int) ([]confirmation, error) {
 	out := make([]confirmation, len(deletes))
 	for k := range out {
@@ -231,7 +231,7 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 	var mu sync.Mutex
 	var first error
 	var wg sync.WaitGroup
-	reads := newPacer(h.cfg.ReadRate, h.now)
+	reads := newPacer(h.cfg.childReadRate(), h.now)
 	for w := 0; w < ConfirmConcurrency && w < len(deletes); w++ {
 		wg.Add(1)
 		go func() {

@@ -21,7 +21,8 @@ import (
 // ConfigFromEnv reads the configuration from the Lambda's environment:
 // CDC_BUCKET, CDC_KMS_KEY_ID, CDC_TABLE, CDC_DATASTORE_ID, CDC_EVENT_BUS,
 // CDC_EVENT_SOURCE, CDC_DETAIL_TYPE, CDC_RESOURCE_TYPES, CDC_EXCLUDE_TYPES,
-// CDC_PUTEVENTS_RATE, CDC_HEALTHLAKE_READ_RATE (default 0: unpaced),
+// CDC_PUTEVENTS_RATE, CDC_HEALTHLAKE_READ_RATE (default 0: unpaced) and
+// CDC_MAP_MAX_CONCURRENCY (the children that share it; default 1),
 // CDC_RECONCILE_PARTITIONS (default 16) and
 // CDC_INITIAL_CHECKPOINT (a time: the origin when RUN/STATE lacks one).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
@@ -58,6 +59,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_HEALTHLAKE_READ_RATE=%q is not a rate ≥ 0", s)
 		}
 		cfg.ReadRate = r
+	}
+	if s := get("CDC_MAP_MAX_CONCURRENCY"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return Config{}, fmt.Errorf("reconcile configuration: CDC_MAP_MAX_CONCURRENCY=%q is not a count ≥ 1", s)
+		}
+		cfg.MapMaxConcurrency = n
 	}
 	if s := get("CDC_PUTEVENTS_RATE"); s != "" {
 		r, err := strconv.ParseFloat(s, 64)

@@ -99,10 +99,14 @@ type Config struct {
 	// Publish configures the bus and the rate (a share of the pipeline's:
 	// the reconciliation publishes while windows run).
 	Publish publish.Config
-	// ReadRate bounds the HealthLake reads one compare child makes to
-	// confirm deletions, in requests per second (CDC_HEALTHLAKE_READ_RATE:
-	// its share of the ReconcileReadRate setting); 0 leaves them unpaced.
-	ReadRate float64
+	// ReadRate bounds the reconciliation's HealthLake reads, in requests
+	// per second for all its invocations together (CDC_HEALTHLAKE_READ_RATE,
+	// the ReconcileReadRate setting); 0 leaves them unpaced. The plan step
+	// reads the types' histories at it; a compare child confirms deletions
+	// at its share, ReadRate / MapMaxConcurrency (CDC_MAP_MAX_CONCURRENCY,
+	// the children that may run at once; default 1).
+	ReadRate          float64
+	MapMaxConcurrency int
 	// Filter keeps or drops resource types, as prepare-change does.
 	Filter change.Filter
 	// Origin is where the pipeline's responsibility starts when RUN/STATE

@@ -19,6 +19,12 @@ type pacer struct {
 	now   func() time.Time
 }
 
+// childReadRate is one compare child's share of ReadRate: the Map runs
+// MapMaxConcurrency of them at once (at least 1); 0 when unpaced.
+func (c Config) childReadRate() float64 {
+	return c.ReadRate / float64(max(1, c.MapMaxConcurrency))
+}
+
 // newPacer returns a pacer of rate calls per second, nil for rate ≤ 0.
 func newPacer(rate float64, now func() time.Time) *pacer {
 	if !(rate > 0) {

@@ -67,9 +67,10 @@ func (c Config) Env(name string) map[string]string {
 		return map[string]string{
 			EnvPutEventsRate:       strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64),
 			EnvReconcilePartitions: strconv.Itoa(c.ReconcilePartitions),
-			// Each compare child confirms deletions at its share of
-			// ReconcileReadRate (0: unpaced).
-			EnvHealthLakeReadRate: strconv.FormatFloat(c.ReconcileReadRatePerChild(), 'f', -1, 64),
+			// ReconcileReadRate (0: unpaced): the plan step reads at it,
+			// each of at most MapMaxConcurrency compare children at its share.
+			EnvHealthLakeReadRate: strconv.FormatFloat(c.ReconcileReadRate, 'f', -1, 64),
+			EnvMapMaxConcurrency:  strconv.Itoa(c.MapMaxConcurrency),
 		}
 	case FastPath:
 		return map[string]string{

@@ -48,7 +48,7 @@ func TestLambdaEnvNamesEachLambdasVariables(t *testing.T) {
 			"CDC_FAST_PATH"},
 		stackconfig.Reconcile: {"CDC_TABLE", "CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_KMS_KEY_ID",
 			"CDC_RESOURCE_TYPES", "CDC_EXCLUDE_TYPES", "CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE",
-			"CDC_PUTEVENTS_RATE", "CDC_RECONCILE_PARTITIONS", "CDC_HEALTHLAKE_READ_RATE"},
+			"CDC_PUTEVENTS_RATE", "CDC_RECONCILE_PARTITIONS", "CDC_HEALTHLAKE_READ_RATE", "CDC_MAP_MAX_CONCURRENCY"},
 		stackconfig.FastPath: {"CDC_DATASTORE_ID", "CDC_HEALTHLAKE_ENDPOINT", "CDC_KMS_KEY_ID", "CDC_RESOURCE_TYPES",
 			"CDC_EXCLUDE_TYPES", "CDC_EVENT_BUS", "CDC_EVENT_SOURCE", "CDC_DETAIL_TYPE", "CDC_MAX_ENTRY_BYTES",
 			"CDC_PUTEVENTS_RATE", "CDC_TABLE"},
@@ -131,7 +131,7 @@ func TestHandlersReadTheirLambdaEnv(t *testing.T) {
 	}
 	if rc.Bucket != r.Bucket || rc.KMSKeyID != r.KMSKeyID || rc.Table != r.Table || rc.DatastoreID != r.DatastoreID ||
 		rc.Publish.EventBus != r.EventBus || rc.Publish.Source != r.EventSource || rc.Partitions != c.ReconcilePartitions ||
-		rc.ReadRate != c.ReconcileReadRatePerChild() {
+		rc.ReadRate != c.ReconcileReadRate || rc.MapMaxConcurrency != c.MapMaxConcurrency {
 		t.Errorf("reconcile config = %+v", rc)
 	}
 }

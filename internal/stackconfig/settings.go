@@ -55,7 +55,7 @@ func (c *Config) fields() []field {
 		field{"ReconcileMemoryMB", "memory of the reconcile Lambda, in MB (one partition of both indexes)", &c.Reconcile.MemoryMB},
 		field{"ReconcileEvery", "how often the reconciliation runs (its schedule; at least 1 h)", &c.ReconcileEvery},
 		field{"ReconcilePartitions", "index partitions of the reconciliation (CDC_RECONCILE_PARTITIONS); keep each below about 1 M resources", &c.ReconcilePartitions},
-		field{"ReconcileReadRate", "HealthLake reads per second the reconciliation's deletion confirmations may make, all compare children together (CDC_HEALTHLAKE_READ_RATE is each child's share); 0: unpaced", &c.ReconcileReadRate},
+		field{"ReconcileReadRate", "HealthLake reads per second the reconciliation may make (type histories, deletion confirmations), all its invocations together: each of the MapMaxConcurrency compare children takes its share (CDC_HEALTHLAKE_READ_RATE); 0: unpaced", &c.ReconcileReadRate},
 		field{"ReconcileHour", "hour of the day (0-23, in ReconcileTimeZone) the reconciliation's schedule starts from", &c.ReconcileHour},
 		field{"ReconcileTimeZone", "IANA time zone of ReconcileHour (the schedule's ScheduleExpressionTimezone)", &c.ReconcileTimeZone},
 		field{"DeliveredExpiryDays", "lifecycle expiry of delivered/ (what the reconciliation reads back), in days", &c.DeliveredExpiryDays},

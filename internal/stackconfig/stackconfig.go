@@ -156,10 +156,12 @@ type Config struct {
 	// ReconcilePartitions its index partitions (CDC_RECONCILE_PARTITIONS).
 	ReconcileEvery      time.Duration
 	ReconcilePartitions int
-	// ReconcileReadRate bounds the HealthLake reads (history and resource
-	// reads) the reconciliation makes to confirm deletions, in requests per
-	// second for all its compare children together; 0 leaves them unpaced
-	// (ConfirmConcurrency at once per child). They share the data store's
+	// ReconcileReadRate bounds the HealthLake reads (history pages and
+	// resource reads) the reconciliation makes to find the changes since
+	// its checkpoint and to confirm deletions, in requests per second for
+	// all its invocations together (CDC_HEALTHLAKE_READ_RATE; each of the
+	// MapMaxConcurrency compare children takes its share); 0 leaves them
+	// unpaced (ConfirmConcurrency at once per child). They share the data store's
 	// read quota with its other clients (docs/DEPLOY.md, "Account
 	// prerequisites and quotas").
 	ReconcileReadRate float64
@@ -541,16 +543,6 @@ func (c Config) PutEventsRate() float64 {
 		return 0
 	}
 	return c.PutEventsQuota * c.PutEventsShare / float64(c.MapMaxConcurrency)
-}
-
-// ReconcileReadRatePerChild is the HealthLake reads per second one compare
-// child may make, so that MapMaxConcurrency of them together stay within
-// ReconcileReadRate (CDC_HEALTHLAKE_READ_RATE); 0 when unpaced.
-func (c Config) ReconcileReadRatePerChild() float64 {
-	if c.MapMaxConcurrency <= 0 || c.ReconcileReadRate <= 0 {
-		return 0
-	}
-	return c.ReconcileReadRate / float64(c.MapMaxConcurrency)
 }
 
 // MinAvgLineBytes is the smallest average exported line the batch budget

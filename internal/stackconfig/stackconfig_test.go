@@ -196,10 +196,11 @@ func TestReconcileSettings(t *testing.T) {
 	}
 	env := c.Env(Reconcile)
 	// Each compare child publishes at one prepare-change invocation's share,
-	// and reads at its share of ReconcileReadRate: 50 / 10 children.
+	// and reads at its share of ReconcileReadRate: 50 among the Map's 10.
 	want := strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64)
-	if env[EnvReconcilePartitions] != "128" || env[EnvPutEventsRate] != want || env[EnvHealthLakeReadRate] != "5" {
-		t.Errorf("reconcile env = %v, want rate %s and read rate 5", env, want)
+	if env[EnvReconcilePartitions] != "128" || env[EnvPutEventsRate] != want ||
+		env[EnvHealthLakeReadRate] != "50" || env[EnvMapMaxConcurrency] != "10" {
+		t.Errorf("reconcile env = %v, want rate %s, read rate 50 among 10", env, want)
 	}
 	if f, ok := c.Function(Reconcile); !ok || f != c.Reconcile {
 		t.Errorf("Function(reconcile) = %v, %v", f, ok)

@@ -363,10 +363,10 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		c.PutEventsQuota = w.Limits.PutEventsQuota
 		env[stackconfig.EnvPutEventsRate] = strconv.FormatFloat(c.PutEventsRate(), 'f', -1, 64)
 	}
-	if w.Limits.ReconcileReadRate > 0 {
-		c := stackconfig.Default()
-		c.ReconcileReadRate = w.Limits.ReconcileReadRate
-		env[stackconfig.EnvHealthLakeReadRate] = strconv.FormatFloat(c.ReconcileReadRatePerChild(), 'f', -1, 64)
+	if r := w.Limits.ReconcileReadRate; r > 0 {
+		// The reconcile Lambda shares it among the deployed Map's children
+		// (CDC_MAP_MAX_CONCURRENCY, from the deployed configuration).
+		env[stackconfig.EnvHealthLakeReadRate] = strconv.FormatFloat(r, 'f', -1, 64)
 	}
 	// The emulators keep bulk bytes (export files, the archive) on disk: a
 	// day of changes or a 10 M-resource store does not fit in memory.
