@@ -61,6 +61,10 @@ const (
 	MaxMapConcurrency = 10000
 	// MaxReceiveCountLimit is the largest maxReceiveCount of a redrive policy.
 	MaxReceiveCountLimit = 1000
+	// MinReconcileReadRate is the least ReconcileReadRate other than 0: the
+	// plan step reads a history page of every resource type (146 in R4)
+	// at it, within the reconcile Lambda's timeout (15 s at this rate).
+	MinReconcileReadRate = 10
 	// MaxReconcilePartitions bounds the reconciliation's partitions: their
 	// list rides in the execution's state (reconcile.MaxPartitions).
 	MaxReconcilePartitions = 10000
@@ -658,8 +662,9 @@ func (c Config) Validate() error {
 	if !(c.PutEventsShare > 0 && c.PutEventsShare <= 1) {
 		bad("PutEvents share %v: want above 0 and at most 1", c.PutEventsShare)
 	}
-	if !(c.ReconcileReadRate >= 0) || math.IsInf(c.ReconcileReadRate, 0) {
-		bad("reconcile read rate %v: want 0 (unpaced) or a positive number of requests per second", c.ReconcileReadRate)
+	if !(c.ReconcileReadRate == 0 || c.ReconcileReadRate >= MinReconcileReadRate) || math.IsInf(c.ReconcileReadRate, 0) {
+		bad("reconcile read rate %v: want 0 (unpaced) or at least %v requests per second (the plan step reads every type's history at it within its timeout)",
+			c.ReconcileReadRate, MinReconcileReadRate)
 	}
 	if c.BatchMaxFiles < 1 || c.BatchMaxBytes < 0 || c.ManifestPartBatches < 1 {
 		bad("batch limits %d files, %d bytes, %d batches per manifest part: want files and batches at least 1, bytes 0 (derived) or more",

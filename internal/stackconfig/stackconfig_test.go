@@ -205,7 +205,7 @@ func TestReconcileSettings(t *testing.T) {
 	if f, ok := c.Function(Reconcile); !ok || f != c.Reconcile {
 		t.Errorf("Function(reconcile) = %v, %v", f, ok)
 	}
-	for name, v := range map[string]string{"ReconcileEvery": "30m", "ReconcileTimeout": "5m", "ReconcilePartitions": "0", "ReconcileMemoryMB": "64", "ReconcileReadRate": "-1"} {
+	for name, v := range map[string]string{"ReconcileEvery": "30m", "ReconcileTimeout": "5m", "ReconcilePartitions": "0", "ReconcileMemoryMB": "64", "ReconcileReadRate": "5"} {
 		c := Default()
 		if err := c.Apply(map[string]string{name: v}); err == nil {
 			t.Errorf("%s=%s accepted", name, v)
