@@ -143,7 +143,8 @@ func settingsFromContext(v any) (map[string]string, error) {
 	return out, nil
 }
 
-func sortedKeys(m map[string]string) []string {
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

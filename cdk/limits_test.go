@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -137,12 +136,7 @@ func templateLimitViolations(tpl map[string]any) []string {
 
 	inline := map[string]int{}  // role → characters of its inline policies
 	managed := map[string]int{} // role → managed policies attached
-	ids := make([]string, 0, len(res))
-	for id := range res {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range sortedKeys(res) {
 		r, _ := res[id].(map[string]any)
 		typ, _ := r["Type"].(string)
 		p := props(r)
@@ -214,10 +208,10 @@ func templateLimitViolations(tpl map[string]any) []string {
 			}
 		}
 	}
-	for _, role := range rolesOf(inline) {
+	for _, role := range sortedKeys(inline) {
 		over("inline policies of role "+role, inline[role], iamMaxInlinePerRole)
 	}
-	for _, role := range rolesOf(managed) {
+	for _, role := range sortedKeys(managed) {
 		over("managed policies attached to role "+role, managed[role], iamMaxManagedPerRole)
 	}
 	return out
@@ -233,15 +227,6 @@ func countOf(v any) int {
 		return 0
 	}
 	return 1
-}
-
-func rolesOf(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // The default stack and the FastPath stack stay within every limit above;
