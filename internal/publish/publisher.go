@@ -26,6 +26,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/tokenbucket"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -246,7 +247,7 @@ type Publisher struct {
 	dtype  *string
 	fixed  int // bytes of Source and DetailType per entry
 	reject map[string]bool
-	bucket *bucket                   // nil: no rate limit
+	bucket *tokenbucket.Bucket       // nil: no rate limit
 	dry    func(detail []byte) error // dry run: where details go instead of PutEvents
 
 	batch     []pending
@@ -294,7 +295,7 @@ func newPublisher(api PutEventsAPI, dry func([]byte) error, cfg Config) (*Publis
 		return nil, fmt.Errorf("publish: negative rate %v", cfg.Rate)
 	}
 	if cfg.Rate > 0 {
-		p.bucket = newBucket(cfg.Rate, cfg.Burst, cfg.Now)
+		p.bucket = tokenbucket.New(cfg.Rate, cfg.Burst, cfg.Now)
 	}
 	p.reject = map[string]bool{}
 	for _, c := range cfg.Rejectable {
@@ -577,7 +578,7 @@ func (p *Publisher) send(ctx context.Context, batch []pending) (st Stats, outs [
 			st.Retried += int64(len(todo))
 		}
 		if p.bucket != nil {
-			if err := p.bucket.wait(ctx, p.cfg.Sleep); err != nil {
+			if err := p.bucket.Wait(ctx, p.cfg.Sleep); err != nil {
 				return callFailed(attempt-1, "", fmt.Errorf("wait for the PutEvents rate: %w", err))
 			}
 		}
@@ -650,7 +651,7 @@ func (p *Publisher) SetRate(rate float64) {
 	if p.bucket == nil || rate <= 0 {
 		return
 	}
-	p.bucket.setRate(rate)
+	p.bucket.SetRate(rate)
 }
 
 // Rate is the publisher's current rate, 0 when unlimited.
@@ -658,5 +659,5 @@ func (p *Publisher) Rate() float64 {
 	if p.bucket == nil {
 		return 0
 	}
-	return p.bucket.currentRate()
+	return p.bucket.Rate()
 }

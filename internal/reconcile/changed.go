@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
@@ -32,7 +33,7 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 	work := make(chan string)
 	var wg sync.WaitGroup
 	since := pl.Window.Until.Add(time.Millisecond) // history's _since is inclusive
-	reads := newPacer(h.cfg.ReadRate, h.now)
+	reads := h.readPacer(h.cfg.ReadRate)
 	for w := 0; w < ChangedConcurrency; w++ {
 		wg.Add(1)
 		go func() {
@@ -40,7 +41,7 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 			for typ := range work {
 				next := ""
 				for {
-					err := reads.wait(ctx)
+					err := reads.Wait(ctx, backoff.Sleep)
 					var entries []healthlake.HistoryEntry
 					var link string
 					if err == nil {

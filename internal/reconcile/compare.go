@@ -13,11 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/tokenbucket"
 )
 
 // ConfirmConcurrency is how many deletions a compare child confirms at once
@@ -231,7 +233,7 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 	var mu sync.Mutex
 	var first error
 	var wg sync.WaitGroup
-	reads := newPacer(h.cfg.childReadRate(), h.now)
+	reads := h.readPacer(h.cfg.childReadRate())
 	for w := 0; w < ConfirmConcurrency && w < len(deletes); w++ {
 		wg.Add(1)
 		go func() {
@@ -282,14 +284,14 @@ func (h *Handler) confirmDeadline(ctx context.Context) (context.Context, context
 
 // confirmOne confirms one candidate deletion; each HealthLake read waits
 // for its slot of reads (nil: at once).
-func (h *Handler) confirmOne(ctx context.Context, reads *pacer, pl *Plan, k delivered.Entry) (confirmation, error) {
-	if err := reads.wait(ctx); err != nil {
+func (h *Handler) confirmOne(ctx context.Context, reads *tokenbucket.Bucket, pl *Plan, k delivered.Entry) (confirmation, error) {
+	if err := reads.Wait(ctx, backoff.Sleep); err != nil {
 		return confirmation{}, err
 	}
 	hist, err := h.hl.History(ctx, pl.Export.DatastoreID, k.Type, k.ID)
 	switch {
 	case errors.Is(err, healthlake.ErrNoHistory):
-		if err := reads.wait(ctx); err != nil {
+		if err := reads.Wait(ctx, backoff.Sleep); err != nil {
 			return confirmation{}, err
 		}
 		live, rerr := h.hl.Exists(ctx, pl.Export.DatastoreID, k.Type, k.ID)

@@ -1,4 +1,4 @@
-package publish
+package tokenbucket
 
 import (
 	"context"
@@ -13,22 +13,22 @@ func TestSetRateChangesThePaceFromNowOn(t *testing.T) {
 	var slept time.Duration
 	clock := func() time.Time { return now.Add(slept) }
 	sleep := func(_ context.Context, d time.Duration) error { slept += d; return nil }
-	b := newBucket(10, 1, clock)
+	b := New(10, 1, clock)
 	for i := 0; i < 11; i++ { // the burst, then 10 at 10/s: 1 s
-		if err := b.wait(context.Background(), sleep); err != nil {
+		if err := b.Wait(context.Background(), sleep); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if slept != time.Second {
 		t.Fatalf("11 requests at 10/s slept %v, want 1s", slept)
 	}
-	b.setRate(40)
-	if b.currentRate() != 40 {
-		t.Fatalf("rate %v after setRate(40)", b.currentRate())
+	b.SetRate(40)
+	if b.Rate() != 40 {
+		t.Fatalf("rate %v after setRate(40)", b.Rate())
 	}
 	slept0 := slept
 	for i := 0; i < 40; i++ {
-		if err := b.wait(context.Background(), sleep); err != nil {
+		if err := b.Wait(context.Background(), sleep); err != nil {
 			t.Fatal(err)
 		}
 	}
