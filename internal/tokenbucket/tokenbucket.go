@@ -1,6 +1,7 @@
 // Package tokenbucket paces calls: the PutEvents requests of a publisher
 // (internal/publish) and the reconciliation's HealthLake reads
-// (internal/reconcile) each wait for a token before they go.
+// (internal/reconcile) each wait for a token before they go. The local
+// emulators' request-rate quotas take tokens without waiting (Take).
 package tokenbucket
 
 import (
@@ -40,11 +41,7 @@ func (b *Bucket) Wait(ctx context.Context, sleep func(context.Context, time.Dura
 		return ctx.Err()
 	}
 	b.mu.Lock()
-	now := b.now()
-	if !b.last.IsZero() {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
+	b.refill()
 	b.tokens--
 	var d time.Duration
 	if b.tokens < 0 {
@@ -62,11 +59,7 @@ func (b *Bucket) Wait(ctx context.Context, sleep func(context.Context, time.Dura
 func (b *Bucket) SetRate(rate float64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
-	if !b.last.IsZero() {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
+	b.refill()
 	b.rate = rate
 }
 
@@ -75,4 +68,30 @@ func (b *Bucket) Rate() float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.rate
+}
+
+// Take takes n tokens if the bucket holds them and reports whether it did;
+// it never waits nor reserves. A service's request-rate quota uses it: a
+// request that finds too few tokens is refused (throttled) and takes none.
+func (b *Bucket) Take(n float64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill()
+	if b.tokens < n {
+		return false
+	}
+	b.tokens -= n
+	return true
+}
+
+// refill adds the tokens earned since the last call at the current rate, up
+// to the burst; a clock that went back earns none. b.mu is held.
+func (b *Bucket) refill() {
+	now := b.now()
+	if !b.last.IsZero() && now.After(b.last) {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	if b.last.IsZero() || now.After(b.last) {
+		b.last = now
+	}
 }

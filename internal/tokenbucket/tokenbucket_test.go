@@ -36,3 +36,37 @@ func TestSetRateChangesThePaceFromNowOn(t *testing.T) {
 		t.Errorf("40 requests at 40/s slept %v, want about 1s", d)
 	}
 }
+
+// TestTakeRefusesWithoutWaiting: Take serves the burst, then refuses until
+// the clock has earned a token, and a refused call takes none.
+func TestTakeRefusesWithoutWaiting(t *testing.T) {
+	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	b := New(10, 10, func() time.Time { return now })
+	for i := 0; i < 10; i++ {
+		if !b.Take(1) {
+			t.Fatalf("call %d of the burst of 10 refused", i+1)
+		}
+	}
+	if b.Take(1) {
+		t.Fatal("the 11th call in the same instant was served")
+	}
+	now = now.Add(99 * time.Millisecond)
+	if b.Take(1) {
+		t.Fatal("served after 99 ms at 10/s: no token is earned yet")
+	}
+	now = now.Add(time.Millisecond)
+	if !b.Take(1) {
+		t.Fatal("refused after 100 ms at 10/s: one token is earned")
+	}
+	now = now.Add(time.Second)
+	if b.Take(11) {
+		t.Fatal("took 11 from a bucket of at most 10")
+	}
+	if !b.Take(10) {
+		t.Fatal("a refused Take of 11 took tokens: 10 are no longer there")
+	}
+	now = now.Add(-time.Second) // a clock that goes back earns nothing
+	if b.Take(1) {
+		t.Fatal("a clock going back earned tokens")
+	}
+}

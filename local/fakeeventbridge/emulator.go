@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/tokenbucket"
 )
 
 // Defaults of Options.
@@ -189,7 +190,7 @@ type Emulator struct {
 	failNext   []string // error codes for the next failing entries
 	throttleN  int
 	throttleFn func(call int) bool
-	quota      map[string]*bucket // by "account/region"
+	quota      map[string]*tokenbucket.Bucket // by "account/region"
 	// archiveFile holds archived events' text (Options.ArchiveDir),
 	// archivedText the text of those kept in memory.
 	archiveFile  *archiveFile
@@ -205,12 +206,6 @@ type Emulator struct {
 	done         chan struct{}
 	inflight     int
 	closed       bool
-}
-
-// bucket is the PutEvents token bucket of one account and Region.
-type bucket struct {
-	tokens float64
-	last   time.Time
 }
 
 // New returns an emulator with the "default" bus and opts.Buses.
@@ -245,7 +240,7 @@ func New(opts Options) *Emulator {
 	if opts.Workers <= 0 {
 		opts.Workers = 4
 	}
-	e := &Emulator{opts: opts, buses: map[string]*bus{}, quota: map[string]*bucket{},
+	e := &Emulator{opts: opts, buses: map[string]*bus{}, quota: map[string]*tokenbucket.Bucket{},
 		rules: map[string]map[string]*rule{}, archives: map[string]*archive{}, replays: map[string]*replay{},
 		connections: map[string]*connection{}, destinations: map[string]*apiDestination{}, queueURLs: map[string]string{},
 		work: make(chan *delivery, 1024), done: make(chan struct{})}
@@ -489,22 +484,12 @@ func (e *Emulator) takeToken(key string) bool {
 	if e.opts.PutEventsQuota <= 0 {
 		return true
 	}
-	now := e.opts.Now()
-	burst := float64(e.opts.PutEventsBurst)
 	b, ok := e.quota[key]
 	if !ok {
-		b = &bucket{tokens: burst, last: now}
+		b = tokenbucket.New(e.opts.PutEventsQuota, e.opts.PutEventsBurst, e.opts.Now)
 		e.quota[key] = b
 	}
-	if now.After(b.last) {
-		b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*e.opts.PutEventsQuota)
-		b.last = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return b.Take(1)
 }
 
 func (e *Emulator) putEvents(ctx context.Context, quotaKey string, body []byte) (any, *apiError) {
