@@ -80,6 +80,9 @@ type config struct {
 	fastPathPayload string
 	// iam is "on" (every principal's statements enforced) or "off".
 	iam string
+	// healthLakeQuotas is --healthlake-quotas: current, legacy or off
+	// (stack.Options.HealthLakeQuotas).
+	healthLakeQuotas string
 	// simulate, workload and scale: run a simulation instead (local/sim).
 	simulate time.Duration
 	workload string
@@ -116,6 +119,7 @@ func newFlagSet(c *config, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.fastPath, "fast-path", false, "run the Subscriptions fast path: a HealthLake Subscription (active after HealthLake's modelled 5 minutes) publishes each change within seconds; the windows skip what it delivered (docs/FASTPATH.md)")
 	fs.StringVar(&c.fastPathPayload, "fast-path-payload", "full-resource", "the fast path Subscription's payload: full-resource or id-only (read back with vread)")
 	fs.StringVar(&c.iam, "iam", "on", "IAM: on enforces every principal's statements (internal/iampolicy); off allows every call and only counts what would be denied")
+	fs.StringVar(&c.healthLakeQuotas, "healthlake-quotas", stack.QuotasCurrent, "HealthLake request-rate quotas: current (a data store created now), legacy (one created before 21 August 2023: 100 reads a second) or off (docs/LOCAL.md)")
 	fs.BoolVar(&c.verbose, "v", false, "log the pipeline's steps (ids, counts, durations) to stderr")
 	fs.DurationVar(&c.simulate, "simulate", 0, "run `DURATION` of --workload on simulated time and exit with the report (docs/SIMULATION.md)")
 	fs.StringVar(&c.workload, "workload", "", "workload `FILE` of --simulate (testdata/workloads/*.json)")
@@ -157,6 +161,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.iam != "on" && c.iam != "off" {
 		return c, fmt.Errorf("--iam must be on or off, not %q", c.iam)
+	}
+	if err := stack.ValidHealthLakeQuotas(c.healthLakeQuotas); err != nil {
+		return c, fmt.Errorf("--healthlake-quotas: %w", err)
 	}
 	if c.simulate < 0 || c.scale < 0 {
 		return c, errors.New("--simulate and --scale must not be negative")
@@ -214,7 +221,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ExportDelay: c.exportWait, Logger: logger,
 		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag, HistoryLag: c.historyLag,
 		IAMOff: c.iam == "off", ReconcileEvery: c.reconcileEvery, Latency: &c.latencyModel,
-		FastPath: c.fastPath, FastPathPayload: c.fastPathPayload,
+		FastPath: c.fastPath, FastPathPayload: c.fastPathPayload, HealthLakeQuotas: c.healthLakeQuotas,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "cdc-local:", err)

@@ -40,7 +40,7 @@ func TestFlagsDefaultsAndValidation(t *testing.T) {
 	if !c.once || c.seed != "dir" || c.every != 2*time.Second || c.faultRate != 0.2 || c.faultSeed != 9 || c.report != "r.json" || c.state != "st" || c.safetyLag != time.Second || c.reconcileEvery != 6*time.Hour {
 		t.Errorf("parsed = %+v", c)
 	}
-	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"--history-lag", "-1s"}, {"extra"}, {"--nope"}, {"--iam", "maybe"}, {"--latency", filepath.Join(t.TempDir(), "none.json")}} {
+	for _, bad := range [][]string{{"--every", "0s"}, {"--fault-rate", "2"}, {"--safety-lag", "-1s"}, {"--history-lag", "-1s"}, {"extra"}, {"--nope"}, {"--iam", "maybe"}, {"--healthlake-quotas", "old"}, {"--latency", filepath.Join(t.TempDir(), "none.json")}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

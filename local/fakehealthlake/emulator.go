@@ -45,6 +45,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/tokenbucket"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
@@ -73,6 +74,15 @@ type Options struct {
 	DefaultExportS3URI, DefaultExportRoleARN string
 	// Datastores are created at start. More can be added with CreateDatastore.
 	Datastores []string
+	// DatastoreCreatedAt, when set, is every data store's CreatedAt (default
+	// the clock at its creation). The request-rate quotas depend on it:
+	// data stores created before LegacyBefore have HealthLake's lower ones.
+	DatastoreCreatedAt time.Time
+	// Quotas turns HealthLake's request-rate quotas on (Quotas, quotas.go):
+	// a request over one is answered ThrottlingException, as HealthLake
+	// answers it, and counted in QuotaThrottles. Off by default here;
+	// cdc-local, the local stack and the simulation turn it on.
+	Quotas bool
 	// ResourcesPerFile splits each type's export into files; default 5000.
 	ResourcesPerFile int
 	// ProcessingDelay is how long a job stays SUBMITTED before it is queued
@@ -201,8 +211,14 @@ type Emulator struct {
 	requests   []Request
 	rng        *rand.Rand
 
-	throttleNext    int
-	throttleTurn    int // REST throttles answered by ThrottleNext so far
+	throttleNext int
+	throttleTurn int // REST throttles answered by ThrottleNext so far
+	// quotaBuckets are the request-rate quotas' token buckets, by quota
+	// name (and "/" data store id); quotaThrottles counts the requests each
+	// refused; quotaTurn the REST ones, to take ThrottleStatuses in turn.
+	quotaBuckets    map[string]*tokenbucket.Bucket
+	quotaThrottles  map[string]int
+	quotaTurn       int
 	serverErrorNext int
 	serverErrorCode int
 	nextJobOutcome  []jobFault
@@ -302,6 +318,9 @@ func New(opts Options) *Emulator {
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		deleteJobs: map[string]*deleteJob{},
 		subs:       newSubscriptions(opts.Subscriptions),
+
+		quotaBuckets:   map[string]*tokenbucket.Bucket{},
+		quotaThrottles: map[string]int{},
 	}
 	e.noHistory = typeSet(opts.HistoryOptOut)
 	for _, id := range opts.Datastores {
@@ -478,7 +497,7 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if e.injectFault(w, r) {
+	if e.injectFault(w, r) || e.overQuota(w, r, body) {
 		return
 	}
 	defer e.flushEvents()
@@ -522,17 +541,25 @@ func (e *Emulator) injectFault(w http.ResponseWriter, r *http.Request) bool {
 	if status >= 500 {
 		code, msg = "InternalServerException", "Internal server error"
 	}
+	writeFault(w, jsonAPI, status, code, msg)
+	return true
+}
+
+// writeFault answers a refused call: the JSON API with an AWS JSON error,
+// the FHIR REST API with an OperationOutcome (issue code "throttled" for a
+// throttle, "exception" for a server error); both name the error in
+// X-Amzn-ErrorType.
+func writeFault(w http.ResponseWriter, jsonAPI bool, status int, code, msg string) {
 	w.Header().Set("X-Amzn-ErrorType", code)
 	if jsonAPI {
 		writeJSONError(w, status, code, msg)
-		return true
+		return
 	}
 	issue := "throttled"
 	if status >= 500 {
 		issue = "exception"
 	}
 	writeOutcome(w, status, issue, msg)
-	return true
 }
 
 // throttleStatus is the status of a throttled call: 400 for the JSON API

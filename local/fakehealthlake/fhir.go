@@ -73,7 +73,11 @@ func idOf(key string) string {
 }
 
 func newDatastore(e *Emulator, id string) *Datastore {
-	return &Datastore{e: e, id: id, created: e.opts.Now(), index: newKeyIndex(), byType: map[string]*typeLog{}, bodies: e.newBodyStore()}
+	created := e.opts.DatastoreCreatedAt
+	if created.IsZero() {
+		created = e.opts.Now()
+	}
+	return &Datastore{e: e, id: id, created: created, index: newKeyIndex(), byType: map[string]*typeLog{}, bodies: e.newBodyStore()}
 }
 
 // ID returns the data store id.

@@ -492,7 +492,7 @@ func LatencyOperation(service string, r *http.Request) string {
 	case ServiceS3:
 		return s3Operation(r)
 	case ServiceHealthLake:
-		return healthLakeOperation(r)
+		return HealthLakeOperation(r)
 	case ServiceSQS:
 		if a := r.URL.Query().Get("Action"); a != "" {
 			return a
@@ -579,11 +579,11 @@ func s3Operation(r *http.Request) string {
 	return r.Method + "Object"
 }
 
-// healthLakeOperation maps HealthLake's FHIR REST paths,
+// HealthLakeOperation maps HealthLake's FHIR REST paths,
 // /datastore/{id}/r4/…, to the operations of the latency table (the
 // routes local/iam lists): a read, a history page (system, type or
 // instance), a search page, a write, an export, bulk-delete or $erase job.
-func healthLakeOperation(r *http.Request) string {
+func HealthLakeOperation(r *http.Request) string {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if len(parts) < 3 || parts[0] != "datastore" {
 		return "FHIR" + r.Method

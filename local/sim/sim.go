@@ -294,6 +294,10 @@ type Report struct {
 	// time: what to hold against HealthLake's request-rate quotas per data
 	// store (docs/SIMULATION.md). The workload's own writes are not in it.
 	HealthLakePeakPerSecond map[string]int `json:"healthLakePeakPerSecond,omitempty"`
+	// HealthLakeThrottled counts, by quota, the requests HealthLake's
+	// request-rate quotas refused (limits.healthLakeQuotas): the pipeline
+	// retries them.
+	HealthLakeThrottled map[string]int `json:"healthLakeThrottled,omitempty"`
 	// LambdaSeconds is each function's run durations in virtual seconds
 	// (p50, p99, max over the invocations whose handler ran) and its
 	// deployed timeout (internal/stackconfig).
@@ -398,7 +402,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		SpillDir: spill, TrustedLoads: true,
 		Every: lim.Every.D(), SafetyLag: lim.SafetyLag.D(), PutEventsQuota: lim.PutEventsQuota,
 		ExportStartup: lim.ExportStartup.D(), ExportPerMB: lim.ExportPerMB.D(), VisibilityLag: lim.VisibilityLag.D(),
-		HistoryLag: lim.HistoryLag.D(), HistoryOptOut: lim.HistoryOptOut,
+		HistoryLag: lim.HistoryLag.D(), HistoryOptOut: lim.HistoryOptOut, HealthLakeQuotas: lim.HealthLakeQuotas,
 		ResourcesPerFile: lim.ResourcesPerFile, RecheckDelay: lim.RecheckDelay.D(),
 		Sink: obs, Now: now, Logger: o.Logger, LambdaEnv: env, Latency: &latency,
 		FastPath: fastOn, FastPathPayload: payload, FastPathTypes: w.fastPathTypes(), Subscriptions: subs,
@@ -594,6 +598,9 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		rep.ModelledDelays = ModelledDelays{Calls: calls, Seconds: total.Seconds()}
 	}
 	rep.HealthLakePeakPerSecond = healthLakePeaks(st.Env.Gateway.PeakRates())
+	if th := st.HealthLake.QuotaThrottles(); len(th) > 0 {
+		rep.HealthLakeThrottled = th
+	}
 	runsMu.Lock()
 	runs.Succeeded = runs.Committed + runs.Empty
 	rep.Runs = runs

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -289,6 +290,13 @@ func TestCommittedWorkloadsLoad(t *testing.T) {
 	}
 	if w.Initial.Resources != 10_000_000 || w.Scale != 0.001 || len(w.Reconciliations) != 1 || !w.Limits.ReconcileEvery.Off() {
 		t.Errorf("reconcile-10m: %d resources at scale %v, %d reconciliations, schedule %v", w.Initial.Resources, w.Scale, len(w.Reconciliations), w.Limits.ReconcileEvery)
+	}
+	// limits.healthLakeQuotas takes the stack's values only.
+	if _, err := Parse([]byte(`{"name": "q", "duration": "1h", "limits": {"healthLakeQuotas": "legacy"}}`)); err != nil {
+		t.Errorf("healthLakeQuotas legacy refused: %v", err)
+	}
+	if _, err := Parse([]byte(`{"name": "q", "duration": "1h", "limits": {"healthLakeQuotas": "2023"}}`)); err == nil || !strings.Contains(err.Error(), "legacy") {
+		t.Errorf("healthLakeQuotas 2023: err %v, want a refusal naming the values", err)
 	}
 }
 

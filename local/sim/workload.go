@@ -24,6 +24,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
 // Workload is a workload file: what is written to the data store over
@@ -200,6 +201,10 @@ type Limits struct {
 	// reads per second of the reconciliation's confirmations, all its
 	// children together (default 0: unpaced).
 	ReconcileReadRate float64 `json:"reconcileReadRate,omitempty"`
+	// HealthLakeQuotas chooses HealthLake's request-rate quotas: "current"
+	// (default: a data store created now), "legacy" (one created before
+	// 21 August 2023, with its lower rates) or "off" (docs/LOCAL.md).
+	HealthLakeQuotas string `json:"healthLakeQuotas,omitempty"`
 	// ExportStartup, ExportPerMB and VisibilityLag are the HealthLake
 	// export model: duration start-up + per MiB, and write-to-export lag.
 	ExportStartup Duration `json:"exportStartup,omitempty"`
@@ -404,6 +409,9 @@ func (w Workload) Check() error {
 	}
 	if l.PutEventsQuota < 0 || l.ResourcesPerFile < 0 || l.ReconcileReadRate < 0 {
 		bad("limits: putEventsQuota, resourcesPerFile and reconcileReadRate must not be negative")
+	}
+	if err := stack.ValidHealthLakeQuotas(l.HealthLakeQuotas); err != nil {
+		bad("limits: %v", err)
 	}
 	if w.Initial.Resources < 0 || w.Initial.SpreadOver < 0 {
 		bad("initial: resources and spreadOver must not be negative")

@@ -123,6 +123,12 @@ type Options struct {
 	HistoryLag                  time.Duration
 	HistoryOptOut               []string
 	EraseDelay, BulkDeleteDelay time.Duration
+	// HealthLakeQuotas chooses the HealthLake emulator's request-rate
+	// quotas (fakehealthlake.Quotas): QuotasCurrent ("" too) applies those
+	// of a data store created now, QuotasLegacy makes the data store one
+	// created before 21 August 2023, with that era's lower read, write and
+	// Bundle rates, QuotasOff applies none (cdc-local --healthlake-quotas).
+	HealthLakeQuotas string
 	// PutEventsQuota is the PutEvents requests per second the EventBridge
 	// emulator allows the account in its Region (a token bucket; throttled
 	// requests get ThrottlingException). 0: the deployed configuration's
@@ -364,6 +370,9 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if opts.SafetyLag < 0 {
 		return nil, errors.New("stack: negative safety lag")
 	}
+	if err := ValidHealthLakeQuotas(opts.HealthLakeQuotas); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
 	plan, err := faults.New(opts.FaultRate, opts.FaultSeed)
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
@@ -462,6 +471,42 @@ func (s *Stack) Options() Options { return s.opts }
 // Seeded returns the number of resources loaded into the data store at start.
 func (s *Stack) Seeded() int { return s.seeded }
 
+// The values of Options.HealthLakeQuotas.
+const (
+	QuotasCurrent = "current"
+	QuotasLegacy  = "legacy"
+	QuotasOff     = "off"
+)
+
+// ValidHealthLakeQuotas reports an error for a value of
+// Options.HealthLakeQuotas that is none of QuotasCurrent, QuotasLegacy,
+// QuotasOff (or empty).
+func ValidHealthLakeQuotas(v string) error {
+	switch v {
+	case "", QuotasCurrent, QuotasLegacy, QuotasOff:
+		return nil
+	}
+	return fmt.Errorf("HealthLake quotas must be %s, %s or %s, not %q", QuotasCurrent, QuotasLegacy, QuotasOff, v)
+}
+
+// healthLakeQuotas are the HealthLake emulator's quota options for
+// Options.HealthLakeQuotas: whether they apply, and the data store's
+// creation date (zero: the clock's at start). A simulation's clock starts
+// in 2000 (testing/synctest), before any data store of today's quotas
+// existed: its data store is then dated fakehealthlake.LegacyBefore.
+func (s *Stack) healthLakeQuotas() (on bool, created time.Time) {
+	switch s.opts.HealthLakeQuotas {
+	case QuotasOff:
+		return false, time.Time{}
+	case QuotasLegacy:
+		return true, fakehealthlake.LegacyBefore.AddDate(0, -1, 0)
+	}
+	if s.clock.Now().Before(fakehealthlake.LegacyBefore) {
+		return true, fakehealthlake.LegacyBefore
+	}
+	return true, time.Time{}
+}
+
 // putEventsQuota is the EventBridge emulator's PutEvents quota: the
 // option, else the deployed configuration's (stackconfig); none when < 0.
 func (s *Stack) putEventsQuota() float64 {
@@ -501,23 +546,25 @@ func (s *Stack) startEmulators() error {
 	if s.opts.StateDir != "" {
 		onExportFinish = s.saveSnapshot
 	}
+	quotas, created := s.healthLakeQuotas()
 	s.HealthLake = fakehealthlake.New(fakehealthlake.Options{
 		Region: env.Region, AccountID: env.AccountID,
 		// HealthLake writes exports as the role the start call passed.
 		S3: awsclient.NewS3(s.principalConfig(iampolicy.HealthLakeExport)), Datastores: []string{s.opts.DatastoreID},
 		ResourcesPerFile: s.opts.ResourcesPerFile,
-		ProcessingDelay:  s.opts.ExportDelay,
-		ExportStartup:    s.opts.ExportStartup,
-		ExportPerMB:      s.opts.ExportPerMB,
-		VisibilityLag:    s.opts.VisibilityLag,
-		HistoryLag:       s.opts.HistoryLag,
-		HistoryOptOut:    s.opts.HistoryOptOut,
-		EraseDelay:       s.opts.EraseDelay,
-		BulkDeleteDelay:  s.opts.BulkDeleteDelay,
-		Endpoint:         env.URL,
-		OnJobEvent:       s.onJobEvent,
-		OnNotification:   s.fastPathNotifier(),
-		Subscriptions:    s.opts.Subscriptions,
+		Quotas:           quotas, DatastoreCreatedAt: created,
+		ProcessingDelay: s.opts.ExportDelay,
+		ExportStartup:   s.opts.ExportStartup,
+		ExportPerMB:     s.opts.ExportPerMB,
+		VisibilityLag:   s.opts.VisibilityLag,
+		HistoryLag:      s.opts.HistoryLag,
+		HistoryOptOut:   s.opts.HistoryOptOut,
+		EraseDelay:      s.opts.EraseDelay,
+		BulkDeleteDelay: s.opts.BulkDeleteDelay,
+		Endpoint:        env.URL,
+		OnJobEvent:      s.onJobEvent,
+		OnNotification:  s.fastPathNotifier(),
+		Subscriptions:   s.opts.Subscriptions,
 		// Seeded resources meet the bar of a real HealthLake write.
 		ValidateOnLoad: !s.opts.TrustedLoads,
 		Now:            s.clock.Now,

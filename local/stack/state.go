@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
@@ -190,9 +191,36 @@ func writeAtomic(path string, b []byte) error {
 	return nil
 }
 
-// FHIR sends one SigV4-signed request to the HealthLake emulator's FHIR REST
-// API: path is relative to /datastore/{id}/r4/ (e.g. "Patient/123").
+// FHIR sends a SigV4-signed request to the HealthLake emulator's FHIR REST
+// API: path is relative to /datastore/{id}/r4/ (e.g. "Patient/123"). As a
+// well-behaved client of HealthLake, it retries a throttled answer (the
+// request-rate quotas: docs/LOCAL.md, "HealthLake limits") with capped
+// exponential backoff, up to fhirAttempts; any other answer is returned.
 func (s *Stack) FHIR(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		resp, err := s.fhirOnce(ctx, method, path, body)
+		if err != nil || attempt == fhirAttempts || !throttled(resp) {
+			return resp, err
+		}
+		resp.Body.Close()
+		if err := backoff.Sleep(ctx, backoff.Ceiling(50*time.Millisecond, 2*time.Second, attempt)); err != nil {
+			return nil, fmt.Errorf("fhir %s %s: waiting to retry a throttle: %w", method, path, err)
+		}
+	}
+}
+
+// fhirAttempts bounds the tries of one FHIR request, retries included.
+const fhirAttempts = 10
+
+// throttled reports a ThrottlingException: HTTP 429, or another status
+// naming it in X-Amzn-ErrorType.
+func throttled(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusTooManyRequests ||
+		strings.HasPrefix(resp.Header.Get("X-Amzn-ErrorType"), "ThrottlingException")
+}
+
+// fhirOnce sends one signed request.
+func (s *Stack) fhirOnce(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
 	url := s.Env.URL + "/datastore/" + s.Res.DatastoreID + "/r4/" + strings.TrimPrefix(path, "/")
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
