@@ -405,6 +405,9 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 		case retryableStatus(st):
 			lastErr = newAPIError(op, st, rb, et)
 			ambiguous = ambiguous || st >= 500
+			if st == http.StatusTooManyRequests {
+				traceOf(ctx).throttled()
+			}
 		case st < 400:
 			return st, rb, et, ambiguous, nil
 		default:
@@ -415,6 +418,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 			// A throttle answered 400 (ThrottlingException) refused the
 			// attempt as a 429 does.
 			lastErr = api
+			traceOf(ctx).throttled()
 		}
 		if attempt >= c.opts.MaxAttempts {
 			return 0, nil, "", ambiguous, fmt.Errorf("after %d attempts: %w", attempt, lastErr)

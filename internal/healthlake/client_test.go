@@ -477,3 +477,43 @@ func plainClient(t *testing.T, endpoint string, attempts int) *healthlake.Client
 	}
 	return c
 }
+
+// TestTraceReportsEachThrottledAttempt: a call made with WithTrace reports
+// every attempt HealthLake throttled (a 429 and a 400 ThrottlingException),
+// not a server error nor the attempt that succeeds; without a Trace the
+// call behaves the same.
+func TestTraceReportsEachThrottledAttempt(t *testing.T) {
+	var calls int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		switch calls % 4 {
+		case 1:
+			w.WriteHeader(http.StatusTooManyRequests)
+		case 2:
+			w.WriteHeader(http.StatusInternalServerError)
+		case 3:
+			w.Header().Set("X-Amzn-ErrorType", "ThrottlingException")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"message":"Rate exceeded"}`))
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(realStatus))
+		}
+	}))
+	defer srv.Close()
+	c := plainClient(t, srv.URL, 4)
+	var throttles int
+	ctx := healthlake.WithTrace(context.Background(), &healthlake.Trace{Throttled: func() { throttles++ }})
+	if _, err := c.DescribeExport(ctx, "ds9", "a1b2"); err != nil || calls != 4 {
+		t.Fatalf("err = %v after %d calls, want success at the fourth", err, calls)
+	}
+	if throttles != 2 {
+		t.Errorf("Trace.Throttled called %d times, want 2 (the 429 and the 400 ThrottlingException)", throttles)
+	}
+	if _, err := c.DescribeExport(context.Background(), "ds9", "a1b2"); err != nil || calls != 8 {
+		t.Fatalf("without a Trace: err = %v after %d calls", err, calls)
+	}
+	if throttles != 2 {
+		t.Errorf("a call without the Trace reported to it (%d)", throttles)
+	}
+}

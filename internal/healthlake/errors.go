@@ -79,6 +79,13 @@ func IsRetryable(err error) bool {
 	return true
 }
 
+// IsThrottled reports whether err is HealthLake refusing a call for its
+// request rate (an APIError that Throttled), after the client's retries.
+func IsThrottled(err error) bool {
+	var api *APIError
+	return errors.As(err, &api) && api.Throttled()
+}
+
 // ambiguousError marks the failure of a call of which an earlier attempt
 // failed with a 5xx or a transport error: HealthLake may have acted on it.
 type ambiguousError struct{ err error }

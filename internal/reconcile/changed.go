@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
@@ -33,7 +32,8 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 	work := make(chan string)
 	var wg sync.WaitGroup
 	since := pl.Window.Until.Add(time.Millisecond) // history's _since is inclusive
-	reads := h.readPacer(h.cfg.ReadRate)
+	reads := h.newReadPace(h.cfg.ReadRate)
+	ctx = reads.traced(ctx)
 	for w := 0; w < ChangedConcurrency; w++ {
 		wg.Add(1)
 		go func() {
@@ -41,7 +41,7 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 			for typ := range work {
 				next := ""
 				for {
-					err := reads.Wait(ctx, backoff.Sleep)
+					err := reads.wait(ctx)
 					var entries []healthlake.HistoryEntry
 					var link string
 					if err == nil {

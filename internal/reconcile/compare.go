@@ -13,13 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/tokenbucket"
 )
 
 // ConfirmConcurrency is how many deletions a compare child confirms at once
@@ -223,7 +221,9 @@ type confirmation struct {
 // confirm decides each candidate deletion (positions in next) from the
 // resource's history and, when the history is gone, a read of the
 // resource, ConfirmConcurrency at a time and, with Config.ReadRate, at most
-// the child's share of it a second. A live resource is never deleted.
+// the child's share of it a second, slower while HealthLake throttles them
+// (readPace); a read still throttled after the client's retries leaves its
+// deletion deferred. A live resource is never deleted.
 func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry, deletes []int) ([]confirmation, error) {
 	out := make([]confirmation, len(deletes))
 	for k := range out {
@@ -233,7 +233,8 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 	var mu sync.Mutex
 	var first error
 	var wg sync.WaitGroup
-	reads := h.readPacer(h.cfg.childReadRate())
+	reads := h.newReadPace(h.cfg.childReadRate())
+	ctx = reads.traced(ctx)
 	for w := 0; w < ConfirmConcurrency && w < len(deletes); w++ {
 		wg.Add(1)
 		go func() {
@@ -247,6 +248,9 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 				switch {
 				case err != nil && ctx.Err() != nil:
 					// the confirm deadline: deferred
+				case healthlake.IsThrottled(err):
+					// Still throttled after the client's retries (the
+					// pace has slowed down): deferred, as at the deadline.
 				case err != nil:
 					if first == nil {
 						first = err
@@ -283,15 +287,15 @@ func (h *Handler) confirmDeadline(ctx context.Context) (context.Context, context
 }
 
 // confirmOne confirms one candidate deletion; each HealthLake read waits
-// for its slot of reads (nil: at once).
-func (h *Handler) confirmOne(ctx context.Context, reads *tokenbucket.Bucket, pl *Plan, k delivered.Entry) (confirmation, error) {
-	if err := reads.Wait(ctx, backoff.Sleep); err != nil {
+// for its turn of reads.
+func (h *Handler) confirmOne(ctx context.Context, reads *readPace, pl *Plan, k delivered.Entry) (confirmation, error) {
+	if err := reads.wait(ctx); err != nil {
 		return confirmation{}, err
 	}
 	hist, err := h.hl.History(ctx, pl.Export.DatastoreID, k.Type, k.ID)
 	switch {
 	case errors.Is(err, healthlake.ErrNoHistory):
-		if err := reads.Wait(ctx, backoff.Sleep); err != nil {
+		if err := reads.wait(ctx); err != nil {
 			return confirmation{}, err
 		}
 		live, rerr := h.hl.Exists(ctx, pl.Export.DatastoreID, k.Type, k.ID)

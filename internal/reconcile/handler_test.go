@@ -52,6 +52,7 @@ type rig struct {
 	db   *dynamodb.Client
 	// gw is the gateway in front of the emulators (its PeakRates).
 	gw  *localaws.Gateway
+	hl  *fakehealthlake.Emulator
 	seq int
 	ids []string // resource ids in the data store, also deleted ones
 	// diffCtx, when set, gives each compare child its context (a Lambda's
@@ -74,10 +75,21 @@ func newRigWith(t *testing.T, partitions int, mutate func(*reconcile.Config)) *r
 // (default time.Now).
 func newRigClock(t *testing.T, partitions int, mutate func(*reconcile.Config), now func() time.Time) *rig {
 	t.Helper()
+	return newRigHealthLake(t, partitions, mutate, func(o *fakehealthlake.Options) { o.Now = now })
+}
+
+// newRigHealthLake is newRigWith whose HealthLake emulator takes the
+// options hlMutate sets.
+func newRigHealthLake(t *testing.T, partitions int, mutate func(*reconcile.Config), hlMutate func(*fakehealthlake.Options)) *rig {
+	t.Helper()
 	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
 	env.Gateway.Handle(localaws.ServiceEventBridge, fakeeventbridge.New(fakeeventbridge.Options{Region: env.Region, AccountID: env.AccountID, Buses: []string{bus}, Sink: sink}))
-	hl := fakehealthlake.New(fakehealthlake.Options{Region: env.Region, AccountID: env.AccountID, Datastores: []string{dsID}, Now: now})
+	hlOpts := fakehealthlake.Options{Region: env.Region, AccountID: env.AccountID, Datastores: []string{dsID}}
+	if hlMutate != nil {
+		hlMutate(&hlOpts)
+	}
+	hl := fakehealthlake.New(hlOpts)
 	env.Gateway.Handle(localaws.ServiceHealthLake, hl)
 	ds, _ := hl.Datastore(dsID)
 	cfg := env.Config()
@@ -105,7 +117,7 @@ func newRigClock(t *testing.T, partitions int, mutate func(*reconcile.Config), n
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, s3: s3c, sink: sink, ds: ds, h: h, db: db, gw: env.Gateway}
+	return &rig{t: t, s3: s3c, sink: sink, ds: ds, h: h, db: db, gw: env.Gateway, hl: hl}
 }
 
 func (r *rig) write(id string) {
@@ -597,11 +609,6 @@ func TestReconcileTypeFilterChange(t *testing.T) {
 	}
 }
 
-// TestReconcileDefersWhatItCannotConfirmInTime: a compare child stops
-// confirming deletions PublishReserve (and the margin) before its deadline;
-// the candidates it did not reach stay as delivered (deferred, nothing
-// published for them, no failure) and the next reconciliation publishes
-// them.
 // With a read rate, a compare child confirms deletions no faster than it
 // allows: the data store's read quota is shared with its other clients
 // (ReconcileReadRate, docs/DEPLOY.md). Without one, the same confirmations
@@ -637,6 +644,49 @@ func TestReconcileConfirmsDeletionsAtItsReadRate(t *testing.T) {
 	}
 }
 
+// TestReconcileSlowsDownWhenHealthLakeThrottles: on a data store created
+// before 21 August 2023 (100 reads a second), an unpaced reconciliation's
+// confirmations are throttled; they slow down instead of failing the
+// reconciliation, every hard delete is published or deferred, and most
+// reads are served at the first attempt.
+func TestReconcileSlowsDownWhenHealthLakeThrottles(t *testing.T) {
+	const deletes = 100
+	// The emulator's clock runs at a quarter of real time: its 100 reads a
+	// second are 25 a real second, well below what this machine sends.
+	began := time.Now()
+	slow := func() time.Time { return began.Add(time.Since(began) / 4) }
+	r := newRigHealthLake(t, 1, func(c *reconcile.Config) {
+		c.Filter = change.Filter{Include: []string{"Patient"}}
+	}, func(o *fakehealthlake.Options) {
+		o.Quotas = true
+		o.Now = slow
+		o.DatastoreCreatedAt = fakehealthlake.LegacyBefore.AddDate(0, -1, 0)
+	})
+	r.deliveredThenErased("t", deletes)
+	sum := r.reconcile("rec-1", time.Now(), -1)
+	throttled := r.hl.QuotaThrottles()["GET requests per data store"]
+	t.Logf("rec-1: %+v; %d reads throttled", sum, throttled)
+	if throttled == 0 {
+		t.Fatal("no read was throttled: the test does not exercise the quota")
+	}
+	if sum.HardDeletes+sum.Deferred != deletes || sum.HardDeletes < deletes/2 || int64(len(r.published())) != sum.HardDeletes {
+		t.Fatalf("rec-1: %+v, published %d; want all %d hard deletes published or deferred, most published", sum, len(r.published()), deletes)
+	}
+	// What a throttle deferred, the next reconciliation publishes; nothing
+	// twice.
+	for i := 2; sum.Deferred > 0 && i <= 4; i++ {
+		sum = r.reconcile(fmt.Sprintf("rec-%d", i), time.Now(), -1)
+	}
+	if got := r.published(); len(got) != deletes || sum.Deferred != 0 {
+		t.Errorf("after the next reconciliations: %d deletes published (%+v), want each of the %d once", len(got), sum, deletes)
+	}
+}
+
+// TestReconcileDefersWhatItCannotConfirmInTime: a compare child stops
+// confirming deletions PublishReserve (and the margin) before its deadline;
+// the candidates it did not reach stay as delivered (deferred, nothing
+// published for them, no failure) and the next reconciliation publishes
+// them.
 func TestReconcileDefersWhatItCannotConfirmInTime(t *testing.T) {
 	r := newRig(t, 2)
 	r.deliveredThenErased("d", 10)
