@@ -81,7 +81,8 @@ type Options struct {
 	// Quotas turns HealthLake's request-rate quotas on (Quotas, quotas.go):
 	// a request over one is answered ThrottlingException, as HealthLake
 	// answers it, and counted in QuotaThrottles. Off by default here;
-	// cdc-local, the local stack and the simulation turn it on.
+	// cdc-local and the simulation turn it on (local/stack's
+	// Options.HealthLakeQuotas).
 	Quotas bool
 	// ResourcesPerFile splits each type's export into files; default 5000.
 	ResourcesPerFile int

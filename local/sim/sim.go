@@ -737,6 +737,9 @@ func effectiveLimits(l Limits) Limits {
 	if l.PutEventsQuota <= 0 {
 		l.PutEventsQuota = stackconfig.Default().PutEventsQuota
 	}
+	if l.HealthLakeQuotas == "" {
+		l.HealthLakeQuotas = stack.QuotasCurrent
+	}
 	if l.ResourcesPerFile <= 0 {
 		l.ResourcesPerFile = 5000
 	}

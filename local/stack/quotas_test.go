@@ -11,20 +11,22 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 )
 
-// TestHealthLakeQuotasOption: the stack applies HealthLake's request-rate
-// quotas by default, as a data store of today's quotas even on a
-// simulation's clock (which starts in 2000); "legacy" dates the data store
-// before 21 August 2023, with 100 reads a second; "off" applies none. On
-// the bubble's clock the requests arrive at one instant.
+// TestHealthLakeQuotasOption: "current" applies HealthLake's request-rate
+// quotas of a data store of today's quotas, even on a simulation's clock
+// (which starts in 2000); "legacy" dates the data store before 21 August
+// 2023, with 100 reads a second; "off", and the zero value stack tests
+// leave, apply none. On the bubble's clock the requests arrive at one
+// instant.
 func TestHealthLakeQuotasOption(t *testing.T) {
 	for _, c := range []struct {
 		quotas          string
 		legacy          bool
 		reads, searches int // served of 120 at one instant
 	}{
-		{"", false, 120, 100},
+		{QuotasCurrent, false, 120, 100},
 		{QuotasLegacy, true, 100, 100},
 		{QuotasOff, false, 120, 120},
+		{"", false, 120, 120},
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			ctx := context.Background()
@@ -37,7 +39,7 @@ func TestHealthLakeQuotasOption(t *testing.T) {
 			}
 			defer st.Close()
 			ds, _ := st.HealthLake.Datastore(st.Res.DatastoreID)
-			if got := ds.CreatedAt().Before(fakehealthlake.LegacyBefore); got != c.legacy && c.quotas != QuotasOff {
+			if got := ds.CreatedAt().Before(fakehealthlake.LegacyBefore); got != c.legacy && (c.quotas == QuotasCurrent || c.quotas == QuotasLegacy) {
 				t.Errorf("%q: data store created %v; legacy %v, want %v", c.quotas, ds.CreatedAt(), got, c.legacy)
 			}
 			if _, err := st.PutResource(ctx, "Patient", "q1", []byte(`{"resourceType":"Patient","id":"q1"}`)); err != nil {

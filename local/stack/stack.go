@@ -124,10 +124,15 @@ type Options struct {
 	HistoryOptOut               []string
 	EraseDelay, BulkDeleteDelay time.Duration
 	// HealthLakeQuotas chooses the HealthLake emulator's request-rate
-	// quotas (fakehealthlake.Quotas): QuotasCurrent ("" too) applies those
-	// of a data store created now, QuotasLegacy makes the data store one
-	// created before 21 August 2023, with that era's lower read, write and
-	// Bundle rates, QuotasOff applies none (cdc-local --healthlake-quotas).
+	// quotas (fakehealthlake.Quotas): QuotasCurrent applies those of a data
+	// store created now, QuotasLegacy makes the data store one created
+	// before 21 August 2023, with that era's lower read, write and Bundle
+	// rates, QuotasOff (or "") applies none. cdc-local
+	// (--healthlake-quotas) and the simulation default to QuotasCurrent;
+	// stack tests leave it off, as they leave the export model off: they
+	// run windows back to back, far faster than the 5-minute schedule
+	// those per-second quotas would meet, and opt in where a quota is what
+	// they test.
 	HealthLakeQuotas string
 	// PutEventsQuota is the PutEvents requests per second the EventBridge
 	// emulator allows the account in its Region (a token bucket; throttled
@@ -480,7 +485,7 @@ const (
 
 // ValidHealthLakeQuotas reports an error for a value of
 // Options.HealthLakeQuotas that is none of QuotasCurrent, QuotasLegacy,
-// QuotasOff (or empty).
+// QuotasOff (or empty: off).
 func ValidHealthLakeQuotas(v string) error {
 	switch v {
 	case "", QuotasCurrent, QuotasLegacy, QuotasOff:
@@ -496,15 +501,15 @@ func ValidHealthLakeQuotas(v string) error {
 // existed: its data store is then dated fakehealthlake.LegacyBefore.
 func (s *Stack) healthLakeQuotas() (on bool, created time.Time) {
 	switch s.opts.HealthLakeQuotas {
-	case QuotasOff:
-		return false, time.Time{}
 	case QuotasLegacy:
 		return true, fakehealthlake.LegacyBefore.AddDate(0, -1, 0)
+	case QuotasCurrent:
+		if s.clock.Now().Before(fakehealthlake.LegacyBefore) {
+			return true, fakehealthlake.LegacyBefore
+		}
+		return true, time.Time{}
 	}
-	if s.clock.Now().Before(fakehealthlake.LegacyBefore) {
-		return true, fakehealthlake.LegacyBefore
-	}
-	return true, time.Time{}
+	return false, time.Time{}
 }
 
 // putEventsQuota is the EventBridge emulator's PutEvents quota: the
