@@ -256,7 +256,9 @@ func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 	s := &scan{f: f, in: in, pub: pub, pubCtx: parent, seen: map[string]bool{}, totals: cur.Totals}
 	next := s.run(ctx, cur.Pending)
 	if s.err == nil && len(s.found) > 0 && f.cfg.FastPath != nil {
-		if s.fast, err = f.cfg.FastPath(ctx, in.Window.Since, in.Continues); err != nil {
+		// In the margin the reading deadline keeps, as publishing: a scan
+		// stopped by that deadline has spent ctx.
+		if s.fast, err = f.cfg.FastPath(parent, in.Window.Since, in.Continues); err != nil {
 			s.err = fmt.Errorf("delete scan: the fast path's record: %w", err)
 		}
 	}

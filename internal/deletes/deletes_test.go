@@ -512,3 +512,65 @@ func TestFindIsDoneAtOnceForAReusedExport(t *testing.T) {
 		t.Fatalf("reuse null: %+v, %v; want the scan", out, err)
 	}
 }
+
+// slowPages is a HistoryAPI whose pages arrive after a pause: the reading
+// deadline passes while one is on its way.
+type slowPages struct {
+	deletes.HistoryAPI
+	pause time.Duration
+}
+
+func (s slowPages) TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]healthlake.HistoryEntry, string, error) {
+	entries, link, err := s.HistoryAPI.TypeHistoryPage(ctx, datastoreID, resourceType, since, count, next)
+	time.Sleep(s.pause)
+	return entries, link, err
+}
+
+// TestFindReadsTheFastPathRecordAfterItsReadingDeadline: an invocation
+// whose reading deadline passes with deletes found still reads the fast
+// path's record (in the margin the deadline keeps), publishes them and
+// returns its cursor; it does not fail on a context its reading already
+// spent — which, after a burst, failed every retry of the window.
+func TestFindReadsTheFastPathRecordAfterItsReadingDeadline(t *testing.T) {
+	r := newRig(t)
+	r.load("Patient", "p1")
+	r.load("Observation", "o1")
+	since := r.mark()
+	p1 := r.del("Patient", "p1")
+	r.del("Observation", "o1")
+	w := events.Window{Since: since, Until: r.mark()}
+	var askedLive bool
+	fast := func(ctx context.Context, _ time.Time, _ bool) (*delivered.Set, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err // as a DynamoDB query on a spent context fails
+		}
+		askedLive = true
+		return &delivered.Set{}, nil
+	}
+	const margin = 5 * time.Second
+	f, err := deletes.New(slowPages{r.hc, 300 * time.Millisecond}, r.eb, r.s3, deletes.Config{
+		Types: []string{"Patient", "Observation"}, Concurrency: 1, DeadlineMargin: margin,
+		Publish: publish.Config{EventBus: bus}, Bucket: bucket, FastPath: fast,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reading deadline 100 ms from now: Patient's page comes after it.
+	ctx, cancel := context.WithTimeout(context.Background(), margin+100*time.Millisecond)
+	defer cancel()
+	in := input(w, nil)
+	in.Continues = true
+	out, err := f.Find(ctx, in)
+	if err != nil {
+		t.Fatalf("Find: %v", err)
+	}
+	if !askedLive {
+		t.Error("the fast path's record was not read")
+	}
+	if out.Done || out.Cursor == nil || len(out.Cursor.Pending) != 1 || out.Cursor.Pending[0].Type != "Observation" {
+		t.Fatalf("out %+v: want a cursor at Observation", out)
+	}
+	if got := r.published(w); strings.Join(got, " ") != p1 {
+		t.Errorf("published %v, want %s", got, p1)
+	}
+}

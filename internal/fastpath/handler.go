@@ -114,6 +114,7 @@ func (h *Handler) Handle(ctx context.Context, ev lambdaevents.SQSEvent) (lambdae
 	inv := &invocation{h: h, pub: pub, byID: map[string]*version{}, reasons: map[string]int64{}}
 	inv.em = &publish.Emitter{Publisher: pub, ClaimCheck: &publish.ClaimCheck{S3: h.s3, Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID}}
 	work, cancel := h.internalDeadline(ctx)
+	inv.prefetch(work, ev.Records)
 	for _, rec := range ev.Records {
 		inv.message(work, rec)
 	}
@@ -203,6 +204,9 @@ type invocation struct {
 	c         counts
 	reasons   map[string]int64
 	err       error // the first failure
+	// reads are the id-only versions read back before the batch is
+	// published (prefetch), by eventId.
+	reads map[string]vreadResult
 }
 
 func (inv *invocation) skip(reason string) {
@@ -283,8 +287,7 @@ func (inv *invocation) change(ctx context.Context, m *message, c Change, exp eve
 	case !c.NeedsRead():
 		return inv.publishUpsert(ctx, m, c, c.LastUpdated, c.Resource, exp)
 	}
-	inv.c.vreads++
-	body, err := inv.h.hl.VRead(ctx, inv.h.cfg.DatastoreID, c.ResourceType, c.ID, c.VersionID)
+	body, err := inv.vread(ctx, c)
 	var gone *healthlake.VersionGoneError
 	switch {
 	case errors.As(err, &gone) && gone.Deleted():

@@ -864,3 +864,59 @@ func TestReportIsMadeOncePerReportInterval(t *testing.T) {
 		t.Errorf("the last report = %v", line)
 	}
 }
+
+// slowReader is a VersionReader that takes 20 ms a read and keeps the most
+// reads it had in flight at once.
+type slowReader struct {
+	fastpath.VersionReader
+	mu            sync.Mutex
+	inFlight, max int
+	reads         int
+}
+
+func (s *slowReader) VRead(ctx context.Context, datastoreID, resourceType, id, versionID string) ([]byte, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.reads++
+	s.max = max(s.max, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	defer func() { s.mu.Lock(); s.inFlight--; s.mu.Unlock() }()
+	return s.VersionReader.VRead(ctx, datastoreID, resourceType, id, versionID)
+}
+
+// TestIDOnlyBatchIsReadBackTogether: an invocation reads back a batch's
+// id-only versions VReadConcurrency at a time, each once, and still
+// publishes them in the batch's order.
+func TestIDOnlyBatchIsReadBackTogether(t *testing.T) {
+	r := newRig(t)
+	var bodies, want []string
+	for i := 0; i < 20; i++ {
+		id := fmt.Sprintf("obs-%02d", i)
+		r.load("Observation", id, `,"status":"final"`)
+		bodies = append(bodies, idOnly("Observation/"+id, "1", ts1))
+		want = append(want, "Observation/"+id+"/_history/1")
+	}
+	bodies = append(bodies, idOnly("Observation/obs-03", "1", ts1)) // announced twice: read once
+	reader := &slowReader{VersionReader: r.hl}
+	h, err := fastpath.New(r.s3, r.db, r.eb, reader, r.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed := handle(t, h, bodies...); len(failed) != 0 {
+		t.Fatalf("failed = %v", failed)
+	}
+	var got []string
+	for _, d := range r.details() {
+		got = append(got, d.EventID)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("published %v, want the batch's order %v", got, want)
+	}
+	if reader.reads != 20 || reader.max != fastpath.VReadConcurrency {
+		t.Errorf("%d reads, at most %d at once; want 20, %d at once", reader.reads, reader.max, fastpath.VReadConcurrency)
+	}
+	if r.total(fastpath.MetricVReads) != 20 {
+		t.Errorf("vreads metric %v, want 20", r.total(fastpath.MetricVReads))
+	}
+}
