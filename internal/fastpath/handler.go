@@ -114,9 +114,13 @@ func (h *Handler) Handle(ctx context.Context, ev lambdaevents.SQSEvent) (lambdae
 	inv := &invocation{h: h, pub: pub, byID: map[string]*version{}, reasons: map[string]int64{}}
 	inv.em = &publish.Emitter{Publisher: pub, ClaimCheck: &publish.ClaimCheck{S3: h.s3, Bucket: h.cfg.Bucket, KMSKeyID: h.cfg.KMSKeyID}}
 	work, cancel := h.internalDeadline(ctx)
-	inv.prefetch(work, ev.Records)
-	for _, rec := range ev.Records {
-		inv.message(work, rec)
+	batch := make([]parsed, len(ev.Records))
+	for i, rec := range ev.Records {
+		batch[i].n, batch[i].err = Parse([]byte(rec.Body))
+	}
+	inv.prefetch(work, batch)
+	for i, rec := range ev.Records {
+		inv.message(work, rec.MessageId, batch[i])
 	}
 	if err := pub.Flush(work); err != nil {
 		inv.fail(fmt.Errorf("fast path: publish: %w", err))
@@ -220,13 +224,20 @@ func (inv *invocation) fail(err error) {
 	}
 }
 
-// message parses one SQS message and hands its versions to the publisher.
-func (inv *invocation) message(ctx context.Context, rec lambdaevents.SQSMessage) {
+// parsed is one SQS message's body as Parse read it.
+type parsed struct {
+	n   Notification
+	err error
+}
+
+// message hands one SQS message's versions (p, its parsed body) to the
+// publisher.
+func (inv *invocation) message(ctx context.Context, id string, p parsed) {
 	cfg := inv.h.cfg
-	m := &message{id: rec.MessageId}
+	m := &message{id: id}
 	inv.msgs = append(inv.msgs, m)
 	inv.c.messages++
-	n, err := Parse([]byte(rec.Body))
+	n, err := p.n, p.err
 	if err != nil {
 		var ue *UnrecognizedError
 		if errors.As(err, &ue) {

@@ -3,8 +3,6 @@ package fastpath
 import (
 	"context"
 	"sync"
-
-	lambdaevents "github.com/aws/aws-lambda-go/events"
 )
 
 // VReadConcurrency is how many version reads an invocation makes at once.
@@ -21,19 +19,18 @@ type vreadResult struct {
 }
 
 // prefetch reads back, VReadConcurrency at a time, each version the
-// batch's id-only notifications announce for the data store and the types
+// batch's (parsed) id-only notifications announce for the data store and the types
 // the filter allows, so that change finds it read. A batch with fewer than
 // two such versions reads where it uses them.
-func (inv *invocation) prefetch(ctx context.Context, recs []lambdaevents.SQSMessage) {
+func (inv *invocation) prefetch(ctx context.Context, batch []parsed) {
 	cfg := inv.h.cfg
 	var todo []Change
 	seen := map[string]bool{}
-	for _, rec := range recs {
-		n, err := Parse([]byte(rec.Body))
-		if err != nil || n.DatastoreID != cfg.DatastoreID {
+	for _, p := range batch {
+		if p.err != nil || p.n.DatastoreID != cfg.DatastoreID {
 			continue // message reports it
 		}
-		for _, c := range n.Changes {
+		for _, c := range p.n.Changes {
 			if c.NeedsRead() && cfg.Filter.Allows(c.ResourceType) && !seen[c.EventID()] {
 				seen[c.EventID()] = true
 				todo = append(todo, c)
