@@ -576,15 +576,21 @@ func (d *Datastore) eraseLocked(ri int32) {
 	}
 }
 
+// splitDatastorePath splits a FHIR REST path, /datastore/{id}/r4/…, into
+// the data store id and the rest; false for another path.
+func splitDatastorePath(path string) (dsID, fhirPath string, ok bool) {
+	rest, ok := strings.CutPrefix(path, "/datastore/")
+	if !ok {
+		return "", "", false
+	}
+	dsID, fhirPath, ok = strings.Cut(rest, "/r4")
+	return dsID, fhirPath, ok && dsID != ""
+}
+
 // serveREST routes FHIR REST paths.
 func (e *Emulator) serveREST(w http.ResponseWriter, r *http.Request, body []byte) {
-	rest, ok := strings.CutPrefix(r.URL.Path, "/datastore/")
+	dsID, fhirPath, ok := splitDatastorePath(r.URL.Path)
 	if !ok {
-		writeOutcome(w, http.StatusNotFound, "not-found", "unknown path")
-		return
-	}
-	dsID, fhirPath, ok := strings.Cut(rest, "/r4")
-	if !ok || dsID == "" {
 		writeOutcome(w, http.StatusNotFound, "not-found", "unknown path")
 		return
 	}

@@ -90,11 +90,10 @@ func (e *Emulator) overQuota(w http.ResponseWriter, r *http.Request, body []byte
 	if !e.opts.Quotas {
 		return false
 	}
-	target := r.Header.Get("X-Amz-Target")
-	jsonAPI := target != ""
+	jsonAPI := r.Header.Get("X-Amz-Target") != ""
 	op := localaws.HealthLakeOperation(r)
 	if jsonAPI {
-		op = target[strings.LastIndexByte(target, '.')+1:]
+		op = operationOf(r) // the action the target names
 	}
 	e.mu.Lock()
 	refused := ""
@@ -105,9 +104,9 @@ func (e *Emulator) overQuota(w http.ResponseWriter, r *http.Request, body []byte
 		}
 		key, rate := q.Name, q.Rate
 		if !q.PerAccount {
-			id := datastoreOfPath(r.URL.Path)
+			id, _, isREST := splitDatastorePath(r.URL.Path)
 			ds, ok := e.datastores[id]
-			if !ok {
+			if !isREST || !ok {
 				continue // the handler answers for an unknown data store
 			}
 			key += "/" + id
@@ -156,14 +155,4 @@ func writeUnits(r *http.Request, body []byte) float64 {
 		n *= 2
 	}
 	return n
-}
-
-// datastoreOfPath is the data store id of a FHIR REST path,
-// /datastore/{id}/r4/…; empty for another path.
-func datastoreOfPath(path string) string {
-	parts := strings.SplitN(strings.Trim(path, "/"), "/", 3)
-	if len(parts) < 2 || parts[0] != "datastore" {
-		return ""
-	}
-	return parts[1]
 }
