@@ -48,9 +48,8 @@ type readPace struct {
 	bucket  *tokenbucket.Bucket // nil: unpaced
 	start   time.Time
 	reads   int
-	cut     time.Time // when a throttle last lowered the rate
+	cut     time.Time // when a throttle last lowered the rate (zero: never)
 	changed time.Time // when the rate last changed
-	cuts    int
 }
 
 // newReadPace returns a step's pace, starting at rate reads a second (≤ 0:
@@ -74,7 +73,7 @@ func (p *readPace) wait(ctx context.Context) error {
 	p.mu.Lock()
 	p.reads++
 	b := p.bucket
-	if b != nil && p.cuts > 0 && b.Rate() < p.ceiling {
+	if b != nil && b.Rate() < p.ceiling { // only a throttle lowers it
 		if now := p.now(); now.Sub(p.changed) >= ReadRecoverAfter {
 			b.SetRate(min(p.ceiling, b.Rate()+max(1, b.Rate()/10)))
 			p.changed = now
@@ -89,7 +88,7 @@ func (p *readPace) throttled() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	if p.cuts > 0 && now.Sub(p.cut) < time.Second {
+	if !p.cut.IsZero() && now.Sub(p.cut) < time.Second {
 		return
 	}
 	if p.bucket == nil {
@@ -99,7 +98,6 @@ func (p *readPace) throttled() {
 		p.bucket.SetRate(max(MinThrottledReadRate, p.bucket.Rate()/2))
 	}
 	p.cut, p.changed = now, now
-	p.cuts++
 }
 
 // rate is the current rate; +Inf when unpaced.
