@@ -20,6 +20,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/readpace"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -189,5 +190,6 @@ func New(s3c S3API, db fastrecord.PutAPI, eb publish.PutEventsAPI, hl VersionRea
 	if _, err := publish.New(eb, cfg.Publish); err != nil {
 		return nil, fmt.Errorf("fast-path: %w", err)
 	}
-	return &Handler{s3: s3c, rec: &fastrecord.Writer{DB: db, Table: cfg.Table}, eb: eb, hl: hl, cfg: cfg}, nil
+	return &Handler{s3: s3c, rec: &fastrecord.Writer{DB: db, Table: cfg.Table}, eb: eb, hl: hl, cfg: cfg,
+		reads: readpace.New(0, nil)}, nil
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/readpace"
 )
 
 // Metric names of the fast path (EMF, dimension Pipeline only). One record
@@ -89,6 +90,10 @@ type Handler struct {
 	eb  publish.PutEventsAPI
 	hl  VersionReader
 	cfg Config
+	// reads paces the environment's version reads: unpaced until HealthLake
+	// throttles one (internal/readpace; docs/FASTPATH.md). It waits on real
+	// timers, so it keeps the real clock, not cfg.Now.
+	reads *readpace.Pace
 
 	mu   sync.Mutex
 	kept []delivered.Entry // published, whose record write failed

@@ -92,7 +92,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigHealthLake(t, nil) }
+
+// newRigHealthLake is newRig whose HealthLake emulator takes the options
+// hlMutate sets.
+func newRigHealthLake(t *testing.T, hlMutate func(*fakehealthlake.Options)) *rig {
 	t.Helper()
 	env := localawstest.Start(t)
 	sink := &fakeeventbridge.MemorySink{}
@@ -100,12 +104,16 @@ func newRig(t *testing.T) *rig {
 	env.Gateway.Handle(localaws.ServiceEventBridge, ebe)
 	var mu sync.Mutex
 	clock := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	hle := fakehealthlake.New(fakehealthlake.Options{Region: env.Region, AccountID: env.AccountID, Datastores: []string{dsID}, Now: func() time.Time {
+	hlOpts := fakehealthlake.Options{Region: env.Region, AccountID: env.AccountID, Datastores: []string{dsID}, Now: func() time.Time {
 		mu.Lock()
 		defer mu.Unlock()
 		clock = clock.Add(1234567 * time.Nanosecond)
 		return clock
-	}})
+	}}
+	if hlMutate != nil {
+		hlMutate(&hlOpts)
+	}
+	hle := fakehealthlake.New(hlOpts)
 	env.Gateway.Handle(localaws.ServiceHealthLake, hle)
 	ds, _ := hle.Datastore(dsID)
 	cfg := env.Config()
@@ -918,5 +926,53 @@ func TestIDOnlyBatchIsReadBackTogether(t *testing.T) {
 	}
 	if r.total(fastpath.MetricVReads) != 20 {
 		t.Errorf("vreads metric %v, want 20", r.total(fastpath.MetricVReads))
+	}
+}
+
+// TestIDOnlyReadsSlowDownWhenHealthLakeThrottles: on a data store created
+// before 21 August 2023 (100 reads a second), an execution environment's
+// version reads, 8 at once, are throttled; they slow down to what the store
+// has room for (internal/readpace), so every version is read and published
+// within the client's retries, no message fails, and most reads are served
+// at their first attempt.
+func TestIDOnlyReadsSlowDownWhenHealthLakeThrottles(t *testing.T) {
+	const versions, batch = 300, 25
+	// The emulator's clock runs at half real time: its 100 reads a second
+	// are 50 a real second, well below what 8 reads at once send here.
+	began := time.Now()
+	r := newRigHealthLake(t, func(o *fakehealthlake.Options) {
+		o.Now = func() time.Time { return began.Add(time.Since(began) / 2) }
+		o.Quotas = true
+		o.DatastoreCreatedAt = fakehealthlake.LegacyBefore.AddDate(0, -1, 0)
+	})
+	hl, err := healthlake.NewFromConfig(r.env.Config(), r.env.URL) // the Lambda's client: its retries and backoff
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for i := 0; i < versions; i++ {
+		id := fmt.Sprintf("obs-%03d", i)
+		r.load("Observation", id, `,"status":"final"`)
+		bodies = append(bodies, idOnly("Observation/"+id, "1", ts1))
+	}
+	h, err := fastpath.New(r.s3, r.db, r.eb, hl, r.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < versions; i += batch { // one environment's invocations
+		if failed := handle(t, h, bodies[i:i+batch]...); len(failed) != 0 {
+			t.Fatalf("batch %d: messages %v failed", i/batch, failed)
+		}
+	}
+	throttled := r.hle.QuotaThrottles()["GET requests per data store"]
+	t.Logf("%d reads, %d attempts throttled, %v", versions, throttled, time.Since(began))
+	if throttled == 0 {
+		t.Fatal("no read was throttled: the test does not exercise the quota")
+	}
+	if got := len(r.details()); got != versions {
+		t.Errorf("%d events, want %d", got, versions)
+	}
+	if throttled > versions/6 {
+		t.Errorf("%d of %d reads' attempts throttled: the reads did not slow down", throttled, versions)
 	}
 }

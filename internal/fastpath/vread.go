@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -50,7 +51,7 @@ func (inv *invocation) prefetch(ctx context.Context, batch []parsed) {
 		go func() {
 			defer wg.Done()
 			for c := range work {
-				body, err := inv.h.hl.VRead(ctx, cfg.DatastoreID, c.ResourceType, c.ID, c.VersionID)
+				body, err := inv.read(ctx, c)
 				mu.Lock()
 				inv.reads[c.EventID()] = vreadResult{body: body, err: err}
 				mu.Unlock()
@@ -70,5 +71,15 @@ func (inv *invocation) vread(ctx context.Context, c Change) ([]byte, error) {
 		return r.body, r.err
 	}
 	inv.c.vreads++
-	return inv.h.hl.VRead(ctx, inv.h.cfg.DatastoreID, c.ResourceType, c.ID, c.VersionID)
+	return inv.read(ctx, c)
+}
+
+// read reads c's version in its turn of the environment's read pace,
+// reporting throttled attempts to the pace. A read whose turn comes after
+// ctx's end is not made: its message fails and comes again.
+func (inv *invocation) read(ctx context.Context, c Change) ([]byte, error) {
+	if err := inv.h.reads.Wait(ctx); err != nil {
+		return nil, fmt.Errorf("wait for a read's turn: %w", err)
+	}
+	return inv.h.hl.VRead(inv.h.reads.Traced(ctx), inv.h.cfg.DatastoreID, c.ResourceType, c.ID, c.VersionID)
 }

@@ -13,13 +13,22 @@ import (
 // ChangedConcurrency is how many types' history the plan reads at once.
 const ChangedConcurrency = 8
 
+// ThrottledPageRounds is how many more times the plan reads a history page
+// that HealthLake still throttled after the client's retries, each time at
+// the pace the throttles slowed it to, before the plan fails. The plan
+// cannot leave a page out as the compare children defer a confirmation: a
+// change it did not see would make the compare find a difference that is
+// not one.
+const ThrottledPageRounds = 10
+
 // changedKey holds the resources changed after the checkpoint.
 func changedKey(runID string) string { return Prefix + runID + "/changed.json" }
 
 // changedSince lists every resource ("type/id") of the plan's types with a
 // version written after the checkpoint, from each type's history since it
 // (`GET {type}/_history?_since=`, strong consistency), at most
-// Config.ReadRate pages a second when set. A count of current
+// Config.ReadRate pages a second when set, slower when HealthLake throttles
+// them (internal/readpace; ThrottledPageRounds). A count of current
 // versions at or before the checkpoint leaves such a resource out while the
 // delivered index still holds its earlier version: both sides leave it out
 // (fold, diff), and the windows deliver what it became. A resource erased
@@ -33,20 +42,27 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 	var wg sync.WaitGroup
 	since := pl.Window.Until.Add(time.Millisecond) // history's _since is inclusive
 	reads := h.newReadPace(h.cfg.ReadRate)
-	ctx = reads.traced(ctx)
+	ctx = reads.Traced(ctx)
 	for w := 0; w < ChangedConcurrency; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for typ := range work {
-				next := ""
+				next, rounds := "", 0
 				for {
-					err := reads.wait(ctx)
+					err := reads.Wait(ctx)
 					var entries []healthlake.HistoryEntry
 					var link string
 					if err == nil {
 						entries, link, err = h.hl.TypeHistoryPage(ctx, pl.Export.DatastoreID, typ, since, h.cfg.PageSize, next)
 					}
+					if healthlake.IsThrottled(err) && rounds < ThrottledPageRounds {
+						// Still throttled after the client's retries: the
+						// pace has slowed down; read the page again at it.
+						rounds++
+						continue
+					}
+					rounds = 0
 					if err != nil {
 						mu.Lock()
 						if first == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/readpace"
 )
 
 // ConfirmConcurrency is how many deletions a compare child confirms at once
@@ -222,7 +223,7 @@ type confirmation struct {
 // resource's history and, when the history is gone, a read of the
 // resource, ConfirmConcurrency at a time and, with Config.ReadRate, at most
 // the child's share of it a second, slower while HealthLake throttles them
-// (readPace); a read still throttled after the client's retries leaves its
+// (internal/readpace); a read still throttled after the client's retries leaves its
 // deletion deferred. A live resource is never deleted.
 func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry, deletes []int) ([]confirmation, error) {
 	out := make([]confirmation, len(deletes))
@@ -234,7 +235,7 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 	var first error
 	var wg sync.WaitGroup
 	reads := h.newReadPace(h.cfg.childReadRate())
-	ctx = reads.traced(ctx)
+	ctx = reads.Traced(ctx)
 	for w := 0; w < ConfirmConcurrency && w < len(deletes); w++ {
 		wg.Add(1)
 		go func() {
@@ -288,14 +289,14 @@ func (h *Handler) confirmDeadline(ctx context.Context) (context.Context, context
 
 // confirmOne confirms one candidate deletion; each HealthLake read waits
 // for its turn of reads.
-func (h *Handler) confirmOne(ctx context.Context, reads *readPace, pl *Plan, k delivered.Entry) (confirmation, error) {
-	if err := reads.wait(ctx); err != nil {
+func (h *Handler) confirmOne(ctx context.Context, reads *readpace.Pace, pl *Plan, k delivered.Entry) (confirmation, error) {
+	if err := reads.Wait(ctx); err != nil {
 		return confirmation{}, err
 	}
 	hist, err := h.hl.History(ctx, pl.Export.DatastoreID, k.Type, k.ID)
 	switch {
 	case errors.Is(err, healthlake.ErrNoHistory):
-		if err := reads.wait(ctx); err != nil {
+		if err := reads.Wait(ctx); err != nil {
 			return confirmation{}, err
 		}
 		live, rerr := h.hl.Exists(ctx, pl.Export.DatastoreID, k.Type, k.ID)

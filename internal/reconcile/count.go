@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
 
 // Range is one resource type's `_lastUpdated` range (After, Until]; After
@@ -65,8 +66,11 @@ const MaxRefine = 200
 // loop answers Refine, the refine step counts the delivered index by the
 // minute in those hours, and the loop, called again, cuts them on the
 // minute grid down to a minute or LeafMax resources. Each count is one
-// `_summary=count` search. At its deadline the loop saves its frontier and
-// answers not done; the state machine calls it again.
+// `_summary=count` search, one after another, slower when HealthLake
+// throttles them (internal/readpace; a count still throttled after the
+// client's retries is made again at the slower pace). At its deadline the
+// loop saves its frontier and answers not done; the state machine calls it
+// again.
 //
 // Equal counts do not prove equal contents: a range where one delivered
 // resource was deleted without trace and one undelivered resource appeared
@@ -75,6 +79,8 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 	pl := in.Plan
 	ctx, cancel := h.deadline(parent)
 	defer cancel()
+	searches := h.newReadPace(0) // searches have their own quota: unpaced until throttled
+	ctx = searches.Traced(ctx)
 	var st countState
 	if err := h.getJSON(ctx, countStateKey(pl.RunID), &st); err != nil {
 		if st, err = h.startCount(ctx, pl); err != nil {
@@ -98,7 +104,14 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 			break
 		}
 		r := st.Frontier[len(st.Frontier)-1]
-		n, err := h.hl.Count(ctx, pl.Export.DatastoreID, r.Type, lower(r.After), r.Until)
+		err := searches.Wait(ctx)
+		var n int64
+		if err == nil {
+			n, err = h.hl.Count(ctx, pl.Export.DatastoreID, r.Type, lower(r.After), r.Until)
+		}
+		if healthlake.IsThrottled(err) && ctx.Err() == nil {
+			continue // still throttled after the client's retries: again, at the slower pace
+		}
 		if err != nil {
 			if ctx.Err() != nil && parent.Err() == nil {
 				break // the deadline: this range is counted again next time

@@ -60,6 +60,9 @@ type rig struct {
 	diffCtx func() (context.Context, context.CancelFunc)
 	// refined counts the count loop's answers asking for the refine step.
 	refined int
+	// before, when set, runs before the first call of the count or list
+	// step, by action.
+	before map[string]func()
 }
 
 func newRig(t *testing.T, partitions int) *rig {
@@ -228,6 +231,9 @@ func (r *rig) reconcileFrom(runID string, origin, checkpoint time.Time, crashAft
 		}
 	}
 	for _, action := range []string{reconcile.ActionCount, reconcile.ActionList} {
+		if f := r.before[action]; f != nil {
+			f()
+		}
 		for i := 0; ; i++ {
 			d, err := invoke[reconcile.Done](r.t, r.h, reconcile.Input{Action: action, RunID: runID, Plan: &plan})
 			if err != nil {
@@ -679,6 +685,46 @@ func TestReconcileSlowsDownWhenHealthLakeThrottles(t *testing.T) {
 	}
 	if got := r.published(); len(got) != deletes || sum.Deferred != 0 {
 		t.Errorf("after the next reconciliations: %d deletes published (%+v), want each of the %d once", len(got), sum, deletes)
+	}
+}
+
+// TestPlanReadsAThrottledHistoryPageAgain: a history page HealthLake still
+// throttles after the client's retries is read again at the slower pace
+// (ThrottledPageRounds), not a failed plan; the reconciliation then
+// publishes every hard delete.
+func TestPlanReadsAThrottledHistoryPageAgain(t *testing.T) {
+	const deletes = 5
+	r := newRigHealthLake(t, 1, func(c *reconcile.Config) {
+		c.Filter = change.Filter{Include: []string{"Patient"}}
+	}, nil)
+	r.deliveredThenErased("p", deletes)
+	// The plan's first HealthLake call is the history page: throttled at
+	// each of the client's 5 attempts, and at the first of the next round.
+	r.hl.ThrottleNext(6)
+	sum := r.reconcile("rec-1", time.Now(), -1)
+	if sum.HardDeletes != deletes || len(r.published()) != deletes {
+		t.Fatalf("%+v, published %d; want the %d hard deletes", sum, len(r.published()), deletes)
+	}
+}
+
+// TestCountAndListSearchAgainWhenThrottled: a count or a search page
+// HealthLake still throttles after the client's retries is made again at
+// the slower pace within the step's call, not a failed step.
+func TestCountAndListSearchAgainWhenThrottled(t *testing.T) {
+	const deletes = 5
+	r := newRigHealthLake(t, 1, func(c *reconcile.Config) {
+		c.Filter = change.Filter{Include: []string{"Patient"}}
+	}, nil)
+	r.deliveredThenErased("s", deletes)
+	// Each step's first search: throttled at each of the client's 5
+	// attempts, and at the first of the next round.
+	r.before = map[string]func(){
+		reconcile.ActionCount: func() { r.hl.ThrottleNext(6) },
+		reconcile.ActionList:  func() { r.hl.ThrottleNext(6) },
+	}
+	sum := r.reconcile("rec-1", time.Now(), -1)
+	if sum.HardDeletes != deletes || len(r.published()) != deletes {
+		t.Fatalf("%+v, published %d; want the %d hard deletes", sum, len(r.published()), deletes)
 	}
 }
 

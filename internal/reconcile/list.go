@@ -10,6 +10,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
 
 // listState is the list loop's progress, kept in S3 between invocations.
@@ -22,7 +23,9 @@ type listState struct {
 }
 
 // list reads the store's resources in each leaf range, page by page
-// (search with strong consistency), writes each page as an NDJSON object and
+// (search with strong consistency; slower when HealthLake throttles the
+// searches, and a page still throttled after the client's retries is read
+// again at the slower pace until the step's deadline), writes each page as an NDJSON object and
 // the pages' entries, partitioned, as store runs whose lines locate each
 // resource in its page (the compare step reads a repair back from it): one
 // store run per partition per invocation, whatever the pages.
@@ -39,9 +42,19 @@ func (h *Handler) list(parent context.Context, in Input) (Done, error) {
 		st = listState{}
 	}
 	run := &storeRuns{first: st.Seq, parts: map[int][]delivered.Entry{}}
+	searches := h.newReadPace(0) // searches have their own quota: unpaced until throttled
+	ctx = searches.Traced(ctx)
 	for st.Leaf < len(leaves) && ctx.Err() == nil {
 		r := leaves[st.Leaf]
-		page, next, err := h.hl.SearchPage(ctx, pl.Export.DatastoreID, r.Type, lower(r.After), r.Until, h.cfg.PageSize, st.Next)
+		err := searches.Wait(ctx)
+		var page []json.RawMessage
+		var next string
+		if err == nil {
+			page, next, err = h.hl.SearchPage(ctx, pl.Export.DatastoreID, r.Type, lower(r.After), r.Until, h.cfg.PageSize, st.Next)
+		}
+		if healthlake.IsThrottled(err) && ctx.Err() == nil {
+			continue // still throttled after the client's retries: again, at the slower pace
+		}
 		if err != nil {
 			if ctx.Err() != nil && parent.Err() == nil {
 				break
