@@ -402,23 +402,21 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 				return 0, nil, "", ambiguous, lastErr
 			}
 			ambiguous = true
-		case retryableStatus(st):
-			lastErr = newAPIError(op, st, rb, et)
-			ambiguous = ambiguous || st >= 500
-			if st == http.StatusTooManyRequests {
-				traceOf(ctx).throttled()
-			}
 		case st < 400:
 			return st, rb, et, ambiguous, nil
 		default:
 			api := newAPIError(op, st, rb, et)
-			if !api.Throttled() {
+			if !api.Retryable() {
 				return st, rb, et, ambiguous, nil
 			}
-			// A throttle answered 400 (ThrottlingException) refused the
-			// attempt as a 429 does.
+			// A throttle (429, or ThrottlingException whatever the
+			// status: HealthLake's API reference gives it 400) refused the
+			// attempt; a 5xx may have been acted on.
 			lastErr = api
-			traceOf(ctx).throttled()
+			ambiguous = ambiguous || st >= 500
+			if api.Throttled() {
+				traceOf(ctx).throttled()
+			}
 		}
 		if attempt >= c.opts.MaxAttempts {
 			return 0, nil, "", ambiguous, fmt.Errorf("after %d attempts: %w", attempt, lastErr)
