@@ -35,6 +35,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/readpace"
 )
 
 // Action is the value of the "action" field that routes a prepare-change
@@ -169,6 +170,11 @@ type Finder struct {
 	eb  publish.PutEventsAPI
 	s3  S3API
 	cfg Config
+	// reads paces the environment's history pages: unpaced until
+	// HealthLake throttles one (internal/readpace). The read quota is the
+	// data store's, shared with the fast path, the reconciliation and the
+	// store's other clients.
+	reads *readpace.Pace
 }
 
 // New returns a Finder.
@@ -191,7 +197,7 @@ func New(hl HistoryAPI, eb publish.PutEventsAPI, s3c S3API, cfg Config) (*Finder
 	if _, err := publish.New(eb, cfg.Publish); err != nil {
 		return nil, fmt.Errorf("delete scan: %w", err)
 	}
-	return &Finder{hl: hl, eb: eb, s3: s3c, cfg: cfg}, nil
+	return &Finder{hl: hl, eb: eb, s3: s3c, cfg: cfg, reads: readpace.New(0, nil)}, nil
 }
 
 // ScanFailed is the error of a scan that could not read a history page or
@@ -254,7 +260,7 @@ func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 		return Output{}, fmt.Errorf("delete scan: %w", err)
 	}
 	s := &scan{f: f, in: in, pub: pub, pubCtx: parent, seen: map[string]bool{}, totals: cur.Totals}
-	next := s.run(ctx, cur.Pending)
+	next := s.run(f.reads.Traced(ctx), cur.Pending)
 	if s.err == nil && len(s.found) > 0 && f.cfg.FastPath != nil {
 		// In the margin the reading deadline keeps, as publishing: a scan
 		// stopped by that deadline has spent ctx.
@@ -353,6 +359,8 @@ func (s *scan) failed() bool {
 
 // readType reads one type's pages until its history ends (true) or the
 // deadline or a failure stops it (false, tc.Next at the first unread page).
+// Its pages go at the Finder's pace; a page HealthLake still throttles after
+// the client's retries is read again at the slower pace, until the deadline.
 func (s *scan) readType(ctx context.Context, tc *TypeCursor) bool {
 	w := s.in.Window
 	ts := newTypeScan()
@@ -364,7 +372,15 @@ func (s *scan) readType(ctx context.Context, tc *TypeCursor) bool {
 			s.settle(ts, false)
 			return false
 		}
-		entries, link, err := s.f.hl.TypeHistoryPage(ctx, s.in.Export.DatastoreID, tc.Type, w.Since, s.f.cfg.PageSize, tc.Next)
+		err := s.f.reads.Wait(ctx)
+		var entries []healthlake.HistoryEntry
+		var link string
+		if err == nil {
+			entries, link, err = s.f.hl.TypeHistoryPage(ctx, s.in.Export.DatastoreID, tc.Type, w.Since, s.f.cfg.PageSize, tc.Next)
+		}
+		if healthlake.IsThrottled(err) && ctx.Err() == nil {
+			continue // still throttled after the client's retries: again, at the slower pace
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				s.settle(ts, false) // the deadline: the cursor stays at this page

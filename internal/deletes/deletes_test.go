@@ -42,6 +42,7 @@ type rig struct {
 	s3    *s3.Client
 	sink  *fakeeventbridge.MemorySink
 	ds    *fakehealthlake.Datastore
+	hle   *fakehealthlake.Emulator
 	hc    *healthlake.Client
 	eb    *eventbridge.Client
 	clock *clock
@@ -79,7 +80,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, s3: s3c, sink: sink, ds: ds, hc: hc, eb: eventbridge.NewFromConfig(cfg), clock: c}
+	return &rig{t: t, s3: s3c, sink: sink, ds: ds, hle: hl, hc: hc, eb: eventbridge.NewFromConfig(cfg), clock: c}
 }
 
 func (r *rig) finder(hl deletes.HistoryAPI, pageSize int) *deletes.Finder {
@@ -267,8 +268,7 @@ func TestFindResumesFromItsCursor(t *testing.T) {
 }
 
 // TestFindFailsWithoutRecordingOnABadPage: a history read that fails for
-// good (a page that does not parse, a 429 storm that outlasts the client's
-// retries) fails the invocation with ScanFailed, records nothing, and names
+// good (a page that does not parse) fails the invocation with ScanFailed, records nothing, and names
 // no resource; the retry from the same cursor publishes the same eventIds.
 func TestFindFailsWithoutRecordingOnABadPage(t *testing.T) {
 	r := newRig(t)
@@ -300,6 +300,29 @@ func TestFindFailsWithoutRecordingOnABadPage(t *testing.T) {
 	}
 	if ids[id] == 0 || len(ids) != 2 {
 		t.Fatalf("after the retry the eventIds are %v, want the same two ids (repeats allowed)", ids)
+	}
+}
+
+// TestFindReadsAThrottledPageAgain: a history page HealthLake still
+// throttles after the client's retries is read again at the slower pace,
+// not a failed scan (it was until stop 35: the window failed, and its retry
+// published the window's events again).
+func TestFindReadsAThrottledPageAgain(t *testing.T) {
+	r := newRig(t)
+	r.load("Patient", "p1")
+	r.load("Observation", "o1")
+	since := r.mark()
+	want := []string{r.del("Observation", "o1"), r.del("Patient", "p1")}
+	w := events.Window{Since: since, Until: r.mark()}
+	// Each type has one page, read at once (Concurrency 2): 12 throttles
+	// are more than the 4 each page's 5 attempts can take and still succeed.
+	r.hle.ThrottleNext(12)
+	out, err := r.finder(r.hc, 2).Find(context.Background(), input(w, nil))
+	if err != nil || !out.Done {
+		t.Fatalf("out %+v, err %v; want done", out, err)
+	}
+	if got := r.published(w); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("published %v, want %v", got, want)
 	}
 }
 
