@@ -260,7 +260,7 @@ func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 		return Output{}, fmt.Errorf("delete scan: %w", err)
 	}
 	s := &scan{f: f, in: in, pub: pub, pubCtx: parent, seen: map[string]bool{}, totals: cur.Totals}
-	next := s.run(f.reads.Traced(ctx), cur.Pending)
+	next := s.run(ctx, cur.Pending)
 	if s.err == nil && len(s.found) > 0 && f.cfg.FastPath != nil {
 		// In the margin the reading deadline keeps, as publishing: a scan
 		// stopped by that deadline has spent ctx.
@@ -351,6 +351,9 @@ func (s *scan) run(ctx context.Context, pending []TypeCursor) []TypeCursor {
 	return next
 }
 
+// errStopped ends the repeats of a throttled page once the scan has failed.
+var errStopped = errors.New("delete scan: stopped: another type failed")
+
 func (s *scan) failed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -372,14 +375,17 @@ func (s *scan) readType(ctx context.Context, tc *TypeCursor) bool {
 			s.settle(ts, false)
 			return false
 		}
-		err := s.f.reads.Wait(ctx)
 		var entries []healthlake.HistoryEntry
 		var link string
-		if err == nil {
+		err := s.f.reads.Do(ctx, -1, func(ctx context.Context) (err error) {
+			if s.failed() {
+				return errStopped // another type failed while this page was throttled
+			}
 			entries, link, err = s.f.hl.TypeHistoryPage(ctx, s.in.Export.DatastoreID, tc.Type, w.Since, s.f.cfg.PageSize, tc.Next)
-		}
-		if healthlake.IsThrottled(err) && ctx.Err() == nil {
-			continue // still throttled after the client's retries: again, at the slower pace
+			return err
+		})
+		if errors.Is(err, errStopped) {
+			return false
 		}
 		if err != nil {
 			if ctx.Err() != nil {

@@ -94,6 +94,24 @@ func (p *Pace) Wait(ctx context.Context) error {
 	return b.Wait(ctx, backoff.Sleep)
 }
 
+// Do makes one read in its turn (Wait) with ctx traced (Traced), and makes
+// it again, in its turn at the slower pace, while HealthLake still throttles
+// it after the client's retries: at most rounds more times (rounds < 0:
+// until ctx ends). It returns the last attempt's error, or Wait's when ctx
+// ended first.
+func (p *Pace) Do(ctx context.Context, rounds int, read func(context.Context) error) error {
+	ctx = p.Traced(ctx)
+	for i := 0; ; i++ {
+		if err := p.Wait(ctx); err != nil {
+			return err
+		}
+		err := read(ctx)
+		if !healthlake.IsThrottled(err) || ctx.Err() != nil || rounds >= 0 && i >= rounds {
+			return err
+		}
+	}
+}
+
 // Throttled lowers the rate after a throttled read.
 func (p *Pace) Throttled() {
 	p.mu.Lock()

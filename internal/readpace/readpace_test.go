@@ -2,10 +2,13 @@ package readpace
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
 
 // clock is a settable clock; a Pace's waits go through backoff.Sleep, so the
@@ -126,5 +129,37 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	defer cancel()
 	if err := p.Wait(ctx); err == nil {
 		t.Fatal("the second read within the second did not wait past its context's end")
+	}
+}
+
+// TestDoReadsAgainWhileThrottled: Do repeats a read HealthLake throttled, at
+// most rounds more times, or until its context ends when rounds < 0; any
+// other outcome ends it at once.
+func TestDoReadsAgainWhileThrottled(t *testing.T) {
+	throttle := &healthlake.APIError{Operation: "VRead", StatusCode: 429, Code: "ThrottlingException"}
+	calls := 0
+	p := New(0, nil)
+	err := p.Do(context.Background(), 2, func(context.Context) error { calls++; return throttle })
+	if calls != 3 || !healthlake.IsThrottled(err) {
+		t.Fatalf("rounds 2: %d calls, err %v; want 3 calls and the throttle", calls, err)
+	}
+
+	calls = 0
+	if err := p.Do(context.Background(), 5, func(context.Context) error { calls++; return errors.New("not found") }); calls != 1 || err == nil {
+		t.Fatalf("another error: %d calls, err %v; want 1 call and the error", calls, err)
+	}
+
+	calls = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = New(0, nil).Do(ctx, -1, func(context.Context) error {
+		calls++
+		if calls == 4 {
+			cancel()
+		}
+		return throttle
+	})
+	if calls != 4 || err == nil {
+		t.Fatalf("rounds -1: %d calls, err %v; want the repeats to end with the context, after 4", calls, err)
 	}
 }

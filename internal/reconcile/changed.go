@@ -42,27 +42,19 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 	var wg sync.WaitGroup
 	since := pl.Window.Until.Add(time.Millisecond) // history's _since is inclusive
 	reads := h.newReadPace(h.cfg.ReadRate)
-	ctx = reads.Traced(ctx)
 	for w := 0; w < ChangedConcurrency; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for typ := range work {
-				next, rounds := "", 0
+				next := ""
 				for {
-					err := reads.Wait(ctx)
 					var entries []healthlake.HistoryEntry
 					var link string
-					if err == nil {
+					err := reads.Do(ctx, ThrottledPageRounds, func(ctx context.Context) (err error) {
 						entries, link, err = h.hl.TypeHistoryPage(ctx, pl.Export.DatastoreID, typ, since, h.cfg.PageSize, next)
-					}
-					if healthlake.IsThrottled(err) && rounds < ThrottledPageRounds {
-						// Still throttled after the client's retries: the
-						// pace has slowed down; read the page again at it.
-						rounds++
-						continue
-					}
-					rounds = 0
+						return err
+					})
 					if err != nil {
 						mu.Lock()
 						if first == nil {

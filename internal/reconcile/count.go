@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
 
 // Range is one resource type's `_lastUpdated` range (After, Until]; After
@@ -80,7 +79,6 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 	ctx, cancel := h.deadline(parent)
 	defer cancel()
 	searches := h.newReadPace(0) // searches have their own quota: unpaced until throttled
-	ctx = searches.Traced(ctx)
 	var st countState
 	if err := h.getJSON(ctx, countStateKey(pl.RunID), &st); err != nil {
 		if st, err = h.startCount(ctx, pl); err != nil {
@@ -104,14 +102,11 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 			break
 		}
 		r := st.Frontier[len(st.Frontier)-1]
-		err := searches.Wait(ctx)
 		var n int64
-		if err == nil {
+		err := searches.Do(ctx, -1, func(ctx context.Context) (err error) {
 			n, err = h.hl.Count(ctx, pl.Export.DatastoreID, r.Type, lower(r.After), r.Until)
-		}
-		if healthlake.IsThrottled(err) && ctx.Err() == nil {
-			continue // still throttled after the client's retries: again, at the slower pace
-		}
+			return err
+		})
 		if err != nil {
 			if ctx.Err() != nil && parent.Err() == nil {
 				break // the deadline: this range is counted again next time

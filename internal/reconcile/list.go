@@ -10,7 +10,6 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 )
 
 // listState is the list loop's progress, kept in S3 between invocations.
@@ -43,18 +42,14 @@ func (h *Handler) list(parent context.Context, in Input) (Done, error) {
 	}
 	run := &storeRuns{first: st.Seq, parts: map[int][]delivered.Entry{}}
 	searches := h.newReadPace(0) // searches have their own quota: unpaced until throttled
-	ctx = searches.Traced(ctx)
 	for st.Leaf < len(leaves) && ctx.Err() == nil {
 		r := leaves[st.Leaf]
-		err := searches.Wait(ctx)
 		var page []json.RawMessage
 		var next string
-		if err == nil {
+		err := searches.Do(ctx, -1, func(ctx context.Context) (err error) {
 			page, next, err = h.hl.SearchPage(ctx, pl.Export.DatastoreID, r.Type, lower(r.After), r.Until, h.cfg.PageSize, st.Next)
-		}
-		if healthlake.IsThrottled(err) && ctx.Err() == nil {
-			continue // still throttled after the client's retries: again, at the slower pace
-		}
+			return err
+		})
 		if err != nil {
 			if ctx.Err() != nil && parent.Err() == nil {
 				break
