@@ -16,18 +16,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock/runlocktest"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn/sfntest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 var ctlTableSeq atomic.Int64
 
 // ctlStack is a local stack for the AWS-facing subcommands: DynamoDB
-// (minidyn) with a fresh table, a Step Functions fake, and a store over the
+// (minidyn) with a fresh table, the Step Functions emulator holding the
+// executions the test arranges (local/fakesfn/sfntest), and a store over the
 // same table to arrange and check the RUN record.
 type ctlStack struct {
 	env   *localaws.Env
-	sfn   *runlocktest.SFN
+	sfn   *sfntest.Runs
 	table string
 	store *runlock.Store
 }
@@ -35,8 +36,7 @@ type ctlStack struct {
 func newCtlStack(t *testing.T) *ctlStack {
 	t.Helper()
 	env := localawstest.Start(t)
-	fake := runlocktest.NewSFN()
-	env.Gateway.Handle(localaws.ServiceSFN, fake)
+	runs := sfntest.Start(t, env)
 	db := dynamodb.NewFromConfig(env.Config())
 	table := fmt.Sprintf("cdcctl-%d", ctlTableSeq.Add(1))
 	if err := runlock.CreateTable(context.Background(), db, table); err != nil {
@@ -58,14 +58,14 @@ func newCtlStack(t *testing.T) *ctlStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &ctlStack{env: env, sfn: fake, table: table, store: store}
+	return &ctlStack{env: env, sfn: runs, table: table, store: store}
 }
 
 // acquire takes the lock for a RUNNING execution named name.
 func (s *ctlStack) acquire(t *testing.T, name string) (string, runlock.Acquisition) {
 	t.Helper()
 	arn := s.env.ARN("states", "execution:cdc:"+name)
-	s.sfn.SetStatus(arn, "RUNNING")
+	s.sfn.Set(t, arn, "RUNNING")
 	a, err := s.store.Acquire(context.Background(), runlock.AcquireRequest{Owner: arn, RunID: name})
 	if err != nil || !a.Acquired {
 		t.Fatalf("acquire %s: %+v, %v", name, a, err)

@@ -37,8 +37,8 @@ func TestDLQListsIDsRedrivesWaitingRunsAndPurges(t *testing.T) {
 	dlq := newQueue(t, s, fmt.Sprintf("dlqtest%d-dlq", n))
 	running := s.env.ARN("states", "execution:cdc:run-waiting")
 	failed := s.env.ARN("states", "execution:cdc:run-failed")
-	s.sfn.SetStatus(running, "RUNNING")
-	s.sfn.SetStatus(failed, "FAILED")
+	s.sfn.Set(t, running, "RUNNING")
+	s.sfn.Set(t, failed, "FAILED")
 	const token = "AAAAKgAAAAIAAAAAAAAAAVeryLongOpaqueTaskToken0123456789"
 	sendBody(t, s, dlq, `{"taskToken":"`+token+`","executionId":"`+running+`","runId":"run-waiting","window":{"since":"2026-11-21T09:55:00.000Z","until":"2026-11-21T10:00:00.000Z"}}`)
 	sendBody(t, s, dlq, `{"taskToken":"`+token+`x","executionId":"`+failed+`","runId":"run-failed","jobId":"job-7","attempt":3,"datastoreId":"ds"}`)

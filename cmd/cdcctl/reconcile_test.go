@@ -48,7 +48,7 @@ func TestReconcileStatusShowsTheLastReconciliation(t *testing.T) {
 
 func TestReconcileStartsTheReconciliation(t *testing.T) {
 	s := newCtlStack(t)
-	sm := s.env.ARN("states", "stateMachine:cdc-reconcile")
+	sm := s.sfn.Machine(t, "cdc-reconcile")
 	code, out, stderr := s.cdcctl(t, "reconcile", "--reconcile-state-machine-arn", sm, "--name", "reconcile-manual", "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)

@@ -23,7 +23,7 @@ func TestReplayRefusedWhileARunHoldsTheLock(t *testing.T) {
 		t.Fatalf("refused replay moved the checkpoint to %v", st.Checkpoint)
 	}
 	// Once the owner is gone the lock is stale: replay says to unlock first.
-	s.sfn.SetStatus(arn, "FAILED")
+	s.sfn.Set(t, arn, "FAILED")
 	code, _, stderr = s.cdcctl(t, "replay", "--since", since)
 	if code != exitFailure || !strings.Contains(stderr, "cdcctl unlock") {
 		t.Fatalf("replay with a stale lock: exit %d: %s", code, stderr)

@@ -64,7 +64,7 @@ func TestReplayWaitGivesUpAndLeavesTheCheckpoint(t *testing.T) {
 	}
 	// A stale lock is not waited for: it needs `cdcctl unlock`.
 	arn := s.env.ARN("states", "execution:cdc:run-1")
-	s.sfn.SetStatus(arn, "FAILED")
+	s.sfn.Set(t, arn, "FAILED")
 	code, _, stderr = s.cdcctl(t, "replay", "--since", events.FormatTime(a.Window.Since.Add(-time.Hour)), "--wait", "--wait-timeout", "10s")
 	if code != exitFailure || !strings.Contains(stderr, "cdcctl unlock") {
 		t.Fatalf("stale lock: exit %d: %s", code, stderr)

@@ -14,7 +14,7 @@ import (
 
 func TestRunStartsAnExecution(t *testing.T) {
 	s := newCtlStack(t)
-	sm := s.env.ARN("states", "stateMachine:cdc")
+	sm := s.sfn.Machine(t, "cdc")
 	code, out, stderr := s.cdcctl(t, "run", "--state-machine-arn", sm, "--name", "manual-1", "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -24,7 +24,7 @@ func TestRunStartsAnExecution(t *testing.T) {
 	if v.ExecutionARN != s.env.ARN("states", "execution:cdc:manual-1") || v.StartDate == "" || v.LockHeldBy != "" {
 		t.Fatalf("run = %+v", v)
 	}
-	ex := s.sfn.Executions()
+	ex := s.sfn.Executions("cdc")
 	if len(ex) != 1 || ex[0].Name != "manual-1" || ex[0].Input != "{}" || ex[0].StateMachineARN != sm {
 		t.Fatalf("executions = %+v", ex)
 	}
@@ -34,10 +34,12 @@ func TestRunStartsAnExecution(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "started ") || !strings.Contains(out, "run-9 holds the lock") {
 		t.Fatalf("run with a held lock: exit %d\n%s%s", code, out, stderr)
 	}
-	if n := len(s.sfn.Executions()); n != 3 { // manual-1, the generated one, and run-9 registered by acquire
+	if n := len(s.sfn.Executions("cdc")); n != 3 { // manual-1, the generated one, and run-9 started by acquire
 		t.Fatalf("executions = %d, want 3", n)
 	}
-	// A duplicate name is reported.
+	// The name of an execution that has ended is refused (while it runs,
+	// Step Functions answers the same name and input with the same execution).
+	s.sfn.Set(t, v.ExecutionARN, "SUCCEEDED")
 	code, _, stderr = s.cdcctl(t, "run", "--state-machine-arn", sm, "--name", "manual-1")
 	if code != exitFailure || !strings.Contains(stderr, "ExecutionAlreadyExists") {
 		t.Fatalf("duplicate: exit %d: %s", code, stderr)
@@ -49,6 +51,10 @@ func TestRunNeedsAStateMachine(t *testing.T) {
 	code, _, stderr := s.cdcctl(t, "run")
 	if code != exitUsage || !strings.Contains(stderr, "CDC_STATE_MACHINE_ARN") {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, _, stderr = s.cdcctl(t, "run", "--state-machine-arn", s.env.ARN("states", "stateMachine:no-such-machine"))
+	if code != exitFailure || !strings.Contains(stderr, "StateMachineDoesNotExist") {
+		t.Fatalf("unknown state machine: exit %d: %s", code, stderr)
 	}
 }
 

@@ -46,7 +46,7 @@ func TestStatusShowsAPendingExportAndReplayDropsIt(t *testing.T) {
 
 	// An unlock keeps the pending export and says which part comes again.
 	s.acquire(t, "run-2")
-	s.sfn.SetStatus(s.env.ARN("states", "execution:cdc:run-2"), "ABORTED")
+	s.sfn.Set(t, s.env.ARN("states", "execution:cdc:run-2"), "ABORTED")
 	code, out, stderr = s.cdcctl(t, "unlock", "--by", "ops")
 	if code != exitOK || !strings.Contains(out, "the next run delivers part 2 of 3 of export job job-77 again") {
 		t.Fatalf("unlock: exit %d\n%s%s", code, out, stderr)

@@ -66,7 +66,7 @@ func TestStatusShowsHolderCheckpointLagJobAndRuns(t *testing.T) {
 	}
 
 	// A holder whose execution ended shows as stale.
-	s.sfn.SetStatus(s.env.ARN("states", "execution:cdc:run-2"), "ABORTED")
+	s.sfn.Set(t, s.env.ARN("states", "execution:cdc:run-2"), "ABORTED")
 	_, out, _ = s.cdcctl(t, "status")
 	if !strings.Contains(out, "STALE") || !strings.Contains(out, "ABORTED") {
 		t.Fatalf("stale holder not shown:\n%s", out)

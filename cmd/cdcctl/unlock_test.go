@@ -23,7 +23,7 @@ func TestUnlockReleasesOnlyAStaleLockUnlessForced(t *testing.T) {
 	if st, _ := s.store.Status(ctx, 0); st.Lock == nil {
 		t.Fatalf("refused unlock released the lock")
 	}
-	s.sfn.SetStatus(arn, "TIMED_OUT")
+	s.sfn.Set(t, arn, "TIMED_OUT")
 	code, out, stderr = s.cdcctl(t, "unlock", "--json")
 	if code != exitOK {
 		t.Fatalf("unlock of a timed-out owner: exit %d: %s", code, stderr)

@@ -15,14 +15,13 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock/runlocktest"
+	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn/sfntest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 func TestWiringServesTheActionsAgainstLocalAWS(t *testing.T) {
 	env := localawstest.Start(t)
-	fake := runlocktest.NewSFN()
-	env.Gateway.Handle(localaws.ServiceSFN, fake)
+	runs := sfntest.Start(t, env)
 	if err := runlock.CreateTable(context.Background(), dynamodb.NewFromConfig(env.Config()), "cdc-wiring"); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +43,7 @@ func TestWiringServesTheActionsAgainstLocalAWS(t *testing.T) {
 		t.Fatalf("newHandler: %v", err)
 	}
 	arn := env.ARN("states", "execution:cdc:run-1")
-	fake.SetStatus(arn, "RUNNING")
+	runs.Set(t, arn, "RUNNING")
 	invoke := lambda.NewHandler(h.Handle)
 	out, err := invoke.Invoke(context.Background(), []byte(`{"action":"acquire","executionId":"`+arn+`","executionName":"run-1","startTime":"2026-11-21T10:00:00.000Z"}`))
 	if err != nil {
@@ -59,7 +58,7 @@ func TestWiringServesTheActionsAgainstLocalAWS(t *testing.T) {
 	}
 	// A second execution is refused after asking Step Functions about the owner.
 	arn2 := env.ARN("states", "execution:cdc:run-2")
-	fake.SetStatus(arn2, "RUNNING")
+	runs.Set(t, arn2, "RUNNING")
 	out, err = invoke.Invoke(context.Background(), []byte(`{"action":"acquire","executionId":"`+arn2+`","executionName":"run-2"}`))
 	if err != nil || !strings.Contains(string(out), `"acquired":false`) {
 		t.Fatalf("second acquire = %s, %v", out, err)

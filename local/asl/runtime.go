@@ -232,6 +232,13 @@ func (x *Execution) Stop(errName, cause string) {
 	x.cancel(&abortError{name: errName, cause: cause})
 }
 
+// TimeOut ends a running execution TIMED_OUT with cause, as reaching its
+// machine's TimeoutSeconds does; no effect once finished. Step Functions has
+// no call for it: tests use it to arrange a timed-out execution at once.
+func (x *Execution) TimeOut(cause string) {
+	x.cancel(&timedOutError{cause: cause})
+}
+
 // MaxHistoryEvents is the history limit of a STANDARD execution; an
 // execution that reaches it fails with States.Runtime.
 const MaxHistoryEvents = 25000

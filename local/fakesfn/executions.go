@@ -253,6 +253,19 @@ func (e *Emulator) StopExecution(arn, errName, cause string) error {
 	return nil
 }
 
+// TimeOutExecution ends a running execution TIMED_OUT, as its state
+// machine's TimeoutSeconds would (the cause names it); Step Functions has no
+// call for it, so tests arrange a timed-out owner with it.
+func (e *Emulator) TimeOutExecution(arn string) error {
+	x, ok := e.Execution(arn)
+	if !ok {
+		return errf("ExecutionDoesNotExist", "Execution Does Not Exist: '%s'", arn)
+	}
+	x.TimeOut("The execution ran longer than the state machine's TimeoutSeconds")
+	<-x.Done()
+	return nil
+}
+
 // ---- AWS JSON handlers ----
 
 func epoch(t time.Time) *float64 {
