@@ -715,11 +715,11 @@ func (b *builder) lambdas() {
 	// of its own: the roles' statements all come from internal/iampolicy.
 	b.startExport.f.AddEventSourceMapping(b.s("StartQueueMapping"), &awslambda.EventSourceMappingOptions{
 		EventSourceArn: b.startQ.QueueArn(), BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true),
-		MaxConcurrency: jsii.Number(2),
+		MaxConcurrency: jsii.Number(stackconfig.ExportQueueMaxConcurrency),
 	})
 	b.checkExport.f.AddEventSourceMapping(b.s("RecheckQueueMapping"), &awslambda.EventSourceMappingOptions{
 		EventSourceArn: b.recheckQ.QueueArn(), BatchSize: jsii.Number(1), ReportBatchItemFailures: jsii.Bool(true),
-		MaxConcurrency: jsii.Number(2),
+		MaxConcurrency: jsii.Number(stackconfig.ExportQueueMaxConcurrency),
 	})
 }
 

@@ -383,6 +383,12 @@ const FastPathReportEvery = 10 * time.Second
 // SQS mappings' 2–1000.
 func (c Config) FastPathMaxConcurrency() int { return min(max(c.MapMaxConcurrency, 2), 1000) }
 
+// ExportQueueMaxConcurrency is the MaximumConcurrency of the start and
+// re-check queues' mappings (start-export, check-export): SQS mappings'
+// least, 2. A run has one message on either queue at a time; two let a
+// second run's message, or a redelivered one, go beside it.
+const ExportQueueMaxConcurrency = 2
+
 // ReservedConcurrencyOf is the named Lambda's reserved concurrency, 0 (none)
 // unless ReservedConcurrency is set: prepare-change and reconcile at
 // MapMaxConcurrency (the Map runs that many; the run lock keeps the two
@@ -403,7 +409,7 @@ func (c Config) ReservedConcurrencyOf(name string) int {
 	case RunLock:
 		return 5
 	case StartExport, CheckExport:
-		return 3
+		return ExportQueueMaxConcurrency + 1
 	case FastPath:
 		return c.FastPathMaxConcurrency()
 	case FastPathSetup:

@@ -97,9 +97,16 @@ type Config struct {
 	WaitTime time.Duration
 	// Pollers is the number of concurrent pollers, each gathering its own
 	// batches and invoking the function with them, one at a time
-	// (default 1). Lambda starts a standard queue's mapping with five and
-	// scales with the backlog; a Mapping keeps the number it is given.
+	// (default 1). Lambda starts a standard queue's mapping with five.
 	Pollers int
+	// MaxPollers, when above Pollers, lets the mapping scale with the
+	// backlog as Lambda's does, up to the mapping's MaximumConcurrency:
+	// while a receive comes back full (messages are still waiting) it adds
+	// a poller, at most one every ScaleUpEvery (Lambda's "up to 300 more
+	// instances per minute"); a poller above Pollers stops after a receive
+	// that found nothing ("When traffic is low, Lambda scales back the
+	// processing to five concurrent batches"). 0: Pollers, fixed.
+	MaxPollers int
 	// ReportBatchItemFailures makes the mapping honour the function's
 	// BatchItemFailures; without it a successful invocation deletes the
 	// whole batch. Mappings built by the stack always set it.
@@ -120,6 +127,12 @@ const (
 	MaxBatchSizeWithoutWindow = 10
 	// MaxBatchingWindow is the longest MaximumBatchingWindow.
 	MaxBatchingWindow = 300 * time.Second
+	// ScaleUpEvery is the shortest time between two pollers added to a
+	// scaling mapping: 300 a minute.
+	ScaleUpEvery = time.Minute / 300
+	// MaxConcurrency is the most batches an SQS mapping processes at once
+	// (MaximumConcurrency's maximum).
+	MaxConcurrency = 1000
 	// MaxPayloadBytes is the most bytes of one invocation's payload (the
 	// events.SQSEvent JSON): Lambda's 6 MB for synchronous invocations,
 	// read as 6,000,000 bytes, the lesser of the two readings of "MB", so
@@ -140,6 +153,7 @@ type Stats struct {
 	Deleted        int64 `json:"deleted"`        // records deleted after success
 	Duplicates     int64 `json:"duplicates"`     // injected duplicate deliveries
 	MovedToDLQ     int64 `json:"movedToDLQ"`     // messages moved to the dead-letter queue
+	PeakPollers    int64 `json:"peakPollers"`    // the most pollers at once
 }
 
 // Mapping is one running SQS event-source mapping.
@@ -152,6 +166,8 @@ type Mapping struct {
 	mu       sync.Mutex
 	receives map[string]int // message id → receives seen
 	stats    Stats
+	pollers  int       // running
+	added    time.Time // when the last poller was added by scaling
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -185,6 +201,9 @@ func New(client *sqs.Client, invoker Invoker, cfg Config) (*Mapping, error) {
 	}
 	if cfg.Pollers <= 0 {
 		cfg.Pollers = 1
+	}
+	if cfg.MaxPollers > MaxConcurrency {
+		return nil, fmt.Errorf("esm %s: MaxPollers %d above %d, the most an SQS mapping processes at once", cfg.Function, cfg.MaxPollers, MaxConcurrency)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -225,11 +244,42 @@ func checkBatching(cfg Config) error {
 func (m *Mapping) Start(ctx context.Context) {
 	ctx, m.cancel = context.WithCancel(ctx)
 	for i := 0; i < m.cfg.Pollers; i++ {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.poll(ctx)
-		}()
+		m.startPoller(ctx, false)
+	}
+}
+
+// startPoller runs one more poller; an extra one (above Pollers) stops
+// when a receive finds the queue empty.
+func (m *Mapping) startPoller(ctx context.Context, extra bool) {
+	m.mu.Lock()
+	m.pollers++
+	m.stats.PeakPollers = max(m.stats.PeakPollers, int64(m.pollers))
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.poll(ctx, extra)
+		m.mu.Lock()
+		m.pollers--
+		m.mu.Unlock()
+	}()
+}
+
+// scaleUp adds a poller when the mapping scales, is below MaxPollers and
+// added none in the last ScaleUpEvery: a receive came back full.
+func (m *Mapping) scaleUp(ctx context.Context) {
+	if m.cfg.MaxPollers <= m.cfg.Pollers || ctx.Err() != nil {
+		return
+	}
+	m.mu.Lock()
+	now := time.Now()
+	ok := m.pollers < m.cfg.MaxPollers && now.Sub(m.added) >= ScaleUpEvery
+	if ok {
+		m.added = now
+	}
+	m.mu.Unlock()
+	if ok {
+		m.startPoller(ctx, true)
 	}
 }
 
@@ -248,6 +298,13 @@ func (m *Mapping) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stats
+}
+
+// Pollers returns how many pollers are running.
+func (m *Mapping) Pollers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pollers
 }
 
 // ReceiveCount returns how many times the mapping has received the message.
@@ -321,9 +378,10 @@ func payload(ps []pending) []byte {
 }
 
 // poll gathers batches and invokes the function with each, one at a time,
-// until ctx is done. Messages a full batch could not take (the payload
-// limit) start the next one.
-func (m *Mapping) poll(ctx context.Context) {
+// until ctx is done — or, for an extra poller, until a receive finds
+// nothing. Messages a full batch could not take (the payload limit) start
+// the next one.
+func (m *Mapping) poll(ctx context.Context, extra bool) {
 	var carry []pending
 	for ctx.Err() == nil {
 		var b batch
@@ -331,10 +389,13 @@ func (m *Mapping) poll(ctx context.Context) {
 			carry = carry[1:]
 		}
 		var ok bool
-		if carry, ok = m.gather(ctx, &b, carry); !ok {
+		if carry, ok = m.gather(ctx, &b, carry, extra); !ok {
 			// Stopped: what was gathered is not invoked; its messages
 			// reappear after their visibility timeout.
 			return
+		}
+		if extra && len(b.msgs) == 0 && len(carry) == 0 {
+			return // it found the queue empty
 		}
 		if len(b.msgs) > 0 {
 			m.handleBatch(ctx, b.msgs)
@@ -349,9 +410,11 @@ func (m *Mapping) poll(ctx context.Context) {
 // that yields messages ends it. Within the window a poller long-polls while
 // a second or more is left (ReceiveMessage waits whole seconds), polls
 // again at once while a receive comes back full, and otherwise waits out
-// the window and then polls once more without waiting. ok is false when ctx
-// ended.
-func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending) (rest []pending, ok bool) {
+// the window and then polls once more without waiting. A receive that comes
+// back full lets a scaling mapping add a poller (scaleUp). An extra poller
+// whose batch is empty returns it empty after a receive that found nothing.
+// ok is false when ctx ended.
+func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending, extra bool) (rest []pending, ok bool) {
 	window := m.cfg.MaximumBatchingWindow
 	if len(carry) > 0 {
 		return carry, true // full: the next message does not fit
@@ -400,7 +463,13 @@ func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending) (rest [
 		}
 		delay = 100 * time.Millisecond
 		lastFull = len(msgs) == n
+		if len(msgs) == maxReceive {
+			m.scaleUp(ctx)
+		}
 		if len(msgs) == 0 {
+			if extra && len(b.msgs) == 0 {
+				return nil, true
+			}
 			// goaws can answer empty at once while a delayed message falls
 			// due (its readiness test is strict); a short pause keeps this
 			// loop from spinning, which would also freeze a synctest fake

@@ -301,6 +301,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"negative window":               {with(func(c *Config) { c.MaximumBatchingWindow = -time.Second }), "outside 0–5m0s"},
 		"fractional window":             {with(func(c *Config) { c.MaximumBatchingWindow = 1500 * time.Millisecond }), "not whole seconds"},
 		"window as long as visibility":  {with(func(c *Config) { c.MaximumBatchingWindow = time.Minute }), "not shorter than VisibilityTimeout"},
+		"above 1,000 batches at once":   {with(func(c *Config) { c.MaxPollers = 1001 }), "MaxPollers 1001 above 1000"},
 		"window past default visibility": {Config{Function: "f", QueueURL: "u", MaximumBatchingWindow: 30 * time.Second},
 			"not shorter than VisibilityTimeout"},
 	} {
@@ -475,5 +476,56 @@ func TestPayloadLimitSplitsABatchAndLosesNothing(t *testing.T) {
 	}
 	if st := m.Stats(); st.Messages != n || st.Deleted != n || st.MovedToDLQ != 0 {
 		t.Errorf("stats %+v: want %d messages received and deleted once", st, n)
+	}
+}
+
+// A scaling mapping adds pollers while receives come back full — never
+// more than MaxPollers batches at once — and goes back to Pollers once the
+// queue is empty; without MaxPollers it keeps the pollers it was given.
+func TestMappingScalesWithTheBacklogAndBack(t *testing.T) {
+	for _, c := range []struct {
+		name              string
+		pollers, max, top int
+	}{
+		{"scaling", 1, 4, 4},
+		{"fixed", 2, 0, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := setup(t)
+			const n = 300
+			for i := 0; i < n; i++ {
+				f.send(t, fmt.Sprintf("m%d", i), 0)
+			}
+			var mu sync.Mutex
+			var running, most int
+			seen := map[string]int{}
+			slow := func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				mu.Lock()
+				running++
+				most = max(most, running)
+				for _, r := range ev.Records {
+					seen[r.Body]++
+				}
+				mu.Unlock()
+				time.Sleep(100 * time.Millisecond)
+				mu.Lock()
+				running--
+				mu.Unlock()
+				return events.SQSEventResponse{}, nil
+			}
+			m := f.start(t, slow, func(cfg *Config) {
+				cfg.Pollers, cfg.MaxPollers, cfg.VisibilityTimeout = c.pollers, c.max, 30*time.Second
+			})
+			f.drained(t, m, n)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != n {
+				t.Fatalf("%d of %d messages delivered", len(seen), n)
+			}
+			if st := m.Stats(); st.PeakPollers != int64(c.top) || most > c.top {
+				t.Errorf("peak pollers %d, most invocations at once %d; want %d, at most %d", st.PeakPollers, most, c.top, c.top)
+			}
+			eventually(t, "back to the base pollers", func() bool { return m.Pollers() == c.pollers })
+		})
 	}
 }

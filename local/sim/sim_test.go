@@ -356,10 +356,14 @@ func TestFastPathDeliversWithinTheNotificationDelay(t *testing.T) {
 	if f.DeleteLatencySeconds.Count == 0 || f.DeleteLatencySeconds.P95 > bound {
 		t.Errorf("fast-path delete latency %+v: want deletes, p95 ≤ %.0f s", f.DeleteLatencySeconds, bound)
 	}
-	// Five pollers gather for a second each: invocations carry a message or
-	// more, never more than the batch size.
-	if f.Environments < 1 || f.Environments > 5 {
-		t.Errorf("%d execution environments for a mapping of five pollers: want 1 to 5", f.Environments)
+	// Five pollers (up to the mapping's MaximumConcurrency with a backlog)
+	// gather for a second each: invocations carry a message or more, never
+	// more than the batch size, and each poller needs one environment at most.
+	if maxPollers := int64(stackconfig.Default().FastPathMaxConcurrency()); f.PeakPollers < 5 || f.PeakPollers > maxPollers {
+		t.Errorf("peak pollers %d: want 5 to %d", f.PeakPollers, maxPollers)
+	}
+	if f.Environments < 1 || f.Environments > f.PeakPollers {
+		t.Errorf("%d execution environments for a mapping of at most %d pollers: want 1 to %d", f.Environments, f.PeakPollers, f.PeakPollers)
 	}
 	if f.Invocations == 0 || f.MessagesPerInvocation < 1 || f.MessagesPerInvocation > stackconfig.FastPathBatchSize {
 		t.Errorf("%d invocations of %.2f messages each: want batches of 1 to %d", f.Invocations, f.MessagesPerInvocation, stackconfig.FastPathBatchSize)

@@ -29,8 +29,9 @@ const FnFastPath = stackconfig.FastPath
 
 // fastPathPollers is the local fast-path mapping's pollers: Lambda starts
 // an SQS standard queue's mapping with five concurrent batches ("Configuring
-// scaling behavior for SQS event source mappings"). Its scaling beyond five
-// as the backlog grows (up to 300 more a minute) is not modelled.
+// scaling behavior for SQS event source mappings"), and adds up to 300 a
+// minute while messages are waiting, up to the mapping's MaximumConcurrency
+// (stackconfig.Config.FastPathMaxConcurrency; esm.Config.MaxPollers).
 const fastPathPollers = 5
 
 // NotificationBus is the bus HealthLake's Subscription delivers to.
@@ -238,7 +239,8 @@ func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) error 
 	mp, err := esm.New(poller, s.Lambdas, esm.Config{
 		Function: FnFastPath, QueueURL: s.Res.FastPathQueueURL, QueueARN: s.Env.ARN("sqs", s.fastPathQueue()), Region: s.Env.Region,
 		DLQURL: s.Res.FastPathDLQURL, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount,
-		BatchSize: s.deployedConfig().FastPathBatch(), MaximumBatchingWindow: s.deployedConfig().FastPathBatchingWindow, Pollers: fastPathPollers,
+		BatchSize: s.deployedConfig().FastPathBatch(), MaximumBatchingWindow: s.deployedConfig().FastPathBatchingWindow,
+		Pollers: min(fastPathPollers, s.deployedConfig().FastPathMaxConcurrency()), MaxPollers: s.deployedConfig().FastPathMaxConcurrency(),
 		VisibilityTimeout: s.visibility(FnFastPath), ReportBatchItemFailures: true,
 		Faults: dup, Logger: s.log,
 	})

@@ -104,6 +104,8 @@ func (s *Stack) startMappings(ctx context.Context) error {
 		mp, err := esm.New(poller, s.Lambdas, esm.Config{
 			Function: m.fn, QueueURL: m.queue, QueueARN: s.Env.ARN("sqs", lastSegment(m.queue)), Region: s.Env.Region,
 			DLQURL: m.dlq, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: 1,
+			// The deployed mappings' MaximumConcurrency: two batches at once.
+			Pollers:           stackconfig.ExportQueueMaxConcurrency,
 			VisibilityTimeout: s.visibility(m.fn), ReportBatchItemFailures: true,
 			Faults: dup, Logger: s.log,
 		})
