@@ -93,7 +93,8 @@ type Config struct {
 	// timeout, plus the batching window.
 	VisibilityTimeout time.Duration
 	// WaitTime is the long-poll wait of one ReceiveMessage, whole seconds
-	// 1–20 (default 1 s, so that Stop is quick).
+	// 1–20 (default 1 s). Lambda's pollers wait 20 s (LambdaLongPoll);
+	// Stop cancels a receive in flight either way.
 	WaitTime time.Duration
 	// Pollers is the number of concurrent pollers, each gathering its own
 	// batches and invoking the function with them, one at a time
@@ -139,6 +140,10 @@ const (
 	// that a batch that fits here fits in AWS.
 	MaxPayloadBytes = 6_000_000
 )
+
+// LambdaLongPoll is the long-poll wait of Lambda's SQS pollers, SQS's
+// longest (docs/LOCAL.md, "SQS event-source mappings").
+const LambdaLongPoll = 20 * time.Second
 
 // maxReceive is SQS's largest MaxNumberOfMessages of one ReceiveMessage.
 const maxReceive = 10

@@ -241,7 +241,7 @@ func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) error 
 		DLQURL: s.Res.FastPathDLQURL, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount,
 		BatchSize: s.deployedConfig().FastPathBatch(), MaximumBatchingWindow: s.deployedConfig().FastPathBatchingWindow,
 		Pollers: min(fastPathPollers, s.deployedConfig().FastPathMaxConcurrency()), MaxPollers: s.deployedConfig().FastPathMaxConcurrency(),
-		VisibilityTimeout: s.visibility(FnFastPath), ReportBatchItemFailures: true,
+		VisibilityTimeout: s.visibility(FnFastPath), WaitTime: esm.LambdaLongPoll, ReportBatchItemFailures: true,
 		Faults: dup, Logger: s.log,
 	})
 	if err != nil {

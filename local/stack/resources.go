@@ -106,6 +106,7 @@ func (s *Stack) startMappings(ctx context.Context) error {
 			DLQURL: m.dlq, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: 1,
 			// The deployed mappings' MaximumConcurrency: two batches at once.
 			Pollers:           stackconfig.ExportQueueMaxConcurrency,
+			WaitTime:          esm.LambdaLongPoll,
 			VisibilityTimeout: s.visibility(m.fn), ReportBatchItemFailures: true,
 			Faults: dup, Logger: s.log,
 		})
