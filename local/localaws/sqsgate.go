@@ -22,9 +22,10 @@ import (
 var sqsTable sync.RWMutex
 
 // sqsGated serves goaws behind sqsTable: CreateQueue and DeleteQueue alone,
-// every other request beside the others. A long poll is served as a series
-// of receives of at most a second each, so that it never holds the gate
-// while it waits and a CreateQueue waits a second at most.
+// every other request beside the others. A long poll never waits inside
+// goaws, which would hold the gate (and, in a synctest bubble, keep the
+// clock from moving while a CreateQueue waits on the gate): it is served as
+// receives that do not wait, 100 ms apart, as goaws itself polls.
 type sqsGated struct{ next http.Handler }
 
 func (h sqsGated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -47,27 +48,44 @@ func (h sqsGated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// receive serves a ReceiveMessage: at once when it waits a second or less,
-// else in receives of a second until one returns messages (or an error)
-// or the wait has passed; the client gets that receive's answer.
+// longPollStep is how often a long poll looks at its queue again: goaws's
+// own step.
+const longPollStep = 100 * time.Millisecond
+
+// receive serves a ReceiveMessage. One that waits is served as receives
+// that do not (or, on a queue whose ReceiveMessageWaitTimeSeconds makes
+// goaws wait, of a second), until one returns messages (or an error) or the
+// wait has passed; the client gets that receive's answer.
 func (h sqsGated) receive(w http.ResponseWriter, r *http.Request, req sqsRequest) {
-	wait := req.waitSeconds()
-	if wait <= 1 {
+	wait, queueWait := req.waits()
+	if wait <= 0 {
 		sqsTable.RLock()
 		defer sqsTable.RUnlock()
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	slice := 0 // goaws then takes the queue's wait
+	if queueWait > 0 {
+		slice = 1
+	}
 	deadline := time.Now().Add(time.Duration(wait) * time.Second)
 	for {
 		rec := &recorder{header: http.Header{}, status: http.StatusOK}
 		sqsTable.RLock()
-		h.next.ServeHTTP(rec, req.withWait(r, 1))
+		h.next.ServeHTTP(rec, req.withWait(r, slice))
 		sqsTable.RUnlock()
 		if rec.status != http.StatusOK || bytes.Contains(rec.body.Bytes(), []byte("MessageId")) ||
 			!time.Now().Before(deadline) || r.Context().Err() != nil {
 			rec.copyTo(w)
 			return
+		}
+		if slice == 0 {
+			t := time.NewTimer(min(longPollStep, time.Until(deadline)))
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+			}
 		}
 	}
 }
@@ -108,10 +126,10 @@ func readSQSRequest(r *http.Request) (sqsRequest, error) {
 	return sqsRequest{op: form.Get("Action"), form: form}, nil
 }
 
-// waitSeconds is the receive's long-poll wait: its WaitTimeSeconds, else
-// its queue's ReceiveMessageWaitTimeSeconds, as goaws (and SQS) take it.
-func (q sqsRequest) waitSeconds() int {
-	var wait int
+// waits returns the receive's WaitTimeSeconds, else (when it has none)
+// its queue's ReceiveMessageWaitTimeSeconds, as goaws (and SQS) take it; and
+// the queue's own.
+func (q sqsRequest) waits() (wait, queueWait int) {
 	var queueURL string
 	if q.json != nil {
 		if v, ok := q.json["WaitTimeSeconds"].(float64); ok {
@@ -122,16 +140,16 @@ func (q sqsRequest) waitSeconds() int {
 		wait, _ = strconv.Atoi(q.form.Get("WaitTimeSeconds"))
 		queueURL = q.form.Get("QueueUrl")
 	}
-	if wait > 0 {
-		return wait
-	}
 	name := queueURL[strings.LastIndexByte(queueURL, '/')+1:]
 	models.SyncQueues.RLock()
-	defer models.SyncQueues.RUnlock()
 	if queue, ok := models.SyncQueues.Queues[name]; ok {
-		return queue.ReceiveMessageWaitTimeSeconds
+		queueWait = queue.ReceiveMessageWaitTimeSeconds
 	}
-	return 0
+	models.SyncQueues.RUnlock()
+	if wait <= 0 {
+		wait = queueWait
+	}
+	return wait, queueWait
 }
 
 // withWait returns a copy of r whose body asks for a wait of seconds.
