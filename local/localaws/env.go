@@ -152,7 +152,7 @@ func Start(opts Options) (*Env, error) {
 	// The gateway checks the signing time against its clock (SetClock):
 	// gofakes3's own check, on the wall clock, is off.
 	g.Handle(ServiceS3, gofakes3.New(backend, gofakes3.WithAutoBucket(true), gofakes3.WithTimeSkewLimit(0)).Server())
-	g.Handle(ServiceSQS, sqsGated{next: sqsARNs{next: goawsrouter.New(), region: opts.Region, account: opts.AccountID}})
+	g.Handle(ServiceSQS, sqsGated{next: goawsrouter.New(), region: opts.Region, account: opts.AccountID})
 	g.Handle(ServiceDynamoDB, minidyn.NewServer())
 
 	env := &Env{

@@ -22,11 +22,15 @@ import (
 var sqsTable sync.RWMutex
 
 // sqsGated serves goaws behind sqsTable: CreateQueue and DeleteQueue alone,
-// every other request beside the others. A long poll never waits inside
+// every other request beside the others; a new queue gets its full ARN
+// (completeQueueARN, with region and account). A long poll never waits inside
 // goaws, which would hold the gate (and, in a synctest bubble, keep the
 // clock from moving while a CreateQueue waits on the gate): it is served as
 // receives that do not wait, 100 ms apart, as goaws itself polls.
-type sqsGated struct{ next http.Handler }
+type sqsGated struct {
+	next            http.Handler
+	region, account string
+}
 
 func (h sqsGated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, err := readSQSRequest(r)
@@ -39,6 +43,9 @@ func (h sqsGated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sqsTable.Lock()
 		defer sqsTable.Unlock()
 		h.next.ServeHTTP(w, r)
+		if name := req.param("QueueName"); req.op == "CreateQueue" && name != "" {
+			completeQueueARN(name, h.region, h.account)
+		}
 	case "ReceiveMessage":
 		h.receive(w, r, req)
 	default:
@@ -98,8 +105,16 @@ type sqsRequest struct {
 	form url.Values     // the query protocol's parameters
 }
 
-// readSQSRequest reads r's operation and parameters and restores its body.
+// readSQSRequest reads r's operation and, for the operations the gate looks
+// into (ReceiveMessage, CreateQueue), its parameters; a body it reads is
+// restored. A JSON-protocol request names its operation in a header, so the
+// others (SendMessage with its resource) are not parsed here.
 func readSQSRequest(r *http.Request) (sqsRequest, error) {
+	target := r.Header.Get("X-Amz-Target")
+	op := strings.TrimPrefix(target, "AmazonSQS.")
+	if target != "" && op != "ReceiveMessage" && op != "CreateQueue" {
+		return sqsRequest{op: op}, nil
+	}
 	var body []byte
 	if r.Body != nil {
 		b, err := io.ReadAll(r.Body)
@@ -109,8 +124,8 @@ func readSQSRequest(r *http.Request) (sqsRequest, error) {
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	if target := r.Header.Get("X-Amz-Target"); target != "" {
-		req := sqsRequest{op: strings.TrimPrefix(target, "AmazonSQS."), json: map[string]any{}}
+	if target != "" {
+		req := sqsRequest{op: op, json: map[string]any{}}
 		_ = json.Unmarshal(body, &req.json) // goaws answers a bad body itself
 		return req, nil
 	}
@@ -126,20 +141,27 @@ func readSQSRequest(r *http.Request) (sqsRequest, error) {
 	return sqsRequest{op: form.Get("Action"), form: form}, nil
 }
 
+// param returns the string parameter name, "" when absent.
+func (q sqsRequest) param(name string) string {
+	if q.json != nil {
+		v, _ := q.json[name].(string)
+		return v
+	}
+	return q.form.Get(name)
+}
+
 // waits returns the receive's WaitTimeSeconds, else (when it has none)
 // its queue's ReceiveMessageWaitTimeSeconds, as goaws (and SQS) take it; and
 // the queue's own.
 func (q sqsRequest) waits() (wait, queueWait int) {
-	var queueURL string
 	if q.json != nil {
 		if v, ok := q.json["WaitTimeSeconds"].(float64); ok {
 			wait = int(v)
 		}
-		queueURL, _ = q.json["QueueUrl"].(string)
 	} else {
 		wait, _ = strconv.Atoi(q.form.Get("WaitTimeSeconds"))
-		queueURL = q.form.Get("QueueUrl")
 	}
+	queueURL := q.param("QueueUrl")
 	name := queueURL[strings.LastIndexByte(queueURL, '/')+1:]
 	models.SyncQueues.RLock()
 	if queue, ok := models.SyncQueues.Queues[name]; ok {
