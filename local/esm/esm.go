@@ -253,13 +253,23 @@ func (m *Mapping) Start(ctx context.Context) {
 	}
 }
 
-// startPoller runs one more poller; an extra one (above Pollers) stops
-// when a receive finds the queue empty.
+// startPoller counts and runs one more poller.
 func (m *Mapping) startPoller(ctx context.Context, extra bool) {
 	m.mu.Lock()
+	m.countPoller()
+	m.mu.Unlock()
+	m.runPoller(ctx, extra)
+}
+
+// countPoller counts a poller about to run; m.mu is held.
+func (m *Mapping) countPoller() {
 	m.pollers++
 	m.stats.PeakPollers = max(m.stats.PeakPollers, int64(m.pollers))
-	m.mu.Unlock()
+}
+
+// runPoller runs a counted poller; an extra one (above Pollers) stops when a
+// receive finds the queue empty.
+func (m *Mapping) runPoller(ctx context.Context, extra bool) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -271,7 +281,8 @@ func (m *Mapping) startPoller(ctx context.Context, extra bool) {
 }
 
 // scaleUp adds a poller when the mapping scales, is below MaxPollers and
-// added none in the last ScaleUpEvery: a receive came back full.
+// added none in the last ScaleUpEvery: a receive came back full. The check
+// and the count are one step, so the mapping never runs more than MaxPollers.
 func (m *Mapping) scaleUp(ctx context.Context) {
 	if m.cfg.MaxPollers <= m.cfg.Pollers || ctx.Err() != nil {
 		return
@@ -281,10 +292,11 @@ func (m *Mapping) scaleUp(ctx context.Context) {
 	ok := m.pollers < m.cfg.MaxPollers && now.Sub(m.added) >= ScaleUpEvery
 	if ok {
 		m.added = now
+		m.countPoller()
 	}
 	m.mu.Unlock()
 	if ok {
-		m.startPoller(ctx, true)
+		m.runPoller(ctx, true)
 	}
 }
 

@@ -47,14 +47,12 @@ type Runs struct {
 
 	mu     sync.Mutex
 	tokens map[string]string // execution ARN → its task token
-	issued *sync.Cond
 }
 
 // Start serves a new emulator on env's gateway for the test's duration.
 func Start(t testing.TB, env *localaws.Env) *Runs {
 	t.Helper()
 	r := &Runs{tokens: map[string]string{}, client: sfn.NewFromConfig(env.Config())}
-	r.issued = sync.NewCond(&r.mu)
 	r.Emulator = fakesfn.New(fakesfn.Options{Region: env.Region, AccountID: env.AccountID, Lambda: r})
 	t.Cleanup(r.Emulator.Close)
 	env.Gateway.Handle(localaws.ServiceSFN, r.Emulator)
@@ -83,7 +81,6 @@ func (r *Runs) Invoke(_ context.Context, function string, payload []byte) ([]byt
 	}
 	r.mu.Lock()
 	r.tokens[p.Execution] = p.Token
-	r.issued.Broadcast()
 	r.mu.Unlock()
 	return []byte(`{}`), false, nil
 }
@@ -144,22 +141,16 @@ func (r *Runs) Executions(machine string) []asl.ExecutionInfo {
 // token waits up to 10 s for the execution's callback task to have run.
 func (r *Runs) token(t testing.TB, arn string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	stop := time.AfterFunc(10*time.Second, func() {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		r.mu.Lock()
-		r.issued.Broadcast()
+		token := r.tokens[arn]
 		r.mu.Unlock()
-	})
-	defer stop.Stop()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.tokens[arn] == "" {
-		if time.Now().After(deadline) {
-			t.Fatalf("sfntest: %s did not reach its callback task in 10 s", arn)
+		if token != "" {
+			return token
 		}
-		r.issued.Wait()
 	}
-	return r.tokens[arn]
+	t.Fatalf("sfntest: %s did not reach its callback task in 10 s", arn)
+	return ""
 }
 
 // split returns the machine and execution names of an execution ARN.
