@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
 )
 
@@ -32,6 +31,9 @@ func init() {
 type reconcileView struct {
 	ExecutionARN string `json:"executionArn,omitempty"`
 	StartDate    string `json:"startDate,omitempty"`
+	// AlreadyRunning: a reconciliation of this name was running already;
+	// none was started (StartDate is that one's, and --wait waits for it).
+	AlreadyRunning bool `json:"alreadyRunning,omitempty"`
 	// Status is the execution's status once it ended (--wait).
 	Status string `json:"status,omitempty"`
 	// Skipped: the execution ended without reconciling (no run has
@@ -138,10 +140,7 @@ func runReconcile(ctx context.Context, args []string, _ io.Reader, stdout, stder
 	if err != nil {
 		return fail(stderr, name, f.explain(err))
 	}
-	v.ExecutionARN = aws.ToString(out.ExecutionArn)
-	if out.StartDate != nil {
-		v.StartDate = events.FormatTime(*out.StartDate)
-	}
+	v.ExecutionARN, v.StartDate, v.AlreadyRunning = out.ARN, out.StartDate, out.AlreadyRunning
 	if !*wait {
 		return printReconcile(stdout, stderr, f.json, name, v)
 	}
@@ -194,7 +193,10 @@ func printReconcile(stdout, stderr io.Writer, asJSON bool, name string, v reconc
 		}
 		return exitOK
 	}
-	if v.ExecutionARN != "" {
+	switch {
+	case v.AlreadyRunning:
+		fmt.Fprintf(stdout, "already running: %s (started %s); no new execution started\n", v.ExecutionARN, orDash(v.StartDate))
+	case v.ExecutionARN != "":
 		fmt.Fprintf(stdout, "started %s at %s\n", v.ExecutionARN, orDash(v.StartDate))
 		if v.LockHeldBy != "" {
 			fmt.Fprintf(stdout, "note: run %s holds the lock; the reconciliation takes none and runs beside it; see `cdcctl status`\n", v.LockHeldBy)

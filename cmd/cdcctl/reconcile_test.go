@@ -58,6 +58,14 @@ func TestReconcileStartsTheReconciliation(t *testing.T) {
 	if v.ExecutionARN != s.env.ARN("states", "execution:cdc-reconcile:reconcile-manual") || v.StartDate == "" {
 		t.Fatalf("reconcile = %+v", v)
 	}
+	// The same name while it runs starts nothing and says so.
+	code, out, stderr = s.cdcctl(t, "reconcile", "--reconcile-state-machine-arn", sm, "--name", "reconcile-manual")
+	if code != exitOK || !strings.Contains(out, "already running: "+v.ExecutionARN) {
+		t.Fatalf("same name while running: exit %d\n%s%s", code, out, stderr)
+	}
+	if n := len(s.sfn.Executions("cdc-reconcile")); n != 1 {
+		t.Fatalf("executions = %d, want 1", n)
+	}
 	// With a run holding the lock it says the reconciliation runs beside it.
 	s.acquire(t, "run-3")
 	t.Setenv(envReconcileStateMachineARN, sm)

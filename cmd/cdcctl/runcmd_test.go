@@ -28,6 +28,21 @@ func TestRunStartsAnExecution(t *testing.T) {
 	if len(ex) != 1 || ex[0].Name != "manual-1" || ex[0].Input != "{}" || ex[0].StateMachineARN != sm {
 		t.Fatalf("executions = %+v", ex)
 	}
+	// The same name again while it runs: Step Functions would answer with
+	// that execution; run says so and starts nothing.
+	code, out, stderr = s.cdcctl(t, "run", "--state-machine-arn", sm, "--name", "manual-1")
+	if code != exitOK || !strings.Contains(out, "already running: "+v.ExecutionARN) || strings.Contains(out, "started "+v.ExecutionARN) {
+		t.Fatalf("same name while running: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = s.cdcctl(t, "run", "--state-machine-arn", sm, "--name", "manual-1", "--json")
+	var again runView
+	decodeJSON(t, out, &again)
+	if code != exitOK || !again.AlreadyRunning || again.ExecutionARN != v.ExecutionARN || again.StartDate != v.StartDate {
+		t.Fatalf("same name while running (json): exit %d, %+v, want the first execution", code, again)
+	}
+	if n := len(s.sfn.Executions("cdc")); n != 1 {
+		t.Fatalf("executions = %d after the same name twice, want 1", n)
+	}
 	// With a live run holding the lock, run warns that the new one will be skipped.
 	s.acquire(t, "run-9")
 	code, out, stderr = s.cdcctl(t, "run", "--state-machine-arn", sm)
