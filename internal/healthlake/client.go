@@ -225,21 +225,21 @@ func (c *Client) StartExport(ctx context.Context, in StartExportInput) (*StartEx
 	if err != nil {
 		return nil, fmt.Errorf("start export: encode body: %w", err)
 	}
-	status, respBody, errType, ambiguous, err := c.do(ctx, "StartExport", http.MethodPost, ExportPath(in.DatastoreID), q, body)
+	a, err := c.do(ctx, "StartExport", http.MethodPost, ExportPath(in.DatastoreID), q, body)
 	if err != nil {
-		return nil, markAmbiguous(err, ambiguous)
+		return nil, markAmbiguous(err, a.ambiguous)
 	}
-	if status != http.StatusAccepted {
-		return nil, markAmbiguous(newAPIError("StartExport", status, respBody, errType), ambiguous)
+	if a.status != http.StatusAccepted {
+		return nil, markAmbiguous(a.failure("StartExport"), a.ambiguous)
 	}
 	var out StartExportOutput
-	if err := json.Unmarshal(respBody, &out); err != nil {
+	if err := json.Unmarshal(a.body, &out); err != nil {
 		return nil, fmt.Errorf("start export: decode 202 answer: %w", err)
 	}
 	if out.JobID == "" {
 		return nil, errors.New("start export: 202 answer has no jobId")
 	}
-	out.Retried = ambiguous
+	out.Retried = a.ambiguous
 	return &out, nil
 }
 
@@ -329,15 +329,15 @@ func (c *Client) DescribeExport(ctx context.Context, datastoreID, jobID string) 
 	if datastoreID == "" || jobID == "" {
 		return nil, errors.New("describe export: datastore id and job id are required")
 	}
-	status, body, errType, _, err := c.do(ctx, "DescribeExport", http.MethodGet, JobPath(datastoreID, jobID), nil, nil)
+	a, err := c.do(ctx, "DescribeExport", http.MethodGet, JobPath(datastoreID, jobID), nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	if status != http.StatusOK {
-		return nil, newAPIError("DescribeExport", status, body, errType)
+	if a.status != http.StatusOK {
+		return nil, a.failure("DescribeExport")
 	}
 	var r DescribeResponse
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := json.Unmarshal(a.body, &r); err != nil {
 		return nil, fmt.Errorf("describe export job %s: decode answer: %w", jobID, err)
 	}
 	p := r.ExportJobProperties
@@ -374,40 +374,63 @@ func (c *Client) CancelExport(ctx context.Context, datastoreID, jobID string) er
 	if datastoreID == "" || jobID == "" {
 		return errors.New("cancel export: datastore id and job id are required")
 	}
-	status, body, errType, _, err := c.do(ctx, "CancelExport", http.MethodDelete, JobPath(datastoreID, jobID), nil, nil)
+	a, err := c.do(ctx, "CancelExport", http.MethodDelete, JobPath(datastoreID, jobID), nil, nil)
 	if err != nil {
 		return err
 	}
-	switch status {
+	switch a.status {
 	case http.StatusOK, http.StatusAccepted, http.StatusNoContent:
 		return nil
 	}
-	return newAPIError("CancelExport", status, body, errType)
+	return a.failure("CancelExport")
+}
+
+// answer is a call's final answer: its status and body, whether an earlier
+// attempt may have been acted on, and for a status of 400 and above the
+// APIError it makes, read from the body once.
+type answer struct {
+	status    int
+	body      []byte
+	errType   string
+	ambiguous bool
+	api       *APIError
+}
+
+// failure is the APIError of an answer its caller does not take: the one
+// do read for a status of 400 and above, or one made now for a success
+// the call does not expect (StartExport answered 200, not 202).
+func (a answer) failure(op string) *APIError {
+	if a.api != nil {
+		return a.api
+	}
+	return newAPIError(op, a.status, a.body, a.errType)
 }
 
 // do sends one signed request, retrying throttling (429, or any status
 // whose error is a throttle: APIError.Throttled), 5xx and transport
-// errors. It returns the final status and body; a non-retryable status is
-// returned to the caller without error. ambiguous reports an earlier attempt
-// that failed with a 5xx or a transport error, which the server may have
-// acted on (a throttle, 429 or 400, proves it did not).
-func (c *Client) do(ctx context.Context, op, method, path string, query url.Values, body []byte) (status int, respBody []byte, errType string, ambiguous bool, err error) {
+// errors. It returns the final answer; a non-retryable status is returned
+// to the caller without error, its APIError in answer.api. ambiguous
+// reports an earlier attempt that failed with a 5xx or a transport error,
+// which the server may have acted on (a throttle, 429 or 400, proves it
+// did not); it is set on an error too.
+func (c *Client) do(ctx context.Context, op, method, path string, query url.Values, body []byte) (answer, error) {
 	var lastErr error
+	ambiguous := false
 	for attempt := 1; ; attempt++ {
 		st, rb, et, oerr := c.once(ctx, method, path, query, body)
 		switch {
 		case oerr != nil:
 			lastErr = fmt.Errorf("%s: %w", op, oerr)
 			if ctx.Err() != nil {
-				return 0, nil, "", ambiguous, lastErr
+				return answer{ambiguous: ambiguous}, lastErr
 			}
 			ambiguous = true
 		case st < 400:
-			return st, rb, et, ambiguous, nil
+			return answer{status: st, body: rb, errType: et, ambiguous: ambiguous}, nil
 		default:
 			api := newAPIError(op, st, rb, et)
 			if !api.Retryable() {
-				return st, rb, et, ambiguous, nil
+				return answer{status: st, body: rb, errType: et, ambiguous: ambiguous, api: api}, nil
 			}
 			// A throttle (429, or ThrottlingException whatever the
 			// status: HealthLake's API reference gives it 400) refused the
@@ -419,10 +442,10 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 			}
 		}
 		if attempt >= c.opts.MaxAttempts {
-			return 0, nil, "", ambiguous, fmt.Errorf("after %d attempts: %w", attempt, lastErr)
+			return answer{ambiguous: ambiguous}, fmt.Errorf("after %d attempts: %w", attempt, lastErr)
 		}
 		if err := c.opts.Sleep(ctx, c.backoff(attempt)); err != nil {
-			return 0, nil, "", ambiguous, fmt.Errorf("%s: waiting to retry: %w (last error: %v)", op, err, lastErr)
+			return answer{ambiguous: ambiguous}, fmt.Errorf("%s: waiting to retry: %w (last error: %v)", op, err, lastErr)
 		}
 	}
 }

@@ -40,6 +40,14 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
+// codeOnly replaces e's message with its status text: the
+// OperationOutcome of a FHIR read, search or history may name the resource,
+// which errors must not carry. It returns e.
+func (e *APIError) codeOnly() *APIError {
+	e.Message = http.StatusText(e.StatusCode)
+	return e
+}
+
 // Retryable reports whether the call may succeed when repeated: 429, 5xx,
 // or a throttling answer of any status.
 func (e *APIError) Retryable() bool { return retryableStatus(e.StatusCode) || e.Throttled() }
@@ -60,6 +68,16 @@ func (e *APIError) Throttled() bool {
 	}
 	_, ok := retry.DefaultThrottleErrorCodes[e.Code]
 	return ok
+}
+
+// ThrottledAnswer reports whether an HTTP answer of HealthLake refuses its
+// request for its rate, as APIError.Throttled reads it (for a client that
+// sends its own requests: cdc-local's FHIR writes).
+func ThrottledAnswer(status int, header http.Header, body []byte) bool {
+	if status < 400 {
+		return false
+	}
+	return newAPIError("", status, body, errorType(header.Get("X-Amzn-ErrorType"))).Throttled()
 }
 
 // fhirThrottled is the OperationOutcome issue type of a refused rate

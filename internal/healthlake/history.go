@@ -54,20 +54,18 @@ func (c *Client) History(ctx context.Context, datastoreID, resourceType, id stri
 	path, query := HistoryPath(datastoreID, resourceType, id), url.Values(nil)
 	var out []HistoryEntry
 	for page := 1; ; page++ {
-		status, body, errType, _, err := c.do(ctx, "History", http.MethodGet, path, query, nil)
+		a, err := c.do(ctx, "History", http.MethodGet, path, query, nil)
 		if err != nil {
 			return nil, fmt.Errorf("history of a %s: %w", resourceType, err)
 		}
 		switch {
-		case status == http.StatusNotFound:
+		case a.status == http.StatusNotFound:
 			return nil, fmt.Errorf("history of a %s: %w", resourceType, ErrNoHistory)
-		case status != http.StatusOK:
+		case a.status != http.StatusOK:
 			// The OperationOutcome may name the resource: keep only its code.
-			e := newAPIError("History", status, body, errType)
-			e.Message = http.StatusText(status)
-			return nil, fmt.Errorf("history of a %s: %w", resourceType, e)
+			return nil, fmt.Errorf("history of a %s: %w", resourceType, a.failure("History").codeOnly())
 		}
-		entries, next, err := parseHistory(body)
+		entries, next, err := parseHistory(a.body)
 		if err != nil {
 			return nil, fmt.Errorf("history of a %s, page %d: %w", resourceType, page, err)
 		}
@@ -241,16 +239,14 @@ func (c *Client) TypeHistoryPage(ctx context.Context, datastoreID, resourceType 
 			query.Set("_count", strconv.Itoa(count))
 		}
 	}
-	status, body, errType, _, err := c.do(ctx, "TypeHistory", http.MethodGet, path, query, nil)
+	a, err := c.do(ctx, "TypeHistory", http.MethodGet, path, query, nil)
 	if err != nil {
 		return nil, "", fmt.Errorf("history of %s: %w", resourceType, err)
 	}
-	if status != http.StatusOK {
-		e := newAPIError("TypeHistory", status, body, errType)
-		e.Message = http.StatusText(status)
-		return nil, "", fmt.Errorf("history of %s: %w", resourceType, e)
+	if a.status != http.StatusOK {
+		return nil, "", fmt.Errorf("history of %s: %w", resourceType, a.failure("TypeHistory").codeOnly())
 	}
-	entries, link, err := parseHistory(body)
+	entries, link, err := parseHistory(a.body)
 	if err != nil {
 		return nil, "", fmt.Errorf("history of %s: %w", resourceType, err)
 	}
@@ -291,17 +287,15 @@ func (c *Client) Exists(ctx context.Context, datastoreID, resourceType, id strin
 		return false, errors.New("read: datastore id, resource type and id are required")
 	}
 	path := "/datastore/" + url.PathEscape(datastoreID) + "/r4/" + url.PathEscape(resourceType) + "/" + url.PathEscape(id)
-	status, body, errType, _, err := c.do(ctx, "ReadResource", http.MethodGet, path, nil, nil)
+	a, err := c.do(ctx, "ReadResource", http.MethodGet, path, nil, nil)
 	if err != nil {
 		return false, fmt.Errorf("read a %s: %w", resourceType, err)
 	}
-	switch status {
+	switch a.status {
 	case http.StatusOK:
 		return true, nil
 	case http.StatusNotFound, http.StatusGone:
 		return false, nil
 	}
-	e := newAPIError("ReadResource", status, body, errType)
-	e.Message = http.StatusText(status)
-	return false, fmt.Errorf("read a %s: %w", resourceType, e)
+	return false, fmt.Errorf("read a %s: %w", resourceType, a.failure("ReadResource").codeOnly())
 }

@@ -80,16 +80,17 @@ func (c *Client) UpdateResource(ctx context.Context, datastoreID, resourceType, 
 // write sends a create or an update and reads the version it wrote.
 func (c *Client) write(ctx context.Context, op, method, path, resourceType string, body []byte) (*Written, error) {
 	call := &callOptions{prefer: "return=representation"}
-	status, respBody, errType, ambiguous, err := c.do(withCall(ctx, call), op, method, path, nil, body)
+	a, err := c.do(withCall(ctx, call), op, method, path, nil, body)
 	if err != nil {
-		return nil, fmt.Errorf("%s a %s: %w", verb(op), resourceType, markAmbiguous(err, ambiguous))
+		return nil, fmt.Errorf("%s a %s: %w", verb(op), resourceType, markAmbiguous(err, a.ambiguous))
 	}
+	status := a.status
 	if status != http.StatusOK && status != http.StatusCreated {
-		return nil, fmt.Errorf("%s a %s: %w", verb(op), resourceType, markAmbiguous(newAPIError(op, status, respBody, errType), ambiguous))
+		return nil, fmt.Errorf("%s a %s: %w", verb(op), resourceType, markAmbiguous(a.failure(op), a.ambiguous))
 	}
-	w := writtenOf(resourceType, respBody, call.header)
+	w := writtenOf(resourceType, a.body, call.header)
 	w.Created = status == http.StatusCreated || method == http.MethodPost
-	w.Retried = ambiguous
+	w.Retried = a.ambiguous
 	if w.ID == "" && method == http.MethodPost {
 		return nil, fmt.Errorf("%s a %s: the %d answer names no resource id (no resource, Location or Content-Location)", verb(op), resourceType, status)
 	}
@@ -170,20 +171,18 @@ func (c *Client) ReadResource(ctx context.Context, datastoreID, resourceType, id
 	if datastoreID == "" || resourceType == "" || id == "" {
 		return nil, errors.New("read resource: datastore id, resource type and id are required")
 	}
-	status, body, errType, _, err := c.do(ctx, "ReadResource", http.MethodGet, ResourcePath(datastoreID, resourceType, id), nil, nil)
+	a, err := c.do(ctx, "ReadResource", http.MethodGet, ResourcePath(datastoreID, resourceType, id), nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read a %s: %w", resourceType, err)
 	}
-	if status != http.StatusOK {
+	if a.status != http.StatusOK {
 		// The OperationOutcome may name the resource: keep only its code.
-		e := newAPIError("ReadResource", status, body, errType)
-		e.Message = http.StatusText(status)
-		return nil, fmt.Errorf("read a %s: %w", resourceType, e)
+		return nil, fmt.Errorf("read a %s: %w", resourceType, a.failure("ReadResource").codeOnly())
 	}
-	if len(body) == 0 {
+	if len(a.body) == 0 {
 		return nil, fmt.Errorf("read a %s: an empty 200 answer", resourceType)
 	}
-	return body, nil
+	return a.body, nil
 }
 
 // DeleteResource deletes a resource, `DELETE …/r4/{type}/{id}` (FHIR
@@ -195,19 +194,17 @@ func (c *Client) DeleteResource(ctx context.Context, datastoreID, resourceType, 
 	if datastoreID == "" || resourceType == "" || id == "" {
 		return errors.New("delete resource: datastore id, resource type and id are required")
 	}
-	status, body, errType, ambiguous, err := c.do(ctx, "DeleteResource", http.MethodDelete, ResourcePath(datastoreID, resourceType, id), nil, nil)
+	a, err := c.do(ctx, "DeleteResource", http.MethodDelete, ResourcePath(datastoreID, resourceType, id), nil, nil)
 	if err != nil {
-		return fmt.Errorf("delete a %s: %w", resourceType, markAmbiguous(err, ambiguous))
+		return fmt.Errorf("delete a %s: %w", resourceType, markAmbiguous(err, a.ambiguous))
 	}
-	switch status {
+	switch a.status {
 	case http.StatusOK, http.StatusAccepted, http.StatusNoContent:
 		return nil
+	case http.StatusNotFound, http.StatusGone:
+		return fmt.Errorf("delete a %s: %w", resourceType, a.failure("DeleteResource").codeOnly())
 	}
-	e := newAPIError("DeleteResource", status, body, errType)
-	if status == http.StatusNotFound || status == http.StatusGone {
-		e.Message = http.StatusText(status)
-	}
-	return fmt.Errorf("delete a %s: %w", resourceType, e)
+	return fmt.Errorf("delete a %s: %w", resourceType, a.failure("DeleteResource"))
 }
 
 // IsAbsent reports whether err is a 404 or 410 answer: the resource does

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
 
@@ -313,5 +314,49 @@ func TestSearchResourcesRefusesForeignNextLink(t *testing.T) {
 	}
 	if _, err := c.SearchResources(context.Background(), "ds1", "Patient", nil); err == nil || !strings.Contains(err.Error(), "leaves the HealthLake endpoint") {
 		t.Fatalf("search with a foreign next link: %v", err)
+	}
+}
+
+// TestReadRefusalsCarryTheCodeNotTheOutcomeText: a refused read, vread,
+// history, existence check, search or delete keeps the status and the
+// OperationOutcome's code and drops its text, which may name the resource
+// (no PHI in errors); the answer's body is read once, in one APIError.
+func TestReadRefusalsCarryTheCodeNotTheOutcomeText(t *testing.T) {
+	const outcome = `{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"forbidden","diagnostics":"Patient secret-id of Jane Roe is restricted"}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/fhir+json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(outcome))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := healthlake.New(healthlake.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"ReadResource": func() error { _, err := c.ReadResource(ctx, "ds1", "Patient", "secret-id"); return err },
+		"VRead":        func() error { _, err := c.VRead(ctx, "ds1", "Patient", "secret-id", "2"); return err },
+		"History":      func() error { _, err := c.History(ctx, "ds1", "Patient", "secret-id"); return err },
+		"Exists":       func() error { _, err := c.Exists(ctx, "ds1", "Patient", "secret-id"); return err },
+		"SearchResources": func() error {
+			_, err := c.SearchResources(ctx, "ds1", "Patient", url.Values{"_id": {"secret-id"}})
+			return err
+		},
+		"TypeHistoryPage": func() error {
+			_, _, err := c.TypeHistoryPage(ctx, "ds1", "Patient", time.Time{}, 10, "")
+			return err
+		},
+	}
+	for name, call := range calls {
+		err := call()
+		var api *healthlake.APIError
+		if !errors.As(err, &api) || api.StatusCode != http.StatusForbidden || api.Code != "forbidden" {
+			t.Errorf("%s: err = %v, want an APIError 403 forbidden", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret-id") || strings.Contains(err.Error(), "Jane") || api.Message != "Forbidden" {
+			t.Errorf("%s: error carries the outcome's text: %v (message %q)", name, err, api.Message)
+		}
 	}
 }

@@ -77,17 +77,15 @@ func nextLink(links []bundleLink) string {
 }
 
 func (c *Client) search(ctx context.Context, op, datastoreID, resourceType, path string, query url.Values) (*searchBundle, error) {
-	status, body, errType, _, err := c.do(withStrong(ctx), op, http.MethodGet, path, query, nil)
+	a, err := c.do(withStrong(ctx), op, http.MethodGet, path, query, nil)
 	if err != nil {
 		return nil, fmt.Errorf("search of %s: %w", resourceType, err)
 	}
-	if status != http.StatusOK {
-		e := newAPIError(op, status, body, errType)
-		e.Message = http.StatusText(status)
-		return nil, fmt.Errorf("search of %s: %w", resourceType, e)
+	if a.status != http.StatusOK {
+		return nil, fmt.Errorf("search of %s: %w", resourceType, a.failure(op).codeOnly())
 	}
 	var b searchBundle
-	if err := json.Unmarshal(body, &b); err != nil {
+	if err := json.Unmarshal(a.body, &b); err != nil {
 		return nil, fmt.Errorf("search of %s: answer is not a JSON Bundle", resourceType)
 	}
 	if b.ResourceType != "Bundle" || b.Type != "searchset" {

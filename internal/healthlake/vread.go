@@ -52,21 +52,19 @@ func (c *Client) VRead(ctx context.Context, datastoreID, resourceType, id, versi
 	if datastoreID == "" || resourceType == "" || id == "" || versionID == "" {
 		return nil, errors.New("vread: datastore id, resource type, id and version id are required")
 	}
-	status, body, errType, _, err := c.do(ctx, "VersionReadResource", http.MethodGet, VersionPath(datastoreID, resourceType, id, versionID), nil, nil)
+	a, err := c.do(ctx, "VersionReadResource", http.MethodGet, VersionPath(datastoreID, resourceType, id, versionID), nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("vread a %s: %w", resourceType, err)
 	}
-	switch status {
+	switch a.status {
 	case http.StatusOK:
-		if len(body) == 0 {
+		if len(a.body) == 0 {
 			return nil, fmt.Errorf("vread a %s: an empty 200 answer", resourceType)
 		}
-		return body, nil
+		return a.body, nil
 	case http.StatusGone, http.StatusNotFound:
-		return nil, fmt.Errorf("vread a %s: %w", resourceType, &VersionGoneError{StatusCode: status})
+		return nil, fmt.Errorf("vread a %s: %w", resourceType, &VersionGoneError{StatusCode: a.status})
 	}
 	// The OperationOutcome may name the resource: keep only its code.
-	e := newAPIError("VersionReadResource", status, body, errType)
-	e.Message = http.StatusText(status)
-	return nil, fmt.Errorf("vread a %s: %w", resourceType, e)
+	return nil, fmt.Errorf("vread a %s: %w", resourceType, a.failure("VersionReadResource").codeOnly())
 }

@@ -3,11 +3,13 @@ package stack
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 )
 
@@ -53,11 +55,12 @@ func TestHealthLakeQuotasOption(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					b, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
 					switch {
 					case resp.StatusCode == http.StatusOK:
 						n++
-					case !throttled(resp):
+					case !healthlake.ThrottledAnswer(resp.StatusCode, resp.Header, b):
 						t.Fatalf("GET %s: HTTP %d", path, resp.StatusCode)
 					}
 				}

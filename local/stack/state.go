@@ -20,6 +20,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
@@ -194,15 +195,24 @@ func writeAtomic(path string, b []byte) error {
 // FHIR sends a SigV4-signed request to the HealthLake emulator's FHIR REST
 // API: path is relative to /datastore/{id}/r4/ (e.g. "Patient/123"). As a
 // well-behaved client of HealthLake, it retries a throttled answer (the
-// request-rate quotas: docs/LOCAL.md, "HealthLake limits") with capped
-// exponential backoff, up to fhirAttempts; any other answer is returned.
+// request-rate quotas: docs/LOCAL.md, "HealthLake limits"; recognised as
+// internal/healthlake's client recognises one) with capped exponential
+// backoff, up to fhirAttempts; any other answer is returned.
 func (s *Stack) FHIR(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
 		resp, err := s.fhirOnce(ctx, method, path, body)
-		if err != nil || attempt == fhirAttempts || !throttled(resp) {
+		if err != nil || resp.StatusCode < 400 {
 			return resp, err
 		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("fhir %s %s: read the HTTP %d answer: %w", method, path, resp.StatusCode, err)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		if attempt == fhirAttempts || !healthlake.ThrottledAnswer(resp.StatusCode, resp.Header, b) {
+			return resp, nil
+		}
 		if err := backoff.Sleep(ctx, backoff.Ceiling(50*time.Millisecond, 2*time.Second, attempt)); err != nil {
 			return nil, fmt.Errorf("fhir %s %s: waiting to retry a throttle: %w", method, path, err)
 		}
@@ -211,13 +221,6 @@ func (s *Stack) FHIR(ctx context.Context, method, path string, body []byte) (*ht
 
 // fhirAttempts bounds the tries of one FHIR request, retries included.
 const fhirAttempts = 10
-
-// throttled reports a ThrottlingException: HTTP 429, or another status
-// naming it in X-Amzn-ErrorType.
-func throttled(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusTooManyRequests ||
-		strings.HasPrefix(resp.Header.Get("X-Amzn-ErrorType"), "ThrottlingException")
-}
 
 // fhirOnce sends one signed request.
 func (s *Stack) fhirOnce(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
