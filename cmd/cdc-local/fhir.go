@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
@@ -29,7 +30,7 @@ func runFHIR(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := flag.NewFlagSet("cdc-local fhir", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	endpoint := fs.String("endpoint", envOr("AWS_ENDPOINT_URL", "http://"+stack.DefaultAddr), "HealthLake endpoint")
-	datastore := fs.String("datastore", envOr("CDC_DATASTORE_ID", stack.DefaultDatastoreID), "data store id")
+	datastore := fs.String("datastore", envOr(stackconfig.EnvDatastoreID, stack.DefaultDatastoreID), "data store id")
 	region := fs.String("region", envOr("AWS_REGION", localaws.DefaultRegion), "signing region")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cdc-local fhir GET|PUT|POST|DELETE PATH [--endpoint URL] [--datastore ID] < body")

@@ -19,11 +19,12 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Environment variables the AWS-facing subcommands read as flag defaults.
 const (
-	envTable           = "CDC_TABLE"
+	envTable           = stackconfig.EnvTable
 	envStateMachineARN = "CDC_STATE_MACHINE_ARN"
 	envEndpoint        = "AWS_ENDPOINT_URL"
 	envActor           = "CDC_ACTOR"

@@ -20,6 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Environment variables naming the queues `cdcctl dlq` works on. cdc-local
@@ -27,7 +28,7 @@ import (
 const (
 	envStartQueueURL   = "CDC_START_QUEUE_URL"
 	envStartDLQURL     = "CDC_START_DLQ_URL"
-	envRecheckQueueURL = "CDC_RECHECK_QUEUE_URL"
+	envRecheckQueueURL = stackconfig.EnvRecheckQueueURL
 	envRecheckDLQURL   = "CDC_RECHECK_DLQ_URL"
 )
 

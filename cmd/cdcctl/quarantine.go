@@ -18,10 +18,11 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // envBucket names the artifact bucket (the stack output BucketName).
-const envBucket = "CDC_BUCKET"
+const envBucket = stackconfig.EnvBucket
 
 // maxQuarantineLine bounds one record of a quarantine object: the raw part
 // is capped by prepare-change, so a longer line is not a record.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Canceller cancels a run's export; the run-lock Lambda calls it when a run fails.
@@ -14,7 +15,7 @@ type Canceller struct{ *core }
 // NewCanceller checks the configuration (CDC_TABLE, CDC_DATASTORE_ID) and
 // dependencies (Export, Jobs, DB) and returns a Canceller.
 func NewCanceller(cfg Config, d Deps) (*Canceller, error) {
-	if err := cfg.require("CDC_TABLE", "CDC_DATASTORE_ID"); err != nil {
+	if err := cfg.require(stackconfig.EnvTable, stackconfig.EnvDatastoreID); err != nil {
 		return nil, fmt.Errorf("export canceller: %w", err)
 	}
 	if d.Export == nil || d.Jobs == nil || d.DB == nil {

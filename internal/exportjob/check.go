@@ -19,6 +19,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // CheckHandler is the check-export Lambda: it describes the job of each
@@ -29,7 +30,7 @@ type CheckHandler struct{ *core }
 // NewCheckHandler checks the configuration (CDC_TABLE, CDC_BUCKET,
 // CDC_RECHECK_QUEUE_URL) and dependencies (Export, DB, S3, SQS, SFN).
 func NewCheckHandler(cfg Config, d Deps) (*CheckHandler, error) {
-	if err := cfg.require("CDC_TABLE", "CDC_BUCKET", "CDC_RECHECK_QUEUE_URL"); err != nil {
+	if err := cfg.require(stackconfig.EnvTable, stackconfig.EnvBucket, stackconfig.EnvRecheckQueueURL); err != nil {
 		return nil, fmt.Errorf("check-export: %w", err)
 	}
 	if d.Export == nil || d.DB == nil || d.S3 == nil || d.SQS == nil || d.SFN == nil {

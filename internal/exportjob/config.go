@@ -22,6 +22,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // MaxSQSDelay is the largest DelaySeconds SQS accepts.
@@ -160,14 +161,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		getenv = os.Getenv
 	}
 	c := Config{
-		Table:              getenv("CDC_TABLE"),
-		Bucket:             getenv("CDC_BUCKET"),
-		DatastoreID:        getenv("CDC_DATASTORE_ID"),
-		HealthLakeEndpoint: getenv("CDC_HEALTHLAKE_ENDPOINT"),
-		ExportRoleARN:      getenv("CDC_EXPORT_ROLE_ARN"),
-		KMSKeyID:           getenv("CDC_KMS_KEY_ID"),
-		RecheckQueueURL:    getenv("CDC_RECHECK_QUEUE_URL"),
-		ExportPrefix:       getenv("CDC_EXPORT_PREFIX"),
+		Table:              getenv(stackconfig.EnvTable),
+		Bucket:             getenv(stackconfig.EnvBucket),
+		DatastoreID:        getenv(stackconfig.EnvDatastoreID),
+		HealthLakeEndpoint: getenv(stackconfig.EnvHealthLakeEndpoint),
+		ExportRoleARN:      getenv(stackconfig.EnvExportRoleARN),
+		KMSKeyID:           getenv(stackconfig.EnvKMSKeyID),
+		RecheckQueueURL:    getenv(stackconfig.EnvRecheckQueueURL),
+		ExportPrefix:       getenv(stackconfig.EnvExportPrefix),
 	}
 	if c.HealthLakeEndpoint == "" {
 		// cdc-local points every client at one port with the SDK's variables.
@@ -176,7 +177,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.HealthLakeEndpoint == "" {
 		c.HealthLakeEndpoint = getenv("AWS_ENDPOINT_URL")
 	}
-	for _, t := range strings.Split(getenv("CDC_RESOURCE_TYPES"), ",") {
+	for _, t := range strings.Split(getenv(stackconfig.EnvResourceTypes), ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			c.ResourceTypes = append(c.ResourceTypes, t)
 		}
@@ -185,11 +186,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		name string
 		dst  *time.Duration
 	}{
-		{"CDC_RECHECK_DELAY", &c.FirstCheckDelay},
-		{"CDC_RECHECK_MAX_DELAY", &c.MaxCheckDelay},
-		{"CDC_EXPORT_MAX_WAIT", &c.MaxWait},
-		{"CDC_EXPORT_CLAIM_LEASE", &c.ClaimLease},
-		{"CDC_EXPORT_LEDGER_TTL", &c.LedgerTTL},
+		{stackconfig.EnvRecheckDelay, &c.FirstCheckDelay},
+		{stackconfig.EnvRecheckMaxDelay, &c.MaxCheckDelay},
+		{stackconfig.EnvExportMaxWait, &c.MaxWait},
+		{stackconfig.EnvExportClaimLease, &c.ClaimLease},
+		{stackconfig.EnvExportLedgerTTL, &c.LedgerTTL},
 	}
 	for _, d := range durations {
 		v := strings.TrimSpace(getenv(d.name))
@@ -209,9 +210,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		name string
 		dst  func(int64)
 	}{
-		{"CDC_BATCH_MAX_FILES", func(n int64) { c.BatchLimits.MaxFiles = int(n) }},
-		{"CDC_BATCH_MAX_BYTES", func(n int64) { c.BatchLimits.MaxBytes = n }},
-		{"CDC_MANIFEST_PART_BATCHES", func(n int64) { c.PartBatches = int(n) }},
+		{stackconfig.EnvBatchMaxFiles, func(n int64) { c.BatchLimits.MaxFiles = int(n) }},
+		{stackconfig.EnvBatchMaxBytes, func(n int64) { c.BatchLimits.MaxBytes = n }},
+		{stackconfig.EnvManifestPartBatches, func(n int64) { c.PartBatches = int(n) }},
 	}
 	for _, n := range ints {
 		v := strings.TrimSpace(getenv(n.name))
@@ -224,7 +225,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		n.dst(i)
 	}
-	switch v := strings.ToLower(strings.TrimSpace(getenv("CDC_EXPORT_ERRORS_POLICY"))); v {
+	switch v := strings.ToLower(strings.TrimSpace(getenv(stackconfig.EnvExportErrorsPolicy))); v {
 	case "", ErrorsLenient, ErrorsStrict:
 		c.ErrorsPolicy = v
 	default:
@@ -258,15 +259,15 @@ func (c Config) require(names ...string) error {
 	for _, n := range names {
 		var v string
 		switch n {
-		case "CDC_TABLE":
+		case stackconfig.EnvTable:
 			v = c.Table
-		case "CDC_BUCKET":
+		case stackconfig.EnvBucket:
 			v = c.Bucket
-		case "CDC_DATASTORE_ID":
+		case stackconfig.EnvDatastoreID:
 			v = c.DatastoreID
-		case "CDC_EXPORT_ROLE_ARN":
+		case stackconfig.EnvExportRoleARN:
 			v = c.ExportRoleARN
-		case "CDC_RECHECK_QUEUE_URL":
+		case stackconfig.EnvRecheckQueueURL:
 			v = c.RecheckQueueURL
 		}
 		if v == "" {

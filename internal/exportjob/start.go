@@ -11,6 +11,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // StartHandler is the start-export Lambda: one start message per run starts
@@ -21,7 +22,7 @@ type StartHandler struct{ *core }
 // CDC_DATASTORE_ID, CDC_EXPORT_ROLE_ARN, CDC_RECHECK_QUEUE_URL) and the
 // dependencies (Export, Jobs, DB, SQS, SFN) and returns the handler.
 func NewStartHandler(cfg Config, d Deps) (*StartHandler, error) {
-	if err := cfg.require("CDC_TABLE", "CDC_BUCKET", "CDC_DATASTORE_ID", "CDC_EXPORT_ROLE_ARN", "CDC_RECHECK_QUEUE_URL"); err != nil {
+	if err := cfg.require(stackconfig.EnvTable, stackconfig.EnvBucket, stackconfig.EnvDatastoreID, stackconfig.EnvExportRoleARN, stackconfig.EnvRecheckQueueURL); err != nil {
 		return nil, fmt.Errorf("start-export: %w", err)
 	}
 	if d.Export == nil || d.Jobs == nil || d.DB == nil || d.SQS == nil || d.SFN == nil {

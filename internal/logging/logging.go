@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Keys of the run context carried on every line.
@@ -24,7 +26,7 @@ const (
 // (debug, info, warn, error; default info), tagged with the component name.
 func New(w io.Writer, component string) *slog.Logger {
 	level := slog.LevelInfo
-	switch strings.ToLower(os.Getenv("CDC_LOG_LEVEL")) {
+	switch strings.ToLower(os.Getenv(stackconfig.EnvLogLevel)) {
 	case "debug":
 		level = slog.LevelDebug
 	case "warn":

@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Namespace is the CloudWatch namespace of every metric the pipeline emits.
@@ -100,7 +102,7 @@ func New(w io.Writer, pipeline string) *Recorder {
 
 // FromEnv returns a Recorder writing to stdout with the Pipeline dimension
 // from CDC_PIPELINE_NAME.
-func FromEnv() *Recorder { return New(os.Stdout, os.Getenv("CDC_PIPELINE_NAME")) }
+func FromEnv() *Recorder { return New(os.Stdout, os.Getenv(stackconfig.EnvPipelineName)) }
 
 // SetClock replaces the clock that stamps records (for tests).
 func (r *Recorder) SetClock(now func() time.Time) { r.now = now }

@@ -21,6 +21,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/share"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // DefaultQuarantineRawBytes caps the raw bytes one quarantine record keeps.
@@ -98,16 +99,16 @@ type Config struct {
 // docs/ARCHITECTURE.md through getenv (os.Getenv in the Lambda).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg := Config{
-		Bucket:   strings.TrimSpace(getenv("CDC_BUCKET")),
-		KMSKeyID: strings.TrimSpace(getenv("CDC_KMS_KEY_ID")),
+		Bucket:   strings.TrimSpace(getenv(stackconfig.EnvBucket)),
+		KMSKeyID: strings.TrimSpace(getenv(stackconfig.EnvKMSKeyID)),
 		Publish: publish.Config{
-			EventBus:   strings.TrimSpace(getenv("CDC_EVENT_BUS")),
-			Source:     strings.TrimSpace(getenv("CDC_EVENT_SOURCE")),
-			DetailType: strings.TrimSpace(getenv("CDC_DETAIL_TYPE")),
+			EventBus:   strings.TrimSpace(getenv(stackconfig.EnvEventBus)),
+			Source:     strings.TrimSpace(getenv(stackconfig.EnvEventSource)),
+			DetailType: strings.TrimSpace(getenv(stackconfig.EnvDetailType)),
 		},
 		Filter: change.Filter{
-			Include: change.ParseTypeList(getenv("CDC_RESOURCE_TYPES")),
-			Exclude: change.ParseTypeList(getenv("CDC_EXCLUDE_TYPES")),
+			Include: change.ParseTypeList(getenv(stackconfig.EnvResourceTypes)),
+			Exclude: change.ParseTypeList(getenv(stackconfig.EnvExcludeTypes)),
 		},
 	}
 	if cfg.Bucket == "" {
@@ -116,48 +117,48 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if cfg.Publish.EventBus == "" {
 		return Config{}, errors.New("prepare-change configuration: CDC_EVENT_BUS is required")
 	}
-	if s := strings.TrimSpace(getenv("CDC_MAX_ENTRY_BYTES")); s != "" {
+	if s := strings.TrimSpace(getenv(stackconfig.EnvMaxEntryBytes)); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1024 {
 			return Config{}, fmt.Errorf("prepare-change configuration: CDC_MAX_ENTRY_BYTES=%q is not a byte count of at least 1024", s)
 		}
 		cfg.Publish.MaxEntryBytes = n
 	}
-	v, err := fhir.ParseValidation(getenv("CDC_VALIDATE"))
+	v, err := fhir.ParseValidation(getenv(stackconfig.EnvValidate))
 	if err != nil {
 		return Config{}, fmt.Errorf("prepare-change configuration: CDC_VALIDATE: %w", err)
 	}
 	cfg.Validation = v
 	cfg.DeadlineMargin = DefaultDeadlineMargin
-	if s := strings.TrimSpace(getenv("CDC_DEADLINE_MARGIN")); s != "" {
+	if s := strings.TrimSpace(getenv(stackconfig.EnvDeadlineMargin)); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {
 			return Config{}, fmt.Errorf("prepare-change configuration: CDC_DEADLINE_MARGIN=%q is not a duration ≥ 0 such as 30s", s)
 		}
 		cfg.DeadlineMargin = d
 	}
-	if s := strings.TrimSpace(getenv("CDC_WINDOW_DELETES")); s != "" {
+	if s := strings.TrimSpace(getenv(stackconfig.EnvWindowDeletes)); s != "" {
 		on, err := strconv.ParseBool(s)
 		if err != nil {
 			return Config{}, fmt.Errorf("prepare-change configuration: CDC_WINDOW_DELETES=%q is not true or false", s)
 		}
 		cfg.NoWindowDeletes = !on
 	}
-	if s := strings.TrimSpace(getenv("CDC_FAST_PATH")); s != "" {
+	if s := strings.TrimSpace(getenv(stackconfig.EnvFastPath)); s != "" {
 		on, err := strconv.ParseBool(s)
 		if err != nil {
 			return Config{}, fmt.Errorf("prepare-change configuration: CDC_FAST_PATH=%q is not true or false", s)
 		}
 		cfg.FastPath = on
 	}
-	if s := strings.TrimSpace(getenv("CDC_MAP_MAX_CONCURRENCY")); s != "" {
+	if s := strings.TrimSpace(getenv(stackconfig.EnvMapMaxConcurrency)); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return Config{}, fmt.Errorf("prepare-change configuration: CDC_MAP_MAX_CONCURRENCY=%q is not a whole number ≥ 1", s)
 		}
 		cfg.MapMaxConcurrency = n
 	}
-	if s := strings.TrimSpace(getenv("CDC_PUTEVENTS_RATE")); s != "" {
+	if s := strings.TrimSpace(getenv(stackconfig.EnvPutEventsRate)); s != "" {
 		r, err := strconv.ParseFloat(s, 64)
 		if err != nil || r < 0 || r != r {
 			return Config{}, fmt.Errorf("prepare-change configuration: CDC_PUTEVENTS_RATE=%q is not a rate ≥ 0 in requests per second", s)
@@ -192,7 +193,7 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 	}
 	cfg.Logger, cfg.Metrics = rt.Logger, rt.Metrics
 	s3c, eb := awsclient.NewS3(rt.AWS), eventbridge.NewFromConfig(rt.AWS)
-	if table := strings.TrimSpace(getenv("CDC_TABLE")); table != "" {
+	if table := strings.TrimSpace(getenv(stackconfig.EnvTable)); table != "" {
 		db := dynamodb.NewFromConfig(rt.AWS)
 		cfg.Share = &share.Board{DB: db, Table: table}
 		if cfg.FastPath {
@@ -203,7 +204,7 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 	if err != nil {
 		return nil, err
 	}
-	hl, err := healthlake.NewFromConfig(rt.AWS, strings.TrimSpace(getenv("CDC_HEALTHLAKE_ENDPOINT")))
+	hl, err := healthlake.NewFromConfig(rt.AWS, strings.TrimSpace(getenv(stackconfig.EnvHealthLakeEndpoint)))
 	if err != nil {
 		return nil, fmt.Errorf("prepare-change configuration: %w", err)
 	}

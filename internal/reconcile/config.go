@@ -16,6 +16,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // ConfigFromEnv reads the configuration from the Lambda's environment:
@@ -28,16 +29,16 @@ import (
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	cfg := Config{
-		Bucket: get("CDC_BUCKET"), KMSKeyID: get("CDC_KMS_KEY_ID"), Table: get("CDC_TABLE"), DatastoreID: get("CDC_DATASTORE_ID"),
-		Publish: publish.Config{EventBus: get("CDC_EVENT_BUS"), Source: get("CDC_EVENT_SOURCE"), DetailType: get("CDC_DETAIL_TYPE")},
-		Filter: change.Filter{Include: change.ParseTypeList(getenv("CDC_RESOURCE_TYPES")),
-			Exclude: change.ParseTypeList(getenv("CDC_EXCLUDE_TYPES"))},
+		Bucket: get(stackconfig.EnvBucket), KMSKeyID: get(stackconfig.EnvKMSKeyID), Table: get(stackconfig.EnvTable), DatastoreID: get(stackconfig.EnvDatastoreID),
+		Publish: publish.Config{EventBus: get(stackconfig.EnvEventBus), Source: get(stackconfig.EnvEventSource), DetailType: get(stackconfig.EnvDetailType)},
+		Filter: change.Filter{Include: change.ParseTypeList(getenv(stackconfig.EnvResourceTypes)),
+			Exclude: change.ParseTypeList(getenv(stackconfig.EnvExcludeTypes))},
 		Partitions: DefaultPartitions,
 	}
 	if cfg.Bucket == "" || cfg.Table == "" || cfg.DatastoreID == "" || cfg.Publish.EventBus == "" {
 		return Config{}, errors.New("reconcile configuration: CDC_BUCKET, CDC_TABLE, CDC_DATASTORE_ID and CDC_EVENT_BUS are required")
 	}
-	if s := get("CDC_RECONCILE_PARTITIONS"); s != "" {
+	if s := get(stackconfig.EnvReconcilePartitions); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxPartitions {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_RECONCILE_PARTITIONS=%q is not a count in [1, %d]", s, MaxPartitions)
@@ -46,28 +47,28 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	// A time as the initial checkpoint is the origin a RUN record written
 	// before it kept its own implies ("snapshot" and "now": RUN/STATE has it).
-	if s := get("CDC_INITIAL_CHECKPOINT"); s != "" && s != "snapshot" && s != "now" {
+	if s := get(stackconfig.EnvInitialCheckpoint); s != "" && s != "snapshot" && s != "now" {
 		t, err := events.ParseTime(s)
 		if err != nil {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_INITIAL_CHECKPOINT=%q is not snapshot, now or a time", s)
 		}
 		cfg.Origin = t
 	}
-	if s := get("CDC_HEALTHLAKE_READ_RATE"); s != "" {
+	if s := get(stackconfig.EnvHealthLakeReadRate); s != "" {
 		r, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(r >= 0) || math.IsInf(r, 0) {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_HEALTHLAKE_READ_RATE=%q is not a rate ≥ 0", s)
 		}
 		cfg.ReadRate = r
 	}
-	if s := get("CDC_MAP_MAX_CONCURRENCY"); s != "" {
+	if s := get(stackconfig.EnvMapMaxConcurrency); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_MAP_MAX_CONCURRENCY=%q is not a count ≥ 1", s)
 		}
 		cfg.MapMaxConcurrency = n
 	}
-	if s := get("CDC_PUTEVENTS_RATE"); s != "" {
+	if s := get(stackconfig.EnvPutEventsRate); s != "" {
 		r, err := strconv.ParseFloat(s, 64)
 		if err != nil || r < 0 || r != r {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_PUTEVENTS_RATE=%q is not a rate ≥ 0", s)
@@ -85,7 +86,7 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 		return nil, err
 	}
 	cfg.Logger, cfg.Metrics = rt.Logger, rt.Metrics
-	hl, err := healthlake.NewFromConfig(rt.AWS, strings.TrimSpace(getenv("CDC_HEALTHLAKE_ENDPOINT")))
+	hl, err := healthlake.NewFromConfig(rt.AWS, strings.TrimSpace(getenv(stackconfig.EnvHealthLakeEndpoint)))
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}

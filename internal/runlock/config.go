@@ -7,18 +7,19 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Environment variables ConfigFromEnv reads.
 const (
-	EnvTable             = "CDC_TABLE"
-	EnvSafetyLag         = "CDC_SAFETY_LAG"
-	EnvMaxWindow         = "CDC_MAX_WINDOW"
-	EnvInitialCheckpoint = "CDC_INITIAL_CHECKPOINT"
-	EnvOverlap           = "CDC_OVERLAP"
-	EnvLease             = "CDC_LOCK_LEASE"
-	EnvRunTimeout        = "CDC_RUN_TIMEOUT"
-	EnvHistoryTTL        = "CDC_HISTORY_TTL"
+	EnvTable             = stackconfig.EnvTable
+	EnvSafetyLag         = stackconfig.EnvSafetyLag
+	EnvMaxWindow         = stackconfig.EnvMaxWindow
+	EnvInitialCheckpoint = stackconfig.EnvInitialCheckpoint
+	EnvOverlap           = stackconfig.EnvOverlap
+	EnvLease             = stackconfig.EnvLockLease
+	EnvRunTimeout        = stackconfig.EnvRunTimeout
+	EnvHistoryTTL        = stackconfig.EnvHistoryTTL
 )
 
 // Values of CDC_INITIAL_CHECKPOINT besides an RFC 3339 time.

@@ -20,6 +20,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // The custom resource's properties (its ResourceProperties). CloudFormation
@@ -61,7 +62,7 @@ func PipelineID(spec Spec) string {
 
 // EnvHealthLakeEndpoint names the HealthLake endpoint's variable; without
 // it the region's public endpoint is used.
-const EnvHealthLakeEndpoint = "CDC_HEALTHLAKE_ENDPOINT"
+const EnvHealthLakeEndpoint = stackconfig.EnvHealthLakeEndpoint
 
 // CustomResource is the fast-path-setup Lambda: the CloudFormation custom
 // resource that keeps the pipeline's SubscriptionTopic and Subscription.
