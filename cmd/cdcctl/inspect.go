@@ -83,6 +83,21 @@ type inspectConfig struct {
 // printing, per line, the event detail it would publish (stdout) or the
 // reason it would quarantine the line (stderr).
 func runInspect(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cfg, files, code, ok := parseInspect(args, stderr)
+	if !ok {
+		return code
+	}
+	out := bufio.NewWriterSize(stdout, 256<<10)
+	res := inspectFiles(ctx, files, stdin, cfg, out)
+	if err := out.Flush(); err != nil {
+		res.problems = append(res.problems, fmt.Sprintf("cdcctl inspect: write events: %v", err))
+	}
+	return res.report(stderr)
+}
+
+// parseInspect reads inspect's flags and files; ok false: exit with code
+// (the problem and the usage printed on stderr).
+func parseInspect(args []string, stderr io.Writer) (cfg inspectConfig, files []string, code int, ok bool) {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -105,17 +120,17 @@ func runInspect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	maxEntry := fs.Int("max-entry-bytes", 262144, "PutEvents entry size limit above which the detail is claim-checked (0 = never)")
 	bucket := fs.String("claim-check-bucket", "local", "bucket named in resourceRef of claim-checked details")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage // the flag package has printed the problem and the usage
+		return cfg, nil, exitUsage, false // the flag package has printed the problem and the usage
 	}
-	usageErr := func(format string, a ...any) int {
+	usageErr := func(format string, a ...any) (inspectConfig, []string, int, bool) {
 		fmt.Fprintf(stderr, "cdcctl inspect: "+format+"\n", a...)
-		return exitUsage
+		return inspectConfig{}, nil, exitUsage, false
 	}
-	files := fs.Args()
+	files = fs.Args()
 	if len(files) == 0 {
 		return usageErr("no files given")
 	}
-	cfg := inspectConfig{
+	cfg = inspectConfig{
 		typeFromName: *typeFromName,
 		declaredType: *declared,
 		maxLine:      *maxLine,
@@ -165,15 +180,25 @@ func runInspect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		Window: w,
 		Filter: change.Filter{Include: change.ParseTypeList(*include), Exclude: change.ParseTypeList(*exclude)},
 	}
+	return cfg, files, exitOK, true
+}
 
-	out := bufio.NewWriterSize(stdout, 256<<10)
-	var counts change.Counts
-	var claimChecked, assumed int64
-	var records []quarantineRecord
-	var problems []string // printed after the summary and records, which come first
+// inspected is what inspect found in all its files.
+type inspected struct {
+	counts                change.Counts
+	claimChecked, assumed int64
+	records               []quarantineRecord
+	problems              []string // printed after the summary and records, which come first
+}
+
+// inspectFiles inspects each file in turn ("-": stdin), writing the event
+// details to out; a file that cannot be read is a problem, and the others
+// are still read.
+func inspectFiles(ctx context.Context, files []string, stdin io.Reader, cfg inspectConfig, out io.Writer) inspected {
+	var res inspected
 	for _, name := range files {
 		if ctx.Err() != nil {
-			problems = append(problems, "cdcctl inspect: interrupted")
+			res.problems = append(res.problems, "cdcctl inspect: interrupted")
 			break
 		}
 		var src io.Reader
@@ -182,7 +207,7 @@ func runInspect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		} else {
 			f, err := os.Open(name)
 			if err != nil {
-				problems = append(problems, fmt.Sprintf("cdcctl inspect: %v", err))
+				res.problems = append(res.problems, fmt.Sprintf("cdcctl inspect: %v", err))
 				continue
 			}
 			src = f
@@ -196,38 +221,43 @@ func runInspect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 				}
 			}
 		}
-		cc, as, recs, err := inspectFile(name, src, fileCfg, out, &counts)
-		assumed += as
+		cc, as, recs, err := inspectFile(name, src, fileCfg, out, &res.counts)
+		res.assumed += as
 		if c, ok := src.(io.Closer); ok && name != "-" {
 			_ = c.Close() // read-only file: nothing to lose on close
 		}
-		claimChecked += cc
-		records = append(records, recs...)
+		res.claimChecked += cc
+		res.records = append(res.records, recs...)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("cdcctl inspect: %s: %v", name, err))
+			res.problems = append(res.problems, fmt.Sprintf("cdcctl inspect: %s: %v", name, err))
 		}
 	}
-	if err := out.Flush(); err != nil {
-		problems = append(problems, fmt.Sprintf("cdcctl inspect: write events: %v", err))
-	}
+	return res
+}
+
+// report writes the summary, the quarantine records and the problems to
+// stderr and returns inspect's exit code: 1 with a problem, 3 with a
+// quarantined line, else 0.
+func (res inspected) report(stderr io.Writer) int {
+	c := res.counts
 	sum, _ := json.Marshal(inspectSummary{
-		Lines: counts.Lines, Events: counts.Events, OutsideWindow: counts.OutsideWindow,
-		Quarantined: counts.Quarantined, Filtered: counts.Filtered, Blank: counts.Blank, ClaimChecked: claimChecked,
-		AssumedLastUpdated: assumed,
+		Lines: c.Lines, Events: c.Events, OutsideWindow: c.OutsideWindow,
+		Quarantined: c.Quarantined, Filtered: c.Filtered, Blank: c.Blank, ClaimChecked: res.claimChecked,
+		AssumedLastUpdated: res.assumed,
 	})
 	fmt.Fprintf(stderr, "%s\n", sum)
 	enc := json.NewEncoder(stderr)
 	enc.SetEscapeHTML(false)
-	for _, r := range records {
+	for _, r := range res.records {
 		_ = enc.Encode(r)
 	}
-	for _, p := range problems {
+	for _, p := range res.problems {
 		fmt.Fprintln(stderr, p)
 	}
 	switch {
-	case len(problems) > 0:
+	case len(res.problems) > 0:
 		return exitFailure
-	case counts.Quarantined > 0:
+	case c.Quarantined > 0:
 		return exitQuarantined
 	}
 	return exitOK
