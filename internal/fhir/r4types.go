@@ -164,6 +164,16 @@ var r4Unmarshal = map[string]func([]byte) error{
 	"VisionPrescription":                func(b []byte) error { _, err := models.UnmarshalVisionPrescription(b); return err },
 }
 
+// R4Unmarshaler returns the function that decodes a line into the
+// library's struct of resourceType (its error: the line is not a
+// structurally valid resource of that type), and false for a name that is
+// not a concrete R4 resource type. The HealthLake emulator validates what
+// it is sent with them.
+func R4Unmarshaler(resourceType string) (func([]byte) error, bool) {
+	f, ok := r4Unmarshal[resourceType]
+	return f, ok
+}
+
 // R4Types returns every concrete R4 resource type, sorted.
 func R4Types() []string {
 	out := make([]string, 0, len(r4Unmarshal))
