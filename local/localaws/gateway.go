@@ -254,12 +254,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if auth != nil && auth(service, w, r) {
 		return
 	}
-	if service == ServiceSQS {
-		if msg := sqsLimitError(r); msg != "" {
-			writeSQSInvalidParameter(w, r, msg)
-			return
-		}
-	}
 	if faults != nil {
 		if status, body, ok := faults(service, op); ok {
 			w.Header().Set("Content-Type", "application/x-amz-json-1.0")

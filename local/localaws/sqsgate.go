@@ -21,7 +21,8 @@ import (
 // process's, so the gate is too.
 var sqsTable sync.RWMutex
 
-// sqsGated serves goaws behind sqsTable: CreateQueue and DeleteQueue alone,
+// sqsGated serves goaws behind sqsTable: a request with a parameter out of
+// SQS's range is refused (sqslimits.go); CreateQueue and DeleteQueue alone,
 // every other request beside the others; a new queue gets its full ARN
 // (completeQueueARN, with region and account). A long poll never waits inside
 // goaws, which would hold the gate (and, in a synctest bubble, keep the
@@ -36,6 +37,10 @@ func (h sqsGated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, err := readSQSRequest(r)
 	if err != nil {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if msg := req.limitError(); msg != "" {
+		writeSQSInvalidParameter(w, r, msg)
 		return
 	}
 	switch req.op {
@@ -106,13 +111,13 @@ type sqsRequest struct {
 }
 
 // readSQSRequest reads r's operation and, for the operations the gate looks
-// into (ReceiveMessage, CreateQueue), its parameters; a body it reads is
-// restored. A JSON-protocol request names its operation in a header, so the
-// others (SendMessage with its resource) are not parsed here.
+// into (those with a limited parameter, and CreateQueue), its parameters; a
+// body it reads is restored. A JSON-protocol request names its operation in
+// a header, so the others are not parsed.
 func readSQSRequest(r *http.Request) (sqsRequest, error) {
 	target := r.Header.Get("X-Amz-Target")
 	op := strings.TrimPrefix(target, "AmazonSQS.")
-	if target != "" && op != "ReceiveMessage" && op != "CreateQueue" {
+	if target != "" && !sqsLimited[op] && op != "CreateQueue" {
 		return sqsRequest{op: op}, nil
 	}
 	var body []byte

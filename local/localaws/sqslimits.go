@@ -5,18 +5,22 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 )
+
+// sqsLimited are the operations that carry a limited parameter.
+var sqsLimited = map[string]bool{"SendMessage": true, "SendMessageBatch": true, "ChangeMessageVisibility": true,
+	"ChangeMessageVisibilityBatch": true, "ReceiveMessage": true}
 
 // SQS parameter limits that goaws does not enforce, as the SQS API
 // reference documents them (SendMessage, SendMessageBatch,
 // ChangeMessageVisibility, ReceiveMessage): DelaySeconds 0–900,
 // VisibilityTimeout 0–43,200 (12 hours), WaitTimeSeconds 0–20,
 // MaxNumberOfMessages 1–10. A value out of range is refused with
-// InvalidParameterValue, as SQS refuses it, instead of being accepted.
+// InvalidParameterValue, as SQS refuses it, instead of being accepted
+// (sqsGated checks them).
 var sqsLimits = map[string][2]int{
 	"DelaySeconds":        {0, 900},
 	"VisibilityTimeout":   {0, 43200},
@@ -24,65 +28,44 @@ var sqsLimits = map[string][2]int{
 	"MaxNumberOfMessages": {1, 10},
 }
 
-// sqsLimitError returns the first out-of-range limited parameter of an SQS
-// request (JSON protocol, or the query protocol's form), or "". The body is
-// restored for the emulator.
-func sqsLimitError(r *http.Request) string {
-	if r.Body == nil {
-		return ""
-	}
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return ""
-	}
-	check := func(name string, v int) string {
+// limitError returns the first out-of-range limited parameter of the
+// request, its own or one of its batch entries', or "".
+func (q sqsRequest) limitError() string {
+	check := func(name string, v float64) string {
 		lim := sqsLimits[name]
-		if v < lim[0] || v > lim[1] {
-			return fmt.Sprintf("Value %d for parameter %s is invalid. Reason: must be between %d and %d.", v, name, lim[0], lim[1])
+		if v < float64(lim[0]) || v > float64(lim[1]) {
+			return fmt.Sprintf("Value %s for parameter %s is invalid. Reason: must be between %d and %d.",
+				strconv.FormatFloat(v, 'f', -1, 64), name, lim[0], lim[1])
 		}
 		return ""
 	}
-	if strings.Contains(r.Header.Get("Content-Type"), "json") {
-		var req struct {
-			DelaySeconds        *int
-			VisibilityTimeout   *int
-			WaitTimeSeconds     *int
-			MaxNumberOfMessages *int
-			Entries             []struct{ DelaySeconds, VisibilityTimeout *int }
+	if q.json != nil {
+		params := []map[string]any{q.json}
+		if entries, ok := q.json["Entries"].([]any); ok {
+			for _, e := range entries {
+				if m, ok := e.(map[string]any); ok {
+					params = append(params, m)
+				}
+			}
 		}
-		if json.Unmarshal(body, &req) != nil {
-			return ""
-		}
-		params := map[string]*int{"DelaySeconds": req.DelaySeconds, "VisibilityTimeout": req.VisibilityTimeout,
-			"WaitTimeSeconds": req.WaitTimeSeconds, "MaxNumberOfMessages": req.MaxNumberOfMessages}
-		for _, e := range req.Entries {
-			for name, v := range map[string]*int{"DelaySeconds": e.DelaySeconds, "VisibilityTimeout": e.VisibilityTimeout} {
-				if v != nil {
-					if msg := check(name, *v); msg != "" {
+		for _, p := range params {
+			for name := range sqsLimits {
+				if v, ok := p[name].(float64); ok {
+					if msg := check(name, v); msg != "" {
 						return msg
 					}
 				}
 			}
 		}
-		for name, v := range params {
-			if v != nil {
-				if msg := check(name, *v); msg != "" {
-					return msg
-				}
-			}
-		}
 		return ""
 	}
-	form := string(body)
-	for _, kv := range strings.Split(form, "&") {
-		k, v, _ := strings.Cut(kv, "=")
+	for k, vs := range q.form {
 		name := k[strings.LastIndexByte(k, '.')+1:]
-		if _, limited := sqsLimits[name]; !limited {
+		if _, limited := sqsLimits[name]; !limited || len(vs) == 0 {
 			continue
 		}
-		if n, err := strconv.Atoi(v); err == nil {
-			if msg := check(name, n); msg != "" {
+		if n, err := strconv.Atoi(vs[0]); err == nil {
+			if msg := check(name, float64(n)); msg != "" {
 				return msg
 			}
 		}
