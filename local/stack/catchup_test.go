@@ -58,6 +58,7 @@ func seedSpread(t *testing.T, st *Stack, n int, from, to time.Time) map[string]b
 // one-file batches, so that consecutive runs deliver the parts of one
 // export (reuse) instead of exporting again.
 func TestThirtyDayReplayExportsEachLineAboutOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end catch-up")
 	}

@@ -200,6 +200,7 @@ func updated(t *testing.T, body []byte, lang string) []byte {
 // reconciliation), re-creations,
 // a checkpoint replay and an archive replay.
 func TestConsumerReplicaFollowsTheDataStore(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, func(o *Options) { o.SampleSize = 16 })
 	sub := subscribe(t, st)
 	ctx := context.Background()

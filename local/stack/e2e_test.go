@@ -170,6 +170,7 @@ func TestSeedDirKeepsIDs(t *testing.T) {
 }
 
 func TestAPutGivesItsEventInTheNextWindow(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, func(o *Options) { o.SampleSize = 6 })
 	runWindow(t, st)
 	before := st.Delivered.Len()
@@ -208,6 +209,7 @@ func ids(ds []sink.Delivery) []string {
 }
 
 func TestTwoExecutionsStartedTogetherRunOneExport(t *testing.T) {
+	t.Parallel()
 	// Each export status lasts 1 s, so the first execution certainly still
 	// holds the lock when the second one tries to take it.
 	st := startStack(t, func(o *Options) { o.SampleSize = 12; o.ExportDelay = time.Second })
@@ -329,6 +331,7 @@ func TestReplayReEmitsTheSameEventIDs(t *testing.T) {
 }
 
 func TestFaultsConvergeWithConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("long end-to-end test")
 	}

@@ -78,6 +78,7 @@ func waitActive(t *testing.T, st *Stack) {
 // next window exports the upsert and scans the delete but publishes neither
 // again (FastPathSkipped), so each version reaches consumers once.
 func TestFastPathDeliversWithinSecondsAndWindowsSkipIt(t *testing.T) {
+	t.Parallel()
 	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{})
 	committed(t, st) // the first window: the seeded store
 	waitActive(t, st)
@@ -125,6 +126,7 @@ func TestFastPathDeliversWithinSecondsAndWindowsSkipIt(t *testing.T) {
 // notifications (every one dropped), the windows publish every change once
 // and FastPathMissed counts them: nothing is lost.
 func TestFastPathMissedIsWhatWasDropped(t *testing.T) {
+	t.Parallel()
 	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{DropRate: 1})
 	committed(t, st)
 	time.Sleep(time.Second) // past the activation
@@ -158,6 +160,7 @@ func TestFastPathMissedIsWhatWasDropped(t *testing.T) {
 // inactive until HealthLake activates it, after which the fast path
 // delivers again.
 func TestScheduledCheckRepairsADeletedSubscription(t *testing.T) {
+	t.Parallel()
 	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{})
 	ctx := context.Background()
 	waitActive(t, st)
@@ -206,6 +209,7 @@ func TestScheduledCheckRepairsADeletedSubscription(t *testing.T) {
 // is published by the fast path (as a claim-check) and none reaches the
 // dead-letter queue.
 func TestFastPathTakesNotificationsNearTheEventLimit(t *testing.T) {
+	t.Parallel()
 	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{})
 	waitActive(t, st)
 	var ids []string

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,6 +139,7 @@ func fastPathCoverage(t *testing.T) *Stack {
 // except those whose NotExercised says why a local run makes none of its
 // calls.
 func TestIAMNormalRunIsAllowedAndUsesEveryStatement(t *testing.T) {
+	t.Parallel()
 	allowed, stacks := coverageStacks(t)
 	for _, st := range stacks {
 		if n := st.IAM.DeniedTotal(); n != 0 {
@@ -222,6 +224,7 @@ func scenarioOf(p iampolicy.Principal, sid string) string {
 // denied with that statement's action. Statements with NotExercised are
 // skipped for the reason they give.
 func TestIAMEveryStatementIsNeeded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs one window per statement")
 	}
@@ -308,7 +311,7 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 	}
 }
 
-var iamSeq int
+var iamSeq atomic.Int64
 
 // runReconcileScenario delivers a new resource, erases it ($erase: no
 // history left) and runs a window and a reconciliation, which counts,
@@ -319,8 +322,7 @@ func runReconcileScenario(t *testing.T, st *Stack, done func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	iamSeq++
-	id := fmt.Sprintf("iam-rec-%d", iamSeq)
+	id := fmt.Sprintf("iam-rec-%d", iamSeq.Add(1))
 	if _, err := st.PutResource(ctx, "Patient", id, []byte(`{"resourceType":"Patient","id":"`+id+`"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -347,8 +349,7 @@ func runUntil(t *testing.T, st *Stack, done func() bool, prepare func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	iamSeq++
-	id := fmt.Sprintf("iam-%d", iamSeq)
+	id := fmt.Sprintf("iam-%d", iamSeq.Add(1))
 	if _, err := st.PutResource(ctx, "Patient", id, []byte(`{"resourceType":"Patient","id":"`+id+`"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -368,8 +369,7 @@ func runUntil(t *testing.T, st *Stack, done func() bool, prepare func()) {
 // the fast path's mapping long-polls its queue (up to 20 s a poll).
 func runFastPathUntil(t *testing.T, st *Stack, done func() bool) {
 	t.Helper()
-	iamSeq++
-	id := fmt.Sprintf("iam-fp-%d", iamSeq)
+	id := fmt.Sprintf("iam-fp-%d", iamSeq.Add(1))
 	// Over the 256 KB entry limit: the fast path (and the window) publish
 	// it with a claim-check.
 	big := strings.Repeat("x", 300<<10)

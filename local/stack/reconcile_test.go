@@ -195,6 +195,7 @@ func TestReconcileCreateThenDeleteInOneWindow(t *testing.T) {
 // nothing more; one created and deleted with no window in between is never
 // announced and gets nothing from either.
 func TestReconcileCreateAndDeleteBetweenReconciliations(t *testing.T) {
+	t.Parallel()
 	st := reconcileStack(t, nil)
 	committed(t, st)
 	reconcileNow(t, st)
@@ -385,6 +386,7 @@ func startRunHoldingTheLock(ctx context.Context, t *testing.T, st *Stack) (arn s
 // received (including an archive replay of the old upserts) keeps it
 // deleted: the delete's version is above every upsert's.
 func TestReplayAfterDeletesDoesNotResurrect(t *testing.T) {
+	t.Parallel()
 	st := reconcileStack(t, nil)
 	first := committed(t, st)
 	putPatient(t, st, "rec-replay")

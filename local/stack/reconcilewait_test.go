@@ -92,6 +92,7 @@ func TestPollStopsOnErrorAndCancel(t *testing.T) {
 // unharmed. TimeScale 0.001, ExportDelay 1.5 s per status: the window's
 // export outlasts the reconciliation.
 func TestReconcileRunsWhileAWindowHoldsTheLock(t *testing.T) {
+	t.Parallel()
 	st := reconcileStack(t, func(o *Options) { o.ExportDelay = 1500 * time.Millisecond; o.TimeScale = 0.001 })
 	committed(t, st)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -119,6 +120,7 @@ func TestReconcileRunsWhileAWindowHoldsTheLock(t *testing.T) {
 // windows, which are never refused on its account. Its outcome reaches the
 // OnReconciliation hook.
 func TestRunReconcilesBesideTheWindows(t *testing.T) {
+	t.Parallel()
 	st := reconcileStack(t, func(o *Options) {
 		o.Every = time.Second
 		o.ReconcileEvery = time.Hour // RunOptions.ReconcileEvery overrides it

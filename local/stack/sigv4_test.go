@@ -134,6 +134,7 @@ func TestSignaturesAreVerifiedForEveryService(t *testing.T) {
 // each service's time-skew error; aws-sdk-go-v2, retrying, corrects its
 // clock from the answer's Date header, as it does against AWS.
 func TestSignaturesTooFarFromTheClockAreRefused(t *testing.T) {
+	t.Parallel()
 	st := startStack(t, nil)
 	ctx := context.Background()
 	want := map[string]string{
@@ -172,6 +173,7 @@ func TestSignaturesTooFarFromTheClockAreRefused(t *testing.T) {
 // The AWS CLI (botocore's own signer) is verified like the SDK: its right
 // secret works, a wrong one is refused with each service's error.
 func TestAWSCLIWrongSecretIsRefused(t *testing.T) {
+	t.Parallel()
 	cli, err := exec.LookPath("aws")
 	if err != nil {
 		t.Skip("aws CLI not on PATH")

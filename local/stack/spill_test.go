@@ -14,6 +14,7 @@ import (
 // and a window delivers the same events, each carrying the stored bytes;
 // Close removes the files.
 func TestSpillDirKeepsTheBulkOnDiskAndChangesNothingVisible(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st := startStack(t, func(o *Options) { o.SpillDir = dir; o.SampleSize = 900 })
 	w := runWindow(t, st)
