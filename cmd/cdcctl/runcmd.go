@@ -107,19 +107,20 @@ type started struct {
 // startExecution starts an execution named name with the input {}, unless
 // one of that name is running; one of that name that has ended makes Step
 // Functions refuse the start (ExecutionAlreadyExists), which is returned.
+// The look for a running one is a hint: when DescribeExecution fails (a role
+// without it, say), the start goes ahead.
 func startExecution(ctx context.Context, c StartExecutionAPI, stateMachineARN, name string) (started, error) {
 	if arn, ok := executionARN(stateMachineARN, name); ok {
 		d, err := c.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
-		var missing *sfntypes.ExecutionDoesNotExist
-		switch {
-		case err == nil && (d.Status == sfntypes.ExecutionStatusRunning || d.Status == sfntypes.ExecutionStatusPendingRedrive):
-			st := started{ARN: arn, AlreadyRunning: true}
+		if err == nil && (d.Status == sfntypes.ExecutionStatusRunning || d.Status == sfntypes.ExecutionStatusPendingRedrive) {
+			st := started{ARN: aws.ToString(d.ExecutionArn), AlreadyRunning: true}
+			if st.ARN == "" {
+				st.ARN = arn
+			}
 			if d.StartDate != nil {
 				st.StartDate = events.FormatTime(*d.StartDate)
 			}
 			return st, nil
-		case err != nil && !errors.As(err, &missing):
-			return started{}, fmt.Errorf("describe execution %s: %w", arn, err)
 		}
 	}
 	out, err := c.StartExecution(ctx, &sfn.StartExecutionInput{
@@ -141,14 +142,17 @@ func startExecution(ctx context.Context, c StartExecutionAPI, stateMachineARN, n
 }
 
 // executionARN is the ARN Step Functions gives the execution name of a
-// state machine: arn:PARTITION:states:REGION:ACCOUNT:execution:MACHINE:NAME.
+// state machine: arn:PARTITION:states:REGION:ACCOUNT:execution:MACHINE:NAME,
+// whether stateMachineARN names the machine or one of its versions or
+// aliases (…:stateMachine:MACHINE:QUALIFIER).
 func executionARN(stateMachineARN, name string) (string, bool) {
 	const marker = ":stateMachine:"
 	i := strings.Index(stateMachineARN, marker)
 	if i < 0 || !strings.HasPrefix(stateMachineARN, "arn:") {
 		return "", false
 	}
-	return stateMachineARN[:i] + ":execution:" + stateMachineARN[i+len(marker):] + ":" + name, true
+	machine, _, _ := strings.Cut(stateMachineARN[i+len(marker):], ":")
+	return stateMachineARN[:i] + ":execution:" + machine + ":" + name, true
 }
 
 // replaceDots makes a name valid for Step Functions (letters, digits, - and _).

@@ -105,3 +105,21 @@ func TestRunAgainstTheStepFunctionsEmulator(t *testing.T) {
 		t.Fatalf("describe = %+v, %v", d, err)
 	}
 }
+
+// TestExecutionARNOfAQualifiedStateMachine: an execution of a state
+// machine's version or alias is named by the machine alone.
+func TestExecutionARNOfAQualifiedStateMachine(t *testing.T) {
+	for in, want := range map[string]string{
+		"arn:aws:states:eu-west-1:123456789012:stateMachine:cdc":            "arn:aws:states:eu-west-1:123456789012:execution:cdc:manual-1",
+		"arn:aws:states:eu-west-1:123456789012:stateMachine:cdc:3":          "arn:aws:states:eu-west-1:123456789012:execution:cdc:manual-1",
+		"arn:aws:states:eu-west-1:123456789012:stateMachine:cdc:live":       "arn:aws:states:eu-west-1:123456789012:execution:cdc:manual-1",
+		"arn:aws-us-gov:states:us-gov-west-1:123456789012:stateMachine:cdc": "arn:aws-us-gov:states:us-gov-west-1:123456789012:execution:cdc:manual-1",
+	} {
+		if got, ok := executionARN(in, "manual-1"); !ok || got != want {
+			t.Errorf("executionARN(%s) = %q, %v; want %s", in, got, ok, want)
+		}
+	}
+	if _, ok := executionARN("not-an-arn", "manual-1"); ok {
+		t.Error("executionARN of a name that is no ARN: ok")
+	}
+}
