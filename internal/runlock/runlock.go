@@ -2,8 +2,10 @@
 // single-flight lock of the export runs, the checkpoint lastRunTime from
 // which every window starts, one history item per run, and the audit of
 // replays. Every rule about windows and the checkpoint lives here, so the
-// run-lock Lambda and cdcctl share one definition. docs/RUNLOCK.md describes
-// the item shapes and the recovery rules.
+// run-lock Lambda and cdcctl share one definition. The Lambda's handler (its
+// acquire, commit and fail actions) is internal/runctl, which composes these
+// rules; cmd/run-lock wires it. docs/RUNLOCK.md describes the item shapes and
+// the recovery rules.
 package runlock
 
 import (
