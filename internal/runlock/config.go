@@ -10,18 +10,6 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
-// Environment variables ConfigFromEnv reads.
-const (
-	EnvTable             = stackconfig.EnvTable
-	EnvSafetyLag         = stackconfig.EnvSafetyLag
-	EnvMaxWindow         = stackconfig.EnvMaxWindow
-	EnvInitialCheckpoint = stackconfig.EnvInitialCheckpoint
-	EnvOverlap           = stackconfig.EnvOverlap
-	EnvLease             = stackconfig.EnvLockLease
-	EnvRunTimeout        = stackconfig.EnvRunTimeout
-	EnvHistoryTTL        = stackconfig.EnvHistoryTTL
-)
-
 // Values of CDC_INITIAL_CHECKPOINT besides an RFC 3339 time.
 const (
 	// InitialSnapshot (the default): the first run exports the whole store
@@ -40,9 +28,9 @@ const (
 // lag, no cap, no overlap). The clock, owner checker and logger are left to
 // the caller; New checks the lease against CDC_RUN_TIMEOUT.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	cfg := Config{Table: strings.TrimSpace(getenv(EnvTable))}
+	cfg := Config{Table: strings.TrimSpace(getenv(stackconfig.EnvTable))}
 	if cfg.Table == "" {
-		return Config{}, errors.New("config: " + EnvTable + " is not set: name the DynamoDB table of the RUN record")
+		return Config{}, errors.New("config: " + stackconfig.EnvTable + " is not set: name the DynamoDB table of the RUN record")
 	}
 	var err error
 	dur := func(name string, dst *time.Duration, allowZero bool) {
@@ -60,18 +48,18 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			*dst = d
 		}
 	}
-	dur(EnvSafetyLag, &cfg.SafetyLag, true)
-	cfg.SafetyLagSet = strings.TrimSpace(getenv(EnvSafetyLag)) != ""
-	dur(EnvMaxWindow, &cfg.MaxWindow, true)
-	dur(EnvOverlap, &cfg.Overlap, true)
-	cfg.OverlapSet = strings.TrimSpace(getenv(EnvOverlap)) != ""
-	dur(EnvLease, &cfg.Lease, false)
-	dur(EnvRunTimeout, &cfg.RunTimeout, false)
-	dur(EnvHistoryTTL, &cfg.HistoryTTL, false)
+	dur(stackconfig.EnvSafetyLag, &cfg.SafetyLag, true)
+	cfg.SafetyLagSet = strings.TrimSpace(getenv(stackconfig.EnvSafetyLag)) != ""
+	dur(stackconfig.EnvMaxWindow, &cfg.MaxWindow, true)
+	dur(stackconfig.EnvOverlap, &cfg.Overlap, true)
+	cfg.OverlapSet = strings.TrimSpace(getenv(stackconfig.EnvOverlap)) != ""
+	dur(stackconfig.EnvLockLease, &cfg.Lease, false)
+	dur(stackconfig.EnvRunTimeout, &cfg.RunTimeout, false)
+	dur(stackconfig.EnvHistoryTTL, &cfg.HistoryTTL, false)
 	if err != nil {
 		return Config{}, err
 	}
-	switch v := strings.TrimSpace(getenv(EnvInitialCheckpoint)); v {
+	switch v := strings.TrimSpace(getenv(stackconfig.EnvInitialCheckpoint)); v {
 	case "", InitialSnapshot:
 		// The zero InitialCheckpoint: the first run publishes the whole store.
 	case InitialNow:
@@ -79,7 +67,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	default:
 		t, perr := events.ParseTime(v)
 		if perr != nil {
-			return Config{}, fmt.Errorf("config: %s is %q, %q or an RFC 3339 time: %w", EnvInitialCheckpoint, InitialSnapshot, InitialNow, perr)
+			return Config{}, fmt.Errorf("config: %s is %q, %q or an RFC 3339 time: %w", stackconfig.EnvInitialCheckpoint, InitialSnapshot, InitialNow, perr)
 		}
 		cfg.InitialCheckpoint = t
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // exportOf is the export wait's output for the first part of an export of
@@ -80,7 +81,9 @@ func TestOverlapFromEnv(t *testing.T) {
 		env  string
 		want time.Duration
 	}{{"", DefaultOverlap}, {"0s", 0}, {"15m", 15 * time.Minute}} {
-		cfg, err := ConfigFromEnv(func(k string) string { return map[string]string{EnvTable: "t", EnvOverlap: c.env}[k] })
+		cfg, err := ConfigFromEnv(func(k string) string {
+			return map[string]string{stackconfig.EnvTable: "t", stackconfig.EnvOverlap: c.env}[k]
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +95,9 @@ func TestOverlapFromEnv(t *testing.T) {
 			t.Errorf("CDC_OVERLAP=%q: overlap %v, want %v", c.env, st.Config().Overlap, c.want)
 		}
 	}
-	if _, err := ConfigFromEnv(func(k string) string { return map[string]string{EnvTable: "t", EnvOverlap: "-1m"}[k] }); err == nil {
+	if _, err := ConfigFromEnv(func(k string) string {
+		return map[string]string{stackconfig.EnvTable: "t", stackconfig.EnvOverlap: "-1m"}[k]
+	}); err == nil {
 		t.Error("a negative overlap was accepted")
 	}
 }
@@ -264,7 +269,7 @@ func TestLeaseMustBeLongerThanTheRunTimeout(t *testing.T) {
 		t.Fatalf("derived lease = %v, want run timeout + 1h", st.Config().Lease)
 	}
 	cfg, err := ConfigFromEnv(func(k string) string {
-		return map[string]string{EnvTable: "t", EnvRunTimeout: "24h", EnvLease: "20h"}[k]
+		return map[string]string{stackconfig.EnvTable: "t", stackconfig.EnvRunTimeout: "24h", stackconfig.EnvLockLease: "20h"}[k]
 	})
 	if err != nil {
 		t.Fatal(err)

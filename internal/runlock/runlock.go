@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Defaults of Config.
@@ -167,7 +168,7 @@ func New(db DynamoAPI, cfg Config) (*Store, error) {
 	}
 	if cfg.RunTimeout > 0 && cfg.Lease <= cfg.RunTimeout {
 		return nil, fmt.Errorf("runlock: lock lease %s must be longer than the run timeout %s, or a live run can lose its lock: set %s above %s",
-			cfg.Lease, cfg.RunTimeout, EnvLease, EnvRunTimeout)
+			cfg.Lease, cfg.RunTimeout, stackconfig.EnvLockLease, stackconfig.EnvRunTimeout)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

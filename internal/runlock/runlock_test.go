@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 func TestWindowAt(t *testing.T) {
@@ -565,17 +566,19 @@ func TestStatusShowsTheExportJobReadDefensively(t *testing.T) {
 
 func TestConfigFromEnv(t *testing.T) {
 	env := map[string]string{
-		EnvTable: "cdc", EnvSafetyLag: "90s", EnvMaxWindow: "6h", EnvLease: "3h",
-		EnvInitialCheckpoint: "2026-11-01T00:00:00Z",
+		stackconfig.EnvTable: "cdc", stackconfig.EnvSafetyLag: "90s", stackconfig.EnvMaxWindow: "6h", stackconfig.EnvLockLease: "3h",
+		stackconfig.EnvInitialCheckpoint: "2026-11-01T00:00:00Z",
 	}
 	cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	for v, wantNow := range map[string]bool{"": false, "snapshot": false, " now ": true} {
-		c, err := ConfigFromEnv(func(k string) string { return map[string]string{EnvTable: "t", EnvInitialCheckpoint: v}[k] })
+		c, err := ConfigFromEnv(func(k string) string {
+			return map[string]string{stackconfig.EnvTable: "t", stackconfig.EnvInitialCheckpoint: v}[k]
+		})
 		if err != nil || c.InitialNow != wantNow || !c.InitialCheckpoint.IsZero() {
-			t.Errorf("%s=%q: InitialNow %v checkpoint %v, %v", EnvInitialCheckpoint, v, c.InitialNow, c.InitialCheckpoint, err)
+			t.Errorf("%s=%q: InitialNow %v checkpoint %v, %v", stackconfig.EnvInitialCheckpoint, v, c.InitialNow, c.InitialCheckpoint, err)
 		}
 	}
 	if cfg.Table != "cdc" || cfg.SafetyLag != 90*time.Second || cfg.MaxWindow != 6*time.Hour || cfg.Lease != 3*time.Hour ||
@@ -584,11 +587,11 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	for name, bad := range map[string]map[string]string{
 		"no table":      {},
-		"bad lag":       {EnvTable: "t", EnvSafetyLag: "two minutes"},
-		"zero lease":    {EnvTable: "t", EnvLease: "0s"},
-		"bad timestamp": {EnvTable: "t", EnvInitialCheckpoint: "yesterday"},
-		"snapshot case": {EnvTable: "t", EnvInitialCheckpoint: "Snapshot"},
-		"negative lag":  {EnvTable: "t", EnvSafetyLag: "-1m"},
+		"bad lag":       {stackconfig.EnvTable: "t", stackconfig.EnvSafetyLag: "two minutes"},
+		"zero lease":    {stackconfig.EnvTable: "t", stackconfig.EnvLockLease: "0s"},
+		"bad timestamp": {stackconfig.EnvTable: "t", stackconfig.EnvInitialCheckpoint: "yesterday"},
+		"snapshot case": {stackconfig.EnvTable: "t", stackconfig.EnvInitialCheckpoint: "Snapshot"},
+		"negative lag":  {stackconfig.EnvTable: "t", stackconfig.EnvSafetyLag: "-1m"},
 	} {
 		if _, err := ConfigFromEnv(func(k string) string { return bad[k] }); err == nil {
 			t.Errorf("%s: no error", name)
@@ -604,7 +607,7 @@ func TestZeroSafetyLagIsNoLag(t *testing.T) {
 		want time.Duration
 	}{{"0s", 0}, {"", DefaultSafetyLag}, {"30s", 30 * time.Second}} {
 		cfg, err := ConfigFromEnv(func(k string) string {
-			return map[string]string{EnvTable: "t", EnvSafetyLag: c.env}[k]
+			return map[string]string{stackconfig.EnvTable: "t", stackconfig.EnvSafetyLag: c.env}[k]
 		})
 		if err != nil {
 			t.Fatalf("CDC_SAFETY_LAG=%q: %v", c.env, err)

@@ -135,17 +135,3 @@ func TestHandlersReadTheirLambdaEnv(t *testing.T) {
 		t.Errorf("reconcile config = %+v", rc)
 	}
 }
-
-// run-lock names its variables itself; they are these.
-func TestRunLockVariableNames(t *testing.T) {
-	for got, want := range map[string]string{
-		runlock.EnvTable: stackconfig.EnvTable, runlock.EnvSafetyLag: stackconfig.EnvSafetyLag,
-		runlock.EnvMaxWindow: stackconfig.EnvMaxWindow, runlock.EnvInitialCheckpoint: stackconfig.EnvInitialCheckpoint,
-		runlock.EnvOverlap: stackconfig.EnvOverlap, runlock.EnvLease: stackconfig.EnvLockLease,
-		runlock.EnvRunTimeout: stackconfig.EnvRunTimeout, runlock.EnvHistoryTTL: stackconfig.EnvHistoryTTL,
-	} {
-		if got != want {
-			t.Errorf("runlock names %s, stackconfig %s", got, want)
-		}
-	}
-}

@@ -60,10 +60,6 @@ func PipelineID(spec Spec) string {
 	return PipelineIDPrefix + spec.DatastoreID + ":" + spec.Name
 }
 
-// EnvHealthLakeEndpoint names the HealthLake endpoint's variable; without
-// it the region's public endpoint is used.
-const EnvHealthLakeEndpoint = stackconfig.EnvHealthLakeEndpoint
-
 // CustomResource is the fast-path-setup Lambda: the CloudFormation custom
 // resource that keeps the pipeline's SubscriptionTopic and Subscription.
 // Create and Update run Ensure, Delete runs Remove; the answer goes to the
@@ -166,10 +162,10 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*CustomResourc
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	endpoint := strings.TrimSpace(getenv(EnvHealthLakeEndpoint))
+	endpoint := strings.TrimSpace(getenv(stackconfig.EnvHealthLakeEndpoint))
 	if endpoint == "" {
 		if rt.AWS.Region == "" {
-			return nil, fmt.Errorf("fast-path-setup: neither %s nor an AWS region is set", EnvHealthLakeEndpoint)
+			return nil, fmt.Errorf("fast-path-setup: neither %s nor an AWS region is set", stackconfig.EnvHealthLakeEndpoint)
 		}
 		endpoint = healthlake.DefaultEndpoint(rt.AWS.Region)
 	}
