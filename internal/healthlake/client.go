@@ -230,7 +230,7 @@ func (c *Client) StartExport(ctx context.Context, in StartExportInput) (*StartEx
 		return nil, markAmbiguous(err, a.ambiguous)
 	}
 	if a.status != http.StatusAccepted {
-		return nil, markAmbiguous(a.failure("StartExport"), a.ambiguous)
+		return nil, markAmbiguous(a.failure(), a.ambiguous)
 	}
 	var out StartExportOutput
 	if err := json.Unmarshal(a.body, &out); err != nil {
@@ -334,7 +334,7 @@ func (c *Client) DescribeExport(ctx context.Context, datastoreID, jobID string) 
 		return nil, err
 	}
 	if a.status != http.StatusOK {
-		return nil, a.failure("DescribeExport")
+		return nil, a.failure()
 	}
 	var r DescribeResponse
 	if err := json.Unmarshal(a.body, &r); err != nil {
@@ -382,13 +382,14 @@ func (c *Client) CancelExport(ctx context.Context, datastoreID, jobID string) er
 	case http.StatusOK, http.StatusAccepted, http.StatusNoContent:
 		return nil
 	}
-	return a.failure("CancelExport")
+	return a.failure()
 }
 
 // answer is a call's final answer: its status and body, whether an earlier
 // attempt may have been acted on, and for a status of 400 and above the
 // APIError it makes, read from the body once.
 type answer struct {
+	op        string
 	status    int
 	body      []byte
 	errType   string
@@ -399,11 +400,11 @@ type answer struct {
 // failure is the APIError of an answer its caller does not take: the one
 // do read for a status of 400 and above, or one made now for a success
 // the call does not expect (StartExport answered 200, not 202).
-func (a answer) failure(op string) *APIError {
+func (a answer) failure() *APIError {
 	if a.api != nil {
 		return a.api
 	}
-	return newAPIError(op, a.status, a.body, a.errType)
+	return newAPIError(a.op, a.status, a.body, a.errType)
 }
 
 // do sends one signed request, retrying throttling (429, or any status
@@ -426,11 +427,11 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 			}
 			ambiguous = true
 		case st < 400:
-			return answer{status: st, body: rb, errType: et, ambiguous: ambiguous}, nil
+			return answer{op: op, status: st, body: rb, errType: et, ambiguous: ambiguous}, nil
 		default:
 			api := newAPIError(op, st, rb, et)
 			if !api.Retryable() {
-				return answer{status: st, body: rb, errType: et, ambiguous: ambiguous, api: api}, nil
+				return answer{op: op, status: st, body: rb, errType: et, ambiguous: ambiguous, api: api}, nil
 			}
 			// A throttle (429, or ThrottlingException whatever the
 			// status: HealthLake's API reference gives it 400) refused the

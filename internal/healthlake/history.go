@@ -63,7 +63,7 @@ func (c *Client) History(ctx context.Context, datastoreID, resourceType, id stri
 			return nil, fmt.Errorf("history of a %s: %w", resourceType, ErrNoHistory)
 		case a.status != http.StatusOK:
 			// The OperationOutcome may name the resource: keep only its code.
-			return nil, fmt.Errorf("history of a %s: %w", resourceType, a.failure("History").codeOnly())
+			return nil, fmt.Errorf("history of a %s: %w", resourceType, a.failure().codeOnly())
 		}
 		entries, next, err := parseHistory(a.body)
 		if err != nil {
@@ -244,7 +244,7 @@ func (c *Client) TypeHistoryPage(ctx context.Context, datastoreID, resourceType 
 		return nil, "", fmt.Errorf("history of %s: %w", resourceType, err)
 	}
 	if a.status != http.StatusOK {
-		return nil, "", fmt.Errorf("history of %s: %w", resourceType, a.failure("TypeHistory").codeOnly())
+		return nil, "", fmt.Errorf("history of %s: %w", resourceType, a.failure().codeOnly())
 	}
 	entries, link, err := parseHistory(a.body)
 	if err != nil {
@@ -297,5 +297,5 @@ func (c *Client) Exists(ctx context.Context, datastoreID, resourceType, id strin
 	case http.StatusNotFound, http.StatusGone:
 		return false, nil
 	}
-	return false, fmt.Errorf("read a %s: %w", resourceType, a.failure("ReadResource").codeOnly())
+	return false, fmt.Errorf("read a %s: %w", resourceType, a.failure().codeOnly())
 }

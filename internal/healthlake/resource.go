@@ -86,7 +86,7 @@ func (c *Client) write(ctx context.Context, op, method, path, resourceType strin
 	}
 	status := a.status
 	if status != http.StatusOK && status != http.StatusCreated {
-		return nil, fmt.Errorf("%s a %s: %w", verb(op), resourceType, markAmbiguous(a.failure(op), a.ambiguous))
+		return nil, fmt.Errorf("%s a %s: %w", verb(op), resourceType, markAmbiguous(a.failure(), a.ambiguous))
 	}
 	w := writtenOf(resourceType, a.body, call.header)
 	w.Created = status == http.StatusCreated || method == http.MethodPost
@@ -177,7 +177,7 @@ func (c *Client) ReadResource(ctx context.Context, datastoreID, resourceType, id
 	}
 	if a.status != http.StatusOK {
 		// The OperationOutcome may name the resource: keep only its code.
-		return nil, fmt.Errorf("read a %s: %w", resourceType, a.failure("ReadResource").codeOnly())
+		return nil, fmt.Errorf("read a %s: %w", resourceType, a.failure().codeOnly())
 	}
 	if len(a.body) == 0 {
 		return nil, fmt.Errorf("read a %s: an empty 200 answer", resourceType)
@@ -202,9 +202,9 @@ func (c *Client) DeleteResource(ctx context.Context, datastoreID, resourceType, 
 	case http.StatusOK, http.StatusAccepted, http.StatusNoContent:
 		return nil
 	case http.StatusNotFound, http.StatusGone:
-		return fmt.Errorf("delete a %s: %w", resourceType, a.failure("DeleteResource").codeOnly())
+		return fmt.Errorf("delete a %s: %w", resourceType, a.failure().codeOnly())
 	}
-	return fmt.Errorf("delete a %s: %w", resourceType, a.failure("DeleteResource"))
+	return fmt.Errorf("delete a %s: %w", resourceType, a.failure())
 }
 
 // IsAbsent reports whether err is a 404 or 410 answer: the resource does

@@ -82,7 +82,7 @@ func (c *Client) search(ctx context.Context, op, datastoreID, resourceType, path
 		return nil, fmt.Errorf("search of %s: %w", resourceType, err)
 	}
 	if a.status != http.StatusOK {
-		return nil, fmt.Errorf("search of %s: %w", resourceType, a.failure(op).codeOnly())
+		return nil, fmt.Errorf("search of %s: %w", resourceType, a.failure().codeOnly())
 	}
 	var b searchBundle
 	if err := json.Unmarshal(a.body, &b); err != nil {

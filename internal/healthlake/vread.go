@@ -66,5 +66,5 @@ func (c *Client) VRead(ctx context.Context, datastoreID, resourceType, id, versi
 		return nil, fmt.Errorf("vread a %s: %w", resourceType, &VersionGoneError{StatusCode: a.status})
 	}
 	// The OperationOutcome may name the resource: keep only its code.
-	return nil, fmt.Errorf("vread a %s: %w", resourceType, a.failure("VersionReadResource").codeOnly())
+	return nil, fmt.Errorf("vread a %s: %w", resourceType, a.failure().codeOnly())
 }
