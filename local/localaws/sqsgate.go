@@ -81,10 +81,11 @@ func (h sqsGated) receive(w http.ResponseWriter, r *http.Request, req sqsRequest
 		slice = 1
 	}
 	deadline := time.Now().Add(time.Duration(wait) * time.Second)
+	sliced := req.withWait(r, slice)
 	for {
 		rec := &recorder{header: http.Header{}, status: http.StatusOK}
 		sqsTable.RLock()
-		h.next.ServeHTTP(rec, req.withWait(r, slice))
+		h.next.ServeHTTP(rec, sliced.request())
 		sqsTable.RUnlock()
 		if rec.status != http.StatusOK || bytes.Contains(rec.body.Bytes(), []byte("MessageId")) ||
 			!time.Now().Before(deadline) || r.Context().Err() != nil {
@@ -179,8 +180,24 @@ func (q sqsRequest) waits() (wait, queueWait int) {
 	return wait, queueWait
 }
 
-// withWait returns a copy of r whose body asks for a wait of seconds.
-func (q sqsRequest) withWait(r *http.Request, seconds int) *http.Request {
+// slicedReceive is a receive asking for another wait than its client's,
+// built once and sent as often as the long poll looks at its queue.
+type slicedReceive struct {
+	r    *http.Request // with the wait in its query, if it had one there
+	body []byte
+}
+
+// request returns a request of the receive, its body unread.
+func (s slicedReceive) request() *http.Request {
+	out := s.r.Clone(s.r.Context())
+	out.Body = io.NopCloser(bytes.NewReader(s.body))
+	out.ContentLength = int64(len(s.body))
+	out.Header.Set("Content-Length", strconv.Itoa(len(s.body)))
+	return out
+}
+
+// withWait returns the receive r asking for a wait of seconds.
+func (q sqsRequest) withWait(r *http.Request, seconds int) slicedReceive {
 	var body []byte
 	if q.json != nil {
 		m := make(map[string]any, len(q.json))
@@ -202,10 +219,7 @@ func (q sqsRequest) withWait(r *http.Request, seconds int) *http.Request {
 		query.Set("WaitTimeSeconds", strconv.Itoa(seconds))
 		out.URL.RawQuery = query.Encode()
 	}
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.ContentLength = int64(len(body))
-	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	return out
+	return slicedReceive{r: out, body: body}
 }
 
 // recorder keeps a handler's answer until the next receive is decided.
