@@ -13,6 +13,8 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 func init() {
@@ -40,16 +42,31 @@ type runView struct {
 	// LockHeldBy names the run holding the lock when this one started: the
 	// new execution will then be skipped.
 	LockHeldBy string `json:"lockHeldBy,omitempty"`
+	// With --wait: Status is the execution's status once it ended, Error
+	// its error name when it did not succeed (no PHI: the cause is left
+	// out), Run its run record, and Skipped says it ended without one
+	// because another run held the lock.
+	Status  string                 `json:"status,omitempty"`
+	Error   string                 `json:"error,omitempty"`
+	Run     *runlock.HistoryRecord `json:"run,omitempty"`
+	Skipped bool                   `json:"skipped,omitempty"`
 }
 
 func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs, f := newAWSFlagSet("run", stderr)
 	name := fs.String("name", "", "execution name (default: manual-{time}); it becomes the run id")
+	wait := fs.Bool("wait", false, "wait until the execution ends and print its run's outcome and counts")
+	timeout := fs.Duration("timeout", stackconfig.Default().RunTimeout,
+		"with --wait: give up waiting after this long (the execution goes on); default the deployed run timeout")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	if f.stateMachineARN == "" {
 		fmt.Fprintln(stderr, "cdcctl run: no state machine: pass --state-machine-arn ARN or "+setHint(envStateMachineARN))
+		return exitUsage
+	}
+	if *wait && f.table == "" {
+		fmt.Fprintln(stderr, "cdcctl run --wait: no table to read the run's record from: pass --table NAME or "+setHint(envTable))
 		return exitUsage
 	}
 	cfg, err := f.awsConfig(ctx)
@@ -68,7 +85,8 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 			}
 		}
 	}
-	st, err := startExecution(ctx, sfn.NewFromConfig(cfg), f.stateMachineARN, *name)
+	sfnc := sfn.NewFromConfig(cfg)
+	st, err := startExecution(ctx, sfnc, f.stateMachineARN, *name)
 	if err != nil {
 		return fail(stderr, "run", f.explain(err))
 	}
@@ -76,21 +94,101 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if st.AlreadyRunning {
 		v.LockHeldBy = "" // the hint was about this very execution, or about one it waits for
 	}
+	if !f.json {
+		printStarted(stdout, v)
+	}
+	if *wait {
+		wctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		if err := waitRun(wctx, ctx, sfnc, f, cfg, &v); err != nil {
+			return fail(stderr, "run", f.explain(err)+"\nthe execution goes on: see `cdcctl status`")
+		}
+	}
 	if f.json {
 		if err := writeJSON(stdout, v); err != nil {
 			return fail(stderr, "run", err.Error())
 		}
-		return exitOK
+	} else if *wait {
+		printRunEnd(stdout, v)
 	}
-	if st.AlreadyRunning {
-		fmt.Fprintf(stdout, "already running: %s (started %s); no new execution started\n", v.ExecutionARN, orDash(v.StartDate))
-		return exitOK
-	}
-	fmt.Fprintf(stdout, "started %s at %s\n", v.ExecutionARN, orDash(v.StartDate))
-	if v.LockHeldBy != "" {
-		fmt.Fprintf(stdout, "note: run %s holds the lock, so this execution will be skipped; see `cdcctl status`\n", v.LockHeldBy)
+	if *wait && (v.Status != string(sfntypes.ExecutionStatusSucceeded) || v.Skipped) {
+		return exitFailure
 	}
 	return exitOK
+}
+
+// printStarted says what `cdcctl run` started, or that it found the
+// execution running.
+func printStarted(w io.Writer, v runView) {
+	if v.AlreadyRunning {
+		fmt.Fprintf(w, "already running: %s (started %s); no new execution started\n", v.ExecutionARN, orDash(v.StartDate))
+		return
+	}
+	fmt.Fprintf(w, "started %s at %s\n", v.ExecutionARN, orDash(v.StartDate))
+	if v.LockHeldBy != "" {
+		fmt.Fprintf(w, "note: run %s holds the lock, so this execution will be skipped; see `cdcctl status`\n", v.LockHeldBy)
+	}
+}
+
+// waitRun waits (under wctx) for the execution v names to end, then reads
+// its run record (under ctx): the outcome, window and counts `cdcctl status`
+// shows for it.
+func waitRun(wctx, ctx context.Context, c describeExecutionAPI, f *awsFlags, cfg aws.Config, v *runView) error {
+	d, err := waitExecution(wctx, c, v.ExecutionARN, time.Second)
+	if err != nil {
+		return err
+	}
+	v.Status = string(d.Status)
+	if d.Status != sfntypes.ExecutionStatusSucceeded {
+		v.Error = aws.ToString(d.Error)
+	}
+	store, err := f.store(cfg)
+	if err != nil {
+		return err
+	}
+	runID := aws.ToString(d.Name)
+	if runID == "" {
+		runID = lastField(v.ExecutionARN)
+	}
+	if v.Run, err = store.RunHistory(ctx, runID, aws.ToTime(d.StartDate)); err != nil {
+		return err
+	}
+	v.Skipped = v.Run == nil && d.Status == sfntypes.ExecutionStatusSucceeded
+	return nil
+}
+
+// printRunEnd says how the execution `cdcctl run --wait` waited for ended.
+func printRunEnd(w io.Writer, v runView) {
+	name := lastField(v.ExecutionARN)
+	switch {
+	case v.Skipped:
+		fmt.Fprintf(w, "skipped: %s took no lock (another run held it) and delivered nothing; see `cdcctl status`\n", name)
+	case v.Run != nil:
+		r := v.Run
+		fmt.Fprintf(w, "run %s %s: window %s", name, r.Outcome, r.Window)
+		if r.Parts > 1 {
+			fmt.Fprintf(w, ", part %d of %d", r.Part+1, r.Parts)
+		}
+		fmt.Fprintf(w, ", %d files, %d events, %d quarantined", r.Counts.Files, r.Counts.Events, r.Counts.Quarantined)
+		if r.Reason != "" {
+			fmt.Fprintf(w, "; %s", oneLine(r.Reason, 200))
+		}
+		fmt.Fprintln(w)
+	default:
+		fmt.Fprintf(w, "run %s: no run record (%s)\n", name, noteBeforeLock)
+	}
+	if v.Status != string(sfntypes.ExecutionStatusSucceeded) {
+		fmt.Fprintf(w, "execution %s %s", name, v.Status)
+		if v.Error != "" {
+			fmt.Fprintf(w, ": error %s", v.Error)
+		}
+		fmt.Fprintln(w, " (see its history in the Step Functions console)")
+	}
+}
+
+// lastField is what follows the last ':' of an ARN.
+func lastField(arn string) string {
+	return arn[strings.LastIndex(arn, ":")+1:]
 }
 
 // started is what startExecution did.

@@ -130,6 +130,44 @@ func (s *Store) History(ctx context.Context, limit int) ([]HistoryRecord, error)
 	return hs, nil
 }
 
+// RunHistory returns the history record of the run runID, whose execution
+// started at started ($$.Execution.StartTime, which Step Functions'
+// DescribeExecution gives as startDate), or nil when there is none: the
+// execution was refused the lock (a skipped run) or ended before taking it.
+// It reads the records of the minute either side of started, so a start time
+// read at another precision still finds the run.
+func (s *Store) RunHistory(ctx context.Context, runID string, started time.Time) (*HistoryRecord, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.cfg.Table),
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :from AND :to"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":   str(pkRun),
+			":from": str(skHistoryPfx + events.FormatTime(started.Add(-time.Minute))),
+			":to":   str(skHistoryPfx + events.FormatTime(started.Add(time.Minute)) + "#\uffff"),
+		},
+	}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query the history of run %s: %w", runID, err)
+		}
+		for _, it := range out.Items {
+			if getS(it, attrRunID) != runID {
+				continue
+			}
+			h, err := decodeHistory(it)
+			if err != nil {
+				return nil, fmt.Errorf("the history of run %s: %w", runID, err)
+			}
+			return &h, nil
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
 // newest reads the RUN partition's items under prefix, newest first, until
 // limit items or the end: page after page, as DynamoDB answers at most
 // 1 MB at a time.

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+)
+
+// cliResult is what one cdcctl invocation printed and returned.
+type cliResult struct {
+	code      int
+	out, errs string
+}
+
+// startWaiting runs `cdcctl run --wait --name name` (and extra flags) in the
+// background and returns the execution's ARN once it exists, and the
+// channel the command's result arrives on.
+func (s *ctlStack) startWaiting(t *testing.T, sm, name string, extra ...string) (string, <-chan cliResult) {
+	t.Helper()
+	ch := make(chan cliResult, 1)
+	go func() {
+		code, out, errs := s.cdcctl(t, append([]string{"run", "--state-machine-arn", sm, "--name", name, "--wait"}, extra...)...)
+		ch <- cliResult{code, out, errs}
+	}()
+	arn := s.env.ARN("states", "execution:cdc:"+name)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, x := range s.sfn.Executions("cdc") {
+			if x.Name == name {
+				return arn, ch
+			}
+		}
+	}
+	t.Fatalf("cdcctl run --wait started no execution %s in 10 s", name)
+	return "", nil
+}
+
+func receive(t *testing.T, ch <-chan cliResult) cliResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("cdcctl run --wait did not return 30 s after the execution ended")
+		return cliResult{}
+	}
+}
+
+// TestRunWaitSaysHowTheRunEnded: `cdcctl run --wait` waits for the
+// execution it started and reports its run record: committed, with its
+// window and counts; skipped (no record: another run held the lock); or an
+// execution that failed. Only a committed run exits 0.
+func TestRunWaitSaysHowTheRunEnded(t *testing.T) {
+	s := newCtlStack(t)
+	sm := s.sfn.Machine(t, "cdc")
+	ctx := context.Background()
+
+	// Committed: the outcome, window and counts of its run record.
+	arn, done := s.startWaiting(t, sm, "wait-ok")
+	_, a := s.acquire(t, "wait-ok")
+	if _, err := s.store.Commit(ctx, runlock.CommitRequest{Owner: arn, RunID: "wait-ok", ExportJobID: "job-1",
+		Counts: runlock.Counts{Files: 2, Events: 7, Quarantined: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	s.sfn.Set(t, arn, "SUCCEEDED")
+	r := receive(t, done)
+	want := "run wait-ok SUCCEEDED: window " + a.Window.String() + ", 2 files, 7 events, 1 quarantined"
+	if r.code != exitOK || !strings.Contains(r.out, "started "+arn) || !strings.Contains(r.out, want) {
+		t.Fatalf("committed run: exit %d, want a line %q\n%s%s", r.code, want, r.out, r.errs)
+	}
+
+	// Skipped: the execution succeeded without a run record.
+	arn, done = s.startWaiting(t, sm, "wait-skipped", "--json")
+	s.sfn.Set(t, arn, "SUCCEEDED")
+	r = receive(t, done)
+	var v runView
+	decodeJSON(t, r.out, &v)
+	if r.code != exitFailure || !v.Skipped || v.Status != "SUCCEEDED" || v.Run != nil || v.ExecutionARN != arn {
+		t.Fatalf("skipped run: exit %d, %+v", r.code, v)
+	}
+	arn, done = s.startWaiting(t, sm, "wait-skipped-text")
+	s.sfn.Set(t, arn, "SUCCEEDED")
+	if r = receive(t, done); r.code != exitFailure || !strings.Contains(r.out, "skipped: wait-skipped-text took no lock") {
+		t.Fatalf("skipped run (text): exit %d\n%s%s", r.code, r.out, r.errs)
+	}
+
+	// Failed: the execution's error name, and the record it left.
+	arn, done = s.startWaiting(t, sm, "wait-failed", "--json")
+	s.acquire(t, "wait-failed")
+	s.sfn.Set(t, arn, "FAILED")
+	r = receive(t, done)
+	v = runView{}
+	decodeJSON(t, r.out, &v)
+	if r.code != exitFailure || v.Status != "FAILED" || v.Error != "sfntest.Failed" || v.Skipped ||
+		v.Run == nil || v.Run.RunID != "wait-failed" || v.Run.Outcome != runlock.OutcomeRunning {
+		t.Fatalf("failed run: exit %d, %+v", r.code, v)
+	}
+
+	// Waiting longer than --timeout gives up; the execution goes on.
+	_, done = s.startWaiting(t, sm, "wait-long", "--timeout", "1ms")
+	if r = receive(t, done); r.code != exitFailure || !strings.Contains(r.errs, "the execution goes on") {
+		t.Fatalf("--timeout: exit %d\n%s%s", r.code, r.out, r.errs)
+	}
+}
+
+// TestRunWaitReportsAWindowOfTheLocalStack runs a real window of the whole
+// local stack with `cdcctl run --wait`: the run record it finds is the
+// execution's (its name and start time as the state machine passes them to
+// the run lock), with the window's events counted.
+func TestRunWaitReportsAWindowOfTheLocalStack(t *testing.T) {
+	st := statusStack(t, nil)
+	ctx := context.Background()
+	if _, err := st.PutResource(ctx, "Patient", "run-wait", []byte(`{"resourceType":"Patient","id":"run-wait"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	code := run(ctx, []string{"run", "--wait", "--json", "--name", "operator-check"}, strings.NewReader(""), &out, &errb)
+	var v runView
+	decodeJSON(t, out.String(), &v)
+	if code != exitOK || v.Status != "SUCCEEDED" || v.Run == nil || v.Run.RunID != "operator-check" ||
+		v.Run.Outcome != runlock.OutcomeSucceeded || v.Run.Counts.Events < 1 {
+		t.Fatalf("exit %d, %+v\n%s", code, v, errb.String())
+	}
+}
