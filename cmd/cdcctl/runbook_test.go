@@ -566,6 +566,12 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 		t.Errorf("reconcile status after a repair does not point at the runbook entry:\n%s", out)
 	}
 
+	// "Start a run now", waiting for it: how the run ended, from its record.
+	out, _ = rb.run(t, "cdcctl run --wait", nil, exitOK)
+	if !regexp.MustCompile(`(?m)^run manual-\S+ (SUCCEEDED|EMPTY): window \(`).MatchString(out) {
+		t.Errorf("cdcctl run --wait does not say how the run ended:\n%s", out)
+	}
+
 	var missing []string
 	for _, c := range rb.order {
 		if !rb.commands[c] {

@@ -124,3 +124,24 @@ func TestRunWaitReportsAWindowOfTheLocalStack(t *testing.T) {
 		t.Fatalf("exit %d, %+v\n%s", code, v, errb.String())
 	}
 }
+
+// TestRunEndNamesThePartAndTheReason: a run that delivered one part of a
+// multi-part export says which; a run record's reason is printed with it.
+func TestRunEndNamesThePartAndTheReason(t *testing.T) {
+	var b strings.Builder
+	printRunEnd(&b, runView{ExecutionARN: "arn:aws:states:us-east-1:1:execution:cdc:manual-7", Status: "SUCCEEDED",
+		Run: &runlock.HistoryRecord{RunID: "manual-7", Outcome: runlock.OutcomePartial, Part: 0, Parts: 3,
+			Counts: runlock.Counts{Files: 40, Events: 900}}})
+	if want := ", part 1 of 3, 40 files, 900 events, 0 quarantined\n"; !strings.HasPrefix(b.String(), "run manual-7 PARTIAL: window ") ||
+		!strings.HasSuffix(b.String(), want) {
+		t.Errorf("partial run: %q, want the part and the counts (%q)", b.String(), want)
+	}
+	b.Reset()
+	printRunEnd(&b, runView{ExecutionARN: "arn:aws:states:us-east-1:1:execution:cdc:manual-8", Status: "FAILED", Error: "States.Timeout",
+		Run: &runlock.HistoryRecord{RunID: "manual-8", Outcome: runlock.OutcomeFailed, Reason: "export job failed"}})
+	for _, want := range []string{"run manual-8 FAILED: window ", "; export job failed\n", "execution manual-8 FAILED: error States.Timeout"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("failed run: %q lacks %q", b.String(), want)
+		}
+	}
+}
