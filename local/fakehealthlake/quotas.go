@@ -51,8 +51,8 @@ var (
 // of HealthLake's quotas page ("AWS HealthLake endpoints and quotas",
 // https://docs.aws.amazon.com/healthlake/latest/devguide/reference-healthlake-endpoints-quotas.html),
 // docs/LOCAL.md "HealthLake request-rate quotas" says which figure comes
-// from where. Operations with no figure there (`$erase`, CancelFHIRExportJob)
-// are not limited.
+// from where. Operations with no figure there (`$erase`, the status reads of
+// `$erase` and `$bulk-delete` jobs) are not limited.
 var Quotas = []Quota{
 	{Name: "GET requests per data store", Operations: readOps, Rate: 3000, LegacyRate: 100},
 	{Name: "GET requests per account", Operations: readOps, Rate: 6000, PerAccount: true},
@@ -67,6 +67,9 @@ var Quotas = []Quota{
 	{Name: "Bundle requests per account", Operations: []string{"ProcessBundle"}, Rate: 20, PerAccount: true},
 	{Name: "StartFHIRBulkDeleteJob per data store", Operations: []string{"StartFHIRBulkDeleteJob"}, Rate: 10},
 	{Name: "StartFHIRExportJob", Operations: []string{"StartFHIRExportJob"}, Rate: 1, PerAccount: true},
+	// "CancelFHIRExportJob with DELETE request rate per account": 1, not
+	// adjustable (the quotas page in AWS's translated copies).
+	{Name: "CancelFHIRExportJob", Operations: []string{"CancelFHIRExportJob"}, Rate: 1, PerAccount: true},
 	{Name: "DescribeFHIRExportJob", Operations: []string{"DescribeFHIRExportJob"}, Rate: 10, PerAccount: true},
 	{Name: "ListFHIRExportJobs", Operations: []string{"ListFHIRExportJobs"}, Rate: 10, PerAccount: true},
 	{Name: "DescribeFHIRDatastore", Operations: []string{"DescribeFHIRDatastore"}, Rate: 10, PerAccount: true},

@@ -112,6 +112,28 @@ func TestQuotasThrottleEachRequestRate(t *testing.T) {
 			t.Errorf("%d of 12 DescribeFHIRDatastore calls throttled at one instant, want 2 (10 a second)", throttled)
 		}
 	})
+	t.Run("export cancels", func(t *testing.T) {
+		// One DELETE of an export job a second for the account (the second
+		// export waits QUEUED behind the first: both can be cancelled).
+		f := setup(t, func(o *fakehealthlake.Options) { o.Quotas = true })
+		first := startExport(t, f, "", "cancel-1")
+		f.clk.Set(f.clk.Now().Add(time.Second)) // StartFHIRExportJob: 1 a second
+		second := startExport(t, f, "", "cancel-2")
+		f.clk.Set(f.clk.Now().Add(time.Second))
+		if got := served(t, f, 1, http.MethodDelete, "/datastore/ds1/r4/export/"+first, nil, nil); got != 1 {
+			t.Fatal("the first cancel of the second was throttled")
+		}
+		if got := served(t, f, 1, http.MethodDelete, "/datastore/ds1/r4/export/"+second, nil, nil); got != 0 {
+			t.Fatal("a second cancel in the same instant was served, want it throttled (1 a second)")
+		}
+		if got := f.emu.QuotaThrottles()["CancelFHIRExportJob"]; got != 1 {
+			t.Errorf("QuotaThrottles counts %d cancel refusals, want 1", got)
+		}
+		f.clk.Set(f.clk.Now().Add(time.Second))
+		if got := served(t, f, 1, http.MethodDelete, "/datastore/ds1/r4/export/"+second, nil, nil); got != 1 {
+			t.Error("the cancel a second later was throttled")
+		}
+	})
 	t.Run("off", func(t *testing.T) {
 		f := setup(t, nil)
 		if got := served(t, f, 150, http.MethodGet, "/datastore/ds1/r4/Patient", nil, nil); got != 150 {
