@@ -104,7 +104,7 @@ func newParams(stack awscdk.Stack, set stackconfig.Config) *params {
 		AllowedValues: jsii.Strings("none", "json", "r4"),
 		Description:   jsii.String("Validation of exported lines before publishing (CDC_VALIDATE)."),
 	})
-	p.MaxEntryBytes = numParam(stack, ParamMaxEntryBytes, 262144, 1024, 1048576,
+	p.MaxEntryBytes = numParam(stack, ParamMaxEntryBytes, 262144, 1024, pipeline.MaxPutEventsBytes,
 		"PutEvents entry size limit; larger resources are claim-checked to S3.")
 	p.SafetyLag = strParam(stack, ParamSafetyLag, "", "",
 		"CDC_SAFETY_LAG for run-lock; empty keeps the Lambda's default (2 minutes).")

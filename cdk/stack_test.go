@@ -898,3 +898,19 @@ func TestOnlyCheckedNamesAreFixed(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxEntryBytesStaysWithinPutEvents: the claim-check threshold can be
+// raised no further than PutEvents takes (1 MB since January 2026, read as
+// 1,000,000 bytes) and defaults to 256 KB (docs/EVENTS.md, "Claim check").
+func TestMaxEntryBytesStaysWithinPutEvents(t *testing.T) {
+	p, _ := parameters()[ParamMaxEntryBytes].(map[string]any)
+	if p == nil {
+		t.Fatalf("parameter %s missing", ParamMaxEntryBytes)
+	}
+	if max, _ := p["MaxValue"].(float64); max <= 0 || max > 1_000_000 {
+		t.Errorf("%s MaxValue = %v, want at most 1,000,000 (PutEvents' 1 MB)", ParamMaxEntryBytes, p["MaxValue"])
+	}
+	if p["Default"] != 262144.0 {
+		t.Errorf("%s Default = %v, want 262144", ParamMaxEntryBytes, p["Default"])
+	}
+}

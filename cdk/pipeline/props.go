@@ -69,7 +69,7 @@ type Props struct {
 	// ValidateLevel none, json or r4 (default json).
 	ValidateLevel *string
 	// MaxEntryBytes is the PutEvents entry limit above which resources are
-	// claim-checked, 1024–1048576 (default 262144).
+	// claim-checked, 1024–MaxPutEventsBytes (default 262144).
 	MaxEntryBytes *float64
 	// SafetyLag is CDC_SAFETY_LAG ("" keeps the Lambda's default).
 	SafetyLag *string
@@ -125,6 +125,13 @@ func ValidateEventNames(source, detailType string) error {
 // (ArchiveName, Name + "-events") must fit EventBridge's 48 characters
 // (CreateArchive ArchiveName), the tightest of the names derived from it.
 const MaxNameLength = 41
+
+// MaxPutEventsBytes is the largest MaxEntryBytes: PutEvents takes requests
+// of up to 1 MB since January 2026 (AWS Compute Blog, "More room to build:
+// serverless services now support payloads up to 1 MB"), read as 1,000,000
+// bytes, the lesser reading of "MB", as the local EventBridge emulator
+// reads it.
+const MaxPutEventsBytes = 1_000_000
 
 // nameRE is what every name derived from the pipeline name allows: state
 // machine names no spaces, brackets, wildcards or punctuation; archive,
@@ -273,7 +280,7 @@ func (p Props) checkLiterals() error {
 		pattern("ResourceTypes", p.ResourceTypes, TypeListPattern),
 		pattern("ExcludeTypes", p.ExcludeTypes, TypeListPattern),
 		oneOf("ValidateLevel", p.ValidateLevel, "none", "json", "r4"),
-		rng("MaxEntryBytes", p.MaxEntryBytes, 1024, 1048576),
+		rng("MaxEntryBytes", p.MaxEntryBytes, 1024, MaxPutEventsBytes),
 		pattern("InitialCheckpoint", p.InitialCheckpoint, InitialCheckpointPattern),
 		rng("CheckpointLagThresholdSeconds", p.CheckpointLagThresholdSeconds, 60, 31536000),
 		rng("ArchiveRetentionDays", p.ArchiveRetentionDays, 1, 36500),

@@ -37,9 +37,14 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultRegion          = "us-east-1"
-	DefaultAccountID       = "000000000000"
-	DefaultMaxRequestBytes = 256 * 1024
+	DefaultRegion    = "us-east-1"
+	DefaultAccountID = "000000000000"
+	// DefaultMaxRequestBytes is PutEvents' size limit: 1 MB since AWS raised
+	// it from 256 KB in January 2026 ("More room to build: serverless
+	// services now support payloads up to 1 MB", AWS Compute Blog), read as
+	// 1,000,000 bytes, the lesser of the two readings of "MB", so that a
+	// request that fits here fits in AWS.
+	DefaultMaxRequestBytes = 1_000_000
 	// MaxEntries is the most entries one PutEvents call may carry.
 	MaxEntries = 10
 	// ChunkBytes is the billing unit: each started 64 KB of an entry is one event.
@@ -55,7 +60,8 @@ type Options struct {
 	// Region and AccountID appear in ARNs and in delivered events.
 	Region, AccountID string
 	// MaxRequestBytes is the limit on the sum of the entry sizes of one
-	// PutEvents call (AWS's formula, see EntrySize); default 262144.
+	// PutEvents call (AWS's formula, see EntrySize); default
+	// DefaultMaxRequestBytes.
 	MaxRequestBytes int
 	// Buses are created up front besides "default".
 	Buses []string

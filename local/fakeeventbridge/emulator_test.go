@@ -126,6 +126,25 @@ func TestPutEventsEntryCountLimit(t *testing.T) {
 	}
 }
 
+// TestPutEventsTakesUpTo1MB: by default a request may carry up to 1 MB
+// (1,000,000 bytes) of entries, AWS's limit since January 2026; 256 KB was
+// the limit before.
+func TestPutEventsTakesUpTo1MB(t *testing.T) {
+	c, _, _ := setup(t, fakeeventbridge.Options{})
+	ctx := context.Background()
+	overhead := len("healthlake.cdc") + len("FHIR Resource Changed") + len(`{"a":""}`)
+	detail := func(size int) *string { return aws.String(`{"a":"` + strings.Repeat("x", size-overhead) + `"}`) }
+	e := entry("default", "{}")
+	e.Detail = detail(fakeeventbridge.DefaultMaxRequestBytes)
+	if out, err := c.PutEvents(ctx, &sdk.PutEventsInput{Entries: []types.PutEventsRequestEntry{e}}); err != nil || out.FailedEntryCount != 0 {
+		t.Fatalf("an entry of 1,000,000 bytes: out=%+v err=%v", out, err)
+	}
+	e.Detail = detail(fakeeventbridge.DefaultMaxRequestBytes + 1)
+	if _, err := c.PutEvents(ctx, &sdk.PutEventsInput{Entries: []types.PutEventsRequestEntry{e}}); apiCode(err) != "ValidationException" {
+		t.Fatalf("an entry of 1,000,001 bytes: err = %v, want ValidationException", err)
+	}
+}
+
 func TestPutEventsSizeLimitCountsUTF8BytesAndTime(t *testing.T) {
 	c, em, _ := setup(t, fakeeventbridge.Options{MaxRequestBytes: 1000})
 	ctx := context.Background()
