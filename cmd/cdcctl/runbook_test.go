@@ -403,7 +403,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	arn := parked(stack.FnStartExport)
 	token := peekToken(t, st, st.Res.StartDLQURL)
 	out, _ = rb.run(t, "cdcctl dlq --queue start", nil, exitOK)
-	for _, want := range []string{execName(arn), "RUNNING", "--redrive", "start"} {
+	for _, want := range []string{executionName(arn), "RUNNING", "--redrive", "start"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dlq listing lacks %q:\n%s", want, out)
 		}
@@ -491,7 +491,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	jsonOut, _ = rb.run(t, "cdcctl status --json", nil, exitOK)
 	var sv statusView
 	decodeJSON(t, jsonOut, &sv)
-	if sv.Lock != nil || sv.Checkpoint != events.FormatTime(checkpoint) || len(sv.History) == 0 || sv.History[0].RunID != execName(arn) {
+	if sv.Lock != nil || sv.Checkpoint != events.FormatTime(checkpoint) || len(sv.History) == 0 || sv.History[0].RunID != executionName(arn) {
 		t.Fatalf("status --json after the failed run: %+v", sv)
 	}
 	// CheckpointLagAlarm: the next run retries the window and moves on
@@ -582,8 +582,6 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 		t.Fatalf("runbook commands without a scenario in this test:\n  %s", strings.Join(missing, "\n  "))
 	}
 }
-
-func execName(arn string) string { return arn[strings.LastIndexByte(arn, ':')+1:] }
 
 func eventIDs(ds []sink.Delivery) []string {
 	out := make([]string, 0, len(ds))

@@ -98,9 +98,11 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		printStarted(stdout, v)
 	}
 	if *wait {
-		wctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		if err := waitRun(wctx, ctx, sfnc, f, cfg, &v); err != nil {
+		store, err := f.store(cfg)
+		if err != nil {
+			return fail(stderr, "run", err.Error())
+		}
+		if err := waitRun(ctx, sfnc, store, *timeout, &v); err != nil {
 			return fail(stderr, "run", f.explain(err)+"\nthe execution goes on: see `cdcctl status`")
 		}
 	}
@@ -130,10 +132,17 @@ func printStarted(w io.Writer, v runView) {
 	}
 }
 
-// waitRun waits (under wctx) for the execution v names to end, then reads
-// its run record (under ctx): the outcome, window and counts `cdcctl status`
-// shows for it.
-func waitRun(wctx, ctx context.Context, c describeExecutionAPI, f *awsFlags, cfg aws.Config, v *runView) error {
+// runHistoryAPI is the part of the run-lock store `run --wait` reads.
+type runHistoryAPI interface {
+	RunHistory(ctx context.Context, runID string, started time.Time) (*runlock.HistoryRecord, error)
+}
+
+// waitRun waits up to timeout for the execution v names to end, then reads
+// its run record: the outcome, window and counts `cdcctl status` shows for
+// it.
+func waitRun(ctx context.Context, c describeExecutionAPI, runs runHistoryAPI, timeout time.Duration, v *runView) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	d, err := waitExecution(wctx, c, v.ExecutionARN, time.Second)
 	if err != nil {
 		return err
@@ -142,15 +151,11 @@ func waitRun(wctx, ctx context.Context, c describeExecutionAPI, f *awsFlags, cfg
 	if d.Status != sfntypes.ExecutionStatusSucceeded {
 		v.Error = aws.ToString(d.Error)
 	}
-	store, err := f.store(cfg)
-	if err != nil {
-		return err
-	}
 	runID := aws.ToString(d.Name)
 	if runID == "" {
-		runID = lastField(v.ExecutionARN)
+		runID = executionName(v.ExecutionARN)
 	}
-	if v.Run, err = store.RunHistory(ctx, runID, aws.ToTime(d.StartDate)); err != nil {
+	if v.Run, err = runs.RunHistory(ctx, runID, aws.ToTime(d.StartDate)); err != nil {
 		return err
 	}
 	v.Skipped = v.Run == nil && d.Status == sfntypes.ExecutionStatusSucceeded
@@ -159,7 +164,7 @@ func waitRun(wctx, ctx context.Context, c describeExecutionAPI, f *awsFlags, cfg
 
 // printRunEnd says how the execution `cdcctl run --wait` waited for ended.
 func printRunEnd(w io.Writer, v runView) {
-	name := lastField(v.ExecutionARN)
+	name := executionName(v.ExecutionARN)
 	switch {
 	case v.Skipped:
 		fmt.Fprintf(w, "skipped: %s took no lock (another run held it) and delivered nothing; see `cdcctl status`\n", name)
@@ -186,9 +191,10 @@ func printRunEnd(w io.Writer, v runView) {
 	}
 }
 
-// lastField is what follows the last ':' of an ARN.
-func lastField(arn string) string {
-	return arn[strings.LastIndex(arn, ":")+1:]
+// executionName is the name in an execution's ARN (its last field): the
+// run id.
+func executionName(arn string) string {
+	return arn[strings.LastIndexByte(arn, ':')+1:]
 }
 
 // started is what startExecution did.
