@@ -460,7 +460,8 @@ func banner(w io.Writer, st *stack.Stack, c config) {
 	fmt.Fprintln(w, "  or with curl:")
 	fmt.Fprintf(w, "  curl --aws-sigv4 aws:amz:%s:healthlake --user $AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY \\\n", st.Env.Region)
 	fmt.Fprintf(w, "    -X PUT -H 'Content-Type: application/fhir+json' --data @patient.json %s/Patient/example\n", fhirBase)
-	fmt.Fprintln(w, "  To see it sooner, start a window now: aws stepfunctions start-execution --state-machine-arn "+res.StateMachineARN)
+	fmt.Fprintln(w, "  To see it sooner, run a window now and see how it ended: go run ./cmd/cdcctl run --wait --endpoint "+url)
+	fmt.Fprintln(w, "  (or: aws stepfunctions start-execution --state-machine-arn "+res.StateMachineARN+")")
 	fmt.Fprintln(w)
 }
 
