@@ -18,7 +18,7 @@ BENCHTIME ?= 1x
 # packages (local/stack, local/sim) stay out: they take minutes without
 # -race already; run them with `go test -race` by hand when changing their
 # own goroutines.
-RACE_PKGS := ./internal/publish ./internal/readpace ./internal/prepare ./internal/deletes ./internal/share ./internal/fastpath ./internal/exportjob ./internal/runlock ./internal/metrics \
+RACE_PKGS := ./internal/logging/loggingtest ./internal/publish ./internal/readpace ./internal/prepare ./internal/deletes ./internal/share ./internal/fastpath ./internal/exportjob ./internal/runlock ./internal/metrics \
 	./local/lambdas ./local/esm ./local/fakeeventbridge ./local/fakesfn ./local/fakehealthlake ./local/localaws ./local/asl \
 	./local/sink ./local/faults
 

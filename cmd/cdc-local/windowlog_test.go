@@ -13,29 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/logging/loggingtest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitForText(t *testing.T, b *syncBuffer, want string) {
+func waitForText(t *testing.T, b *loggingtest.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(b.String(), want) {
@@ -66,11 +49,11 @@ func TestWindowsStartedByHandAreLoggedLikeScheduledOnes(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr loggingtest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--addr", addr, "--sample", "2", "--every", "1h", "--reconcile-every", "-1s", "--latency", "off",
-			"--sink", "file:" + t.TempDir() + "/events.ndjson"}, nil, &syncBuffer{}, &stderr)
+			"--sink", "file:" + t.TempDir() + "/events.ndjson"}, nil, &loggingtest.Buffer{}, &stderr)
 	}()
 	waitForText(t, &stderr, "cdc-local: window local-")
 	cfg := localaws.Env{URL: "http://" + addr, Region: localaws.DefaultRegion}

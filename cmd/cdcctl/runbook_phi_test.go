@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/logging/loggingtest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
@@ -157,24 +158,6 @@ func TestFindPHIMatchesWholeTokensOnly(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // captureProcessOutput redirects the process's stdout and stderr, the log
 // package and slog's default logger until the returned function is called,
 // which gives back what was written there: output of any component that
@@ -263,7 +246,7 @@ func TestNoPHIInLogsMetricsHistoryOrStatus(t *testing.T) {
 	}
 	seed := seedCopy(t, dir)
 
-	logs, metricLines := &syncBuffer{}, &syncBuffer{}
+	logs, metricLines := &loggingtest.Buffer{}, &loggingtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	stray := captureProcessOutput(t)
 	ctx := context.Background()

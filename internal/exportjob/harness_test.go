@@ -1,7 +1,6 @@
 package exportjob_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/logging/loggingtest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
 
 	"github.com/Admiral-Piett/goaws/app/models"
@@ -54,24 +54,6 @@ func (c *clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var queueSeq atomic.Int64
 
 // world is one test's local AWS: gateway, emulators, real SDK clients.
@@ -87,8 +69,8 @@ type world struct {
 	queueName string
 	queueURL  string
 	clk       *clock
-	logs      *syncBuffer
-	emf       *syncBuffer
+	logs      *loggingtest.Buffer
+	emf       *loggingtest.Buffer
 	cfg       exportjob.Config
 	deps      exportjob.Deps
 	seen      int // queued messages already handed out by newMessages
@@ -99,7 +81,7 @@ func newWorld(t *testing.T, mutate func(*exportjob.Config)) *world {
 	ctx := context.Background()
 	env := localawstest.Start(t)
 	awsCfg := env.Config()
-	w := &world{t: t, env: env, logs: &syncBuffer{}, emf: &syncBuffer{}, clk: &clock{t: time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)}}
+	w := &world{t: t, env: env, logs: &loggingtest.Buffer{}, emf: &loggingtest.Buffer{}, clk: &clock{t: time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)}}
 	w.s3 = s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
 	w.ddb = dynamodb.NewFromConfig(awsCfg)
 	w.sqs = sqs.NewFromConfig(awsCfg)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/logging/loggingtest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -70,26 +71,8 @@ type rig struct {
 	hle     *fakehealthlake.Emulator
 	ds      *fakehealthlake.Datastore
 	hl      *healthlake.Client
-	logs    *syncBuffer
+	logs    *loggingtest.Buffer
 	metrics *metrics.Recorder
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newRig(t *testing.T) *rig { return newRigHealthLake(t, nil) }
@@ -133,7 +116,7 @@ func newRigHealthLake(t *testing.T, hlMutate func(*fakehealthlake.Options)) *rig
 		t.Fatal(err)
 	}
 	return &rig{t: t, env: env, s3: s3c, db: db, ebe: ebe, sink: sink, eb: eventbridge.NewFromConfig(cfg), hle: hle, ds: ds, hl: hl,
-		logs: &syncBuffer{}, metrics: metrics.New(io.Discard, "test")}
+		logs: &loggingtest.Buffer{}, metrics: metrics.New(io.Discard, "test")}
 }
 
 // config is the handler's configuration of the tests: publisher retries
@@ -804,7 +787,7 @@ func TestInstantWindowHoldsTheVersion(t *testing.T) {
 // logged at once.
 func TestReportIsMadeOncePerReportInterval(t *testing.T) {
 	r := newRig(t)
-	var emf syncBuffer
+	var emf loggingtest.Buffer
 	r.metrics = metrics.New(&emf, "test")
 	var mu sync.Mutex
 	clock := now
@@ -813,7 +796,7 @@ func TestReportIsMadeOncePerReportInterval(t *testing.T) {
 		c.ReportEvery = 10 * time.Second
 		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	})
-	lines := func(buf *syncBuffer) int { return strings.Count(buf.String(), "\n") }
+	lines := func(buf *loggingtest.Buffer) int { return strings.Count(buf.String(), "\n") }
 	for i, step := range []struct {
 		at    time.Duration
 		lines int

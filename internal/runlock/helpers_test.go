@@ -1,7 +1,6 @@
 package runlock
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/logging/loggingtest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -72,24 +72,6 @@ func (o *owners) ExecutionStatus(_ context.Context, arn string) (string, error) 
 	return StatusGone, nil
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 var tableSeq atomic.Int64
 
 // fixture is one fresh table on a local DynamoDB with a store over it.
@@ -99,7 +81,7 @@ type fixture struct {
 	table  string
 	clock  *clock
 	owners *owners
-	logs   *syncBuffer
+	logs   *loggingtest.Buffer
 	store  *Store
 }
 
@@ -110,7 +92,7 @@ func newFixture(t *testing.T, mutate func(*Config)) *fixture {
 	env := localawstest.Start(t)
 	db := dynamodb.NewFromConfig(env.Config())
 	f := &fixture{env: env, db: db, table: fmt.Sprintf("runlock-%d", tableSeq.Add(1)),
-		clock: newClock(t0), owners: newOwners(), logs: &syncBuffer{}}
+		clock: newClock(t0), owners: newOwners(), logs: &loggingtest.Buffer{}}
 	if err := CreateTable(context.Background(), db, f.table); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
