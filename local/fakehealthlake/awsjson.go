@@ -74,17 +74,10 @@ func (e *Emulator) serveJSON(w http.ResponseWriter, r *http.Request, target stri
 			fail(http.StatusBadRequest, "ResourceNotFoundException", "data store "+in.DatastoreId+" not found")
 			return
 		}
-		if in.MaxResults <= 0 || in.MaxResults > 500 {
-			in.MaxResults = 500
-		}
-		start := 0
-		if in.NextToken != "" {
-			n, err := strconv.Atoi(in.NextToken)
-			if err != nil || n < 0 {
-				fail(http.StatusBadRequest, "ValidationException", "invalid NextToken")
-				return
-			}
-			start = n
+		pg, ok := listPage(in.MaxResults, in.NextToken)
+		if !ok {
+			fail(http.StatusBadRequest, "ValidationException", "invalid NextToken")
+			return
 		}
 		var matched []sdkJobProperties
 		for i := len(e.jobs) - 1; i >= 0; i-- { // newest first
@@ -101,14 +94,8 @@ func (e *Emulator) serveJSON(w http.ResponseWriter, r *http.Request, target stri
 		out := struct {
 			ExportJobPropertiesList []sdkJobProperties
 			NextToken               string `json:",omitempty"`
-		}{ExportJobPropertiesList: []sdkJobProperties{}}
-		if start < len(matched) {
-			end := min(start+in.MaxResults, len(matched))
-			out.ExportJobPropertiesList = matched[start:end]
-			if end < len(matched) {
-				out.NextToken = strconv.Itoa(end)
-			}
-		}
+		}{}
+		out.ExportJobPropertiesList, out.NextToken = pageOf(matched, pg)
 		e.record(r, body, http.StatusOK)
 		writeJSON(w, http.StatusOK, "application/x-amz-json-1.0", out)
 	case "HealthLake.DescribeFHIRExportJob":
@@ -213,17 +200,10 @@ func (e *Emulator) listDatastores(w http.ResponseWriter, r *http.Request, body [
 		fail(http.StatusBadRequest, "ValidationException", "request body is not valid JSON")
 		return
 	}
-	if in.MaxResults <= 0 || in.MaxResults > 500 {
-		in.MaxResults = 500
-	}
-	start := 0
-	if in.NextToken != "" {
-		n, err := strconv.Atoi(in.NextToken)
-		if err != nil || n < 0 {
-			fail(http.StatusBadRequest, "ValidationException", "invalid NextToken")
-			return
-		}
-		start = n
+	pg, ok := listPage(in.MaxResults, in.NextToken)
+	if !ok {
+		fail(http.StatusBadRequest, "ValidationException", "invalid NextToken")
+		return
 	}
 	all := make([]*Datastore, 0, len(e.datastores))
 	for _, ds := range e.datastores {
@@ -250,14 +230,43 @@ func (e *Emulator) listDatastores(w http.ResponseWriter, r *http.Request, body [
 	out := struct {
 		DatastorePropertiesList []sdkDatastoreProperties
 		NextToken               string `json:",omitempty"`
-	}{DatastorePropertiesList: []sdkDatastoreProperties{}}
-	if start < len(matched) {
-		end := min(start+in.MaxResults, len(matched))
-		out.DatastorePropertiesList = matched[start:end]
-		if end < len(matched) {
-			out.NextToken = strconv.Itoa(end)
-		}
-	}
+	}{}
+	out.DatastorePropertiesList, out.NextToken = pageOf(matched, pg)
 	e.record(r, body, http.StatusOK)
 	writeJSON(w, http.StatusOK, "application/x-amz-json-1.0", out)
+}
+
+// page is the part of a list the JSON API's list calls answer: size items
+// from start.
+type page struct{ start, size int }
+
+// listPage reads a list call's MaxResults (1–500; 500 when absent or out of
+// range) and NextToken (the offset a previous page ended at); ok is false
+// for a NextToken this emulator did not give.
+func listPage(maxResults int, nextToken string) (p page, ok bool) {
+	p.size = maxResults
+	if p.size <= 0 || p.size > 500 {
+		p.size = 500
+	}
+	if nextToken != "" {
+		n, err := strconv.Atoi(nextToken)
+		if err != nil || n < 0 {
+			return page{}, false
+		}
+		p.start = n
+	}
+	return p, true
+}
+
+// pageOf returns p's items of all (never nil: the API answers an empty
+// list as []) and the NextToken of the page after it, "" at the end.
+func pageOf[T any](all []T, p page) ([]T, string) {
+	if p.start >= len(all) {
+		return []T{}, ""
+	}
+	end := min(p.start+p.size, len(all))
+	if end < len(all) {
+		return all[p.start:end], strconv.Itoa(end)
+	}
+	return all[p.start:end], ""
 }
