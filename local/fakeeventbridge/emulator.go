@@ -854,34 +854,51 @@ func (e *Emulator) listEventBuses(body []byte) (any, *apiError) {
 			return nil, &apiError{status: http.StatusBadRequest, code: "SerializationException", message: "malformed request"}
 		}
 	}
-	if in.Limit < 0 || in.Limit > 100 {
-		return nil, validation("1 validation error detected: Value at 'limit' failed to satisfy constraint: Member must have value between 1 and 100")
-	}
-	if in.Limit == 0 {
-		in.Limit = 100
+	limit, a := listLimit(in.Limit)
+	if a != nil {
+		return nil, a
 	}
 	e.mu.Lock()
-	names := make([]string, 0, len(e.buses))
-	for n := range e.buses {
-		if strings.HasPrefix(n, in.NamePrefix) && n > in.NextToken {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
+	defer e.mu.Unlock()
 	var out struct {
 		EventBuses []busOut `json:"EventBuses"`
 		NextToken  string   `json:"NextToken,omitempty"`
 	}
-	out.EventBuses = []busOut{}
-	for i, n := range names {
-		if i == in.Limit {
-			out.NextToken = names[i-1]
-			break
-		}
+	var names []string
+	names, out.NextToken = namePage(e.buses, in.NamePrefix, in.NextToken, limit)
+	out.EventBuses = make([]busOut, 0, len(names))
+	for _, n := range names {
 		out.EventBuses = append(out.EventBuses, e.busOut(e.buses[n]))
 	}
-	e.mu.Unlock()
 	return out, nil
+}
+
+// listLimit reads a list call's Limit: 1–100, 100 when absent.
+func listLimit(limit int) (int, *apiError) {
+	if limit < 0 || limit > 100 {
+		return 0, validation("1 validation error detected: Value at 'limit' failed to satisfy constraint: Member must have value between 1 and 100")
+	}
+	if limit == 0 {
+		return 100, nil
+	}
+	return limit, nil
+}
+
+// namePage returns, in name order, at most limit of m's names that start
+// with prefix and sort after after (the NextToken of the page before), and
+// the NextToken of the page after them ("" at the end: the last name given).
+func namePage[V any](m map[string]V, prefix, after string, limit int) ([]string, string) {
+	var names []string
+	for n := range m {
+		if strings.HasPrefix(n, prefix) && n > after {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if len(names) > limit {
+		return names[:limit], names[limit-1]
+	}
+	return names, ""
 }
 
 func (e *Emulator) deleteEventBus(body []byte) (any, *apiError) {

@@ -233,11 +233,9 @@ func (e *Emulator) listRules(body []byte) (any, *apiError) {
 	if a := decodeBody(body, &in); a != nil {
 		return nil, a
 	}
-	if in.Limit < 0 || in.Limit > 100 {
-		return nil, validation("1 validation error detected: Value at 'limit' failed to satisfy constraint: Member must have value between 1 and 100")
-	}
-	if in.Limit == 0 {
-		in.Limit = 100
+	limit, a := listLimit(in.Limit)
+	if a != nil {
+		return nil, a
 	}
 	bus := busName(in.EventBusName)
 	e.mu.Lock()
@@ -245,23 +243,14 @@ func (e *Emulator) listRules(body []byte) (any, *apiError) {
 	if _, ok := e.buses[bus]; !ok {
 		return nil, notFound(bus)
 	}
-	var names []string
-	for n := range e.rules[bus] {
-		if strings.HasPrefix(n, in.NamePrefix) && n > in.NextToken {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
 	var out struct {
 		Rules     []ruleOut `json:"Rules"`
 		NextToken string    `json:"NextToken,omitempty"`
 	}
-	out.Rules = []ruleOut{}
-	for i, n := range names {
-		if i == in.Limit {
-			out.NextToken = names[i-1]
-			break
-		}
+	var names []string
+	names, out.NextToken = namePage(e.rules[bus], in.NamePrefix, in.NextToken, limit)
+	out.Rules = make([]ruleOut, 0, len(names))
+	for _, n := range names {
 		out.Rules = append(out.Rules, e.ruleOut(e.rules[bus][n]))
 	}
 	return out, nil
