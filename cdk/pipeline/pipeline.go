@@ -755,22 +755,32 @@ func (b *builder) stateMachines(asl string) {
 	// values (and its Lambda).
 	smSubs := substitutionsOf(asl, subs)
 
-	smLogs := b.logGroup("StateMachineLogs", vendedLogGroupName(b.smName))
-	b.sm = awsstepfunctions.NewStateMachine(b.stack, b.s("StateMachine"), &awsstepfunctions.StateMachineProps{
-		StateMachineName:        b.s(b.smName),
+	b.sm = b.standardMachine("StateMachine", b.smName, asl, smSubs, b.smRole)
+	b.rec = b.reconcileMachine(subs, b.reconcileFn.f.FunctionArn())
+}
+
+// standardMachine creates a STANDARD state machine named name from the
+// definition def with its substitutions and role, as both of the stack's
+// machines are made: every event logged to a log group of its own under the
+// stack's key, without execution data (inputs and outputs could name export
+// files; the runs' records and counts hold what operators need), traced.
+func (b *builder) standardMachine(id, name, def string, subs map[string]*string, role awsiam.Role) awsstepfunctions.StateMachine {
+	logs := b.logGroup(id+"Logs", vendedLogGroupName(name))
+	sm := awsstepfunctions.NewStateMachine(b.stack, b.s(id), &awsstepfunctions.StateMachineProps{
+		StateMachineName:        b.s(name),
 		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
-		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(b.s(asl)),
-		DefinitionSubstitutions: &smSubs,
-		Role:                    b.smRole,
+		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(b.s(def)),
+		DefinitionSubstitutions: &subs,
+		Role:                    role,
 		Logs: &awsstepfunctions.LogOptions{
-			Destination:          smLogs,
+			Destination:          logs,
 			Level:                awsstepfunctions.LogLevel_ALL,
 			IncludeExecutionData: jsii.Bool(false),
 		},
 		TracingEnabled: jsii.Bool(true),
 	})
-	b.suppressGeneratedStateMachineGrants(b.smRole)
-	b.rec = b.reconcileMachine(subs, b.reconcileFn.f.FunctionArn())
+	b.suppressGeneratedStateMachineGrants(role)
+	return sm
 }
 
 // schedulerRole creates the role EventBridge Scheduler starts both state

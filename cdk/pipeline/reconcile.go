@@ -54,24 +54,10 @@ func (b *builder) reconcileMachine(subs map[string]*string, reconcileFnArn *stri
 			panic(fmt.Sprintf("reconcile definition: placeholder ${%s} has no substitution", k))
 		}
 	}
-	logs := b.logGroup("ReconcileStateMachineLogs", vendedLogGroupName(name))
-	r.sm = awsstepfunctions.NewStateMachine(stack, b.s("ReconcileStateMachine"), &awsstepfunctions.StateMachineProps{
-		StateMachineName:        b.s(name),
-		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
-		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(b.s(def)),
-		DefinitionSubstitutions: &rsubs,
-		Role:                    r.role,
-		Logs: &awsstepfunctions.LogOptions{
-			Destination: logs,
-			Level:       awsstepfunctions.LogLevel_ALL,
-			// Execution data would hold the plan's keys and counts only,
-			// but the export wait's output names export files: keep the
-			// same rule as the pipeline's machine.
-			IncludeExecutionData: jsii.Bool(false),
-		},
-		TracingEnabled: jsii.Bool(true),
-	})
-	b.suppressGeneratedStateMachineGrants(r.role)
+	// Execution data would hold the plan's keys and counts only, but the
+	// export wait's output names export files: the same rule as the
+	// pipeline's machine (standardMachine).
+	r.sm = b.standardMachine("ReconcileStateMachine", name, def, rsubs, r.role)
 	return r
 }
 
