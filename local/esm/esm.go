@@ -92,6 +92,11 @@ type Config struct {
 	// whole seconds (default 30 s). AWS recommends 6 × the function's
 	// timeout, plus the batching window.
 	VisibilityTimeout time.Duration
+	// FunctionTimeout, when set, is the function's timeout: New refuses a
+	// VisibilityTimeout shorter than it, as Lambda's CreateEventSourceMapping
+	// does. 0 skips the check (tests that shorten the visibility timeout
+	// and keep the deployed function timeouts).
+	FunctionTimeout time.Duration
 	// WaitTime is the long-poll wait of one ReceiveMessage, whole seconds
 	// 1–20 (default 1 s). Lambda's pollers wait 20 s (LambdaLongPoll);
 	// Stop cancels a receive in flight either way.
@@ -197,6 +202,13 @@ func New(client *sqs.Client, invoker Invoker, cfg Config) (*Mapping, error) {
 	}
 	if err := checkBatching(cfg); err != nil {
 		return nil, fmt.Errorf("esm %s: %w", cfg.Function, err)
+	}
+	if vis, fn := seconds(cfg.VisibilityTimeout), seconds(cfg.FunctionTimeout); cfg.FunctionTimeout > 0 && vis < fn {
+		// Lambda's words ("Creating and configuring an Amazon SQS event
+		// source mapping": "Lambda validates this requirement when you
+		// create or update an event source mapping").
+		return nil, fmt.Errorf("esm %s: InvalidParameterValueException: Queue visibility timeout: %d seconds is less than Function timeout: %d seconds",
+			cfg.Function, vis, fn)
 	}
 	if cfg.WaitTime <= 0 {
 		cfg.WaitTime = time.Second

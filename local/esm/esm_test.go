@@ -304,6 +304,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"above 1,000 batches at once":   {with(func(c *Config) { c.MaxPollers = 1001 }), "MaxPollers 1001 above 1000"},
 		"window past default visibility": {Config{Function: "f", QueueURL: "u", MaximumBatchingWindow: 30 * time.Second},
 			"not shorter than VisibilityTimeout"},
+		"function timeout past the visibility": {with(func(c *Config) { c.FunctionTimeout = 61 * time.Second }),
+			"InvalidParameterValueException: Queue visibility timeout: 60 seconds is less than Function timeout: 61 seconds"},
 	} {
 		_, err := New(client, inv, c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -317,7 +319,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			c.MaximumBatchingWindow = MaxBatchingWindow
 			c.VisibilityTimeout = time.Hour
 		}),
-		"10 without window": with(func(c *Config) { c.BatchSize = 10 }),
+		"10 without window":                          with(func(c *Config) { c.BatchSize = 10 }),
+		"function timeout as long as the visibility": with(func(c *Config) { c.FunctionTimeout = time.Minute }),
 	} {
 		if _, err := New(client, inv, cfg); err != nil {
 			t.Errorf("%s: New refused %+v: %v", name, cfg, err)

@@ -236,12 +236,16 @@ func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) error 
 		return nil
 	}
 	poller := sqs.NewFromConfig(s.principalConfig(iampolicy.FastPath))
+	timeout, err := s.functionTimeout(FnFastPath)
+	if err != nil {
+		return fmt.Errorf("stack: fast path: event-source mapping: %w", err)
+	}
 	mp, err := esm.New(poller, s.Lambdas, esm.Config{
 		Function: FnFastPath, QueueURL: s.Res.FastPathQueueURL, QueueARN: s.Env.ARN("sqs", s.fastPathQueue()), Region: s.Env.Region,
 		DLQURL: s.Res.FastPathDLQURL, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount,
 		BatchSize: s.deployedConfig().FastPathBatch(), MaximumBatchingWindow: s.deployedConfig().FastPathBatchingWindow,
 		Pollers: min(fastPathPollers, s.deployedConfig().FastPathMaxConcurrency()), MaxPollers: s.deployedConfig().FastPathMaxConcurrency(),
-		VisibilityTimeout: s.visibility(FnFastPath), WaitTime: esm.LambdaLongPoll, ReportBatchItemFailures: true,
+		VisibilityTimeout: s.visibility(FnFastPath), FunctionTimeout: timeout, WaitTime: esm.LambdaLongPoll, ReportBatchItemFailures: true,
 		Faults: dup, Logger: s.log,
 	})
 	if err != nil {

@@ -72,6 +72,18 @@ func (s *Stack) visibility(fn string) time.Duration {
 	return stackconfig.VisibilityTimeout(f)
 }
 
+// functionTimeout is the timeout fn's event-source mapping holds its
+// queue's visibility timeout to, as Lambda does when it creates a mapping:
+// the function's. With the VisibilityTimeout option (tests that want
+// redeliveries within seconds and keep the deployed function timeouts) there
+// is nothing to hold it to, and 0 leaves the check out.
+func (s *Stack) functionTimeout(fn string) (time.Duration, error) {
+	if s.opts.VisibilityTimeout > 0 {
+		return 0, nil
+	}
+	return s.Lambdas.Timeout(fn)
+}
+
 func seconds(d time.Duration) int32 {
 	f := d.Seconds()
 	n := int32(f)
@@ -101,13 +113,17 @@ func (s *Stack) startMappings(ctx context.Context) error {
 		// Lambda polls the queue with the function's role; SQS's own
 		// redrive moves a message to the DLQ.
 		poller := sqs.NewFromConfig(s.principalConfig(iampolicy.Principal(m.fn)))
+		timeout, err := s.functionTimeout(m.fn)
+		if err != nil {
+			return fmt.Errorf("stack: event-source mapping: %w", err)
+		}
 		mp, err := esm.New(poller, s.Lambdas, esm.Config{
 			Function: m.fn, QueueURL: m.queue, QueueARN: s.Env.ARN("sqs", lastSegment(m.queue)), Region: s.Env.Region,
 			DLQURL: m.dlq, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount, BatchSize: 1,
 			// The deployed mappings' MaximumConcurrency: two batches at once.
 			Pollers:           stackconfig.ExportQueueMaxConcurrency,
 			WaitTime:          esm.LambdaLongPoll,
-			VisibilityTimeout: s.visibility(m.fn), ReportBatchItemFailures: true,
+			VisibilityTimeout: s.visibility(m.fn), FunctionTimeout: timeout, ReportBatchItemFailures: true,
 			Faults: dup, Logger: s.log,
 		})
 		if err != nil {

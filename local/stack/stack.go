@@ -144,9 +144,11 @@ type Options struct {
 	RecheckDelay time.Duration
 	// VisibilityTimeout of the queues and their event-source mappings
 	// (default: the deployed one, 6 × the consumer's timeout, from
-	// internal/stackconfig; with FastPath longer than the fast-path
-	// mapping's batching window, a second) and MaxReceiveCount before a
-	// message goes to its DLQ (default: the deployed one).
+	// internal/stackconfig, which each mapping holds to its function's
+	// timeout as Lambda does; set, the functions keep their deployed
+	// timeouts and that check is left out; with FastPath longer than the
+	// fast-path mapping's batching window, a second) and MaxReceiveCount
+	// before a message goes to its DLQ (default: the deployed one).
 	VisibilityTimeout time.Duration
 	MaxReceiveCount   int
 	// ResourcesPerFile splits export files (default HealthLake's 5000).
