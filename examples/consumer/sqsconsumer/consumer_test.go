@@ -131,7 +131,12 @@ func TestConsumerAppliesDeletesAppliedAndLeavesPoisonToTheDLQ(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Upserted != 4 || st.Stale != 1 || st.Duplicates != 1 || st.Failed != 2 || st.Acked != 6 {
+	// The two poison messages fail at each receive. Drain's last long poll
+	// (1 s) races their visibility timeout (1 s), so they may come back
+	// before Drain ends: every receive is acked (6) or a failure of one of
+	// them, each failing at least once.
+	if st.Upserted != 4 || st.Stale != 1 || st.Duplicates != 1 || st.Acked != 6 ||
+		st.Failed < 2 || st.Received != 6+st.Failed {
 		t.Fatalf("stats %+v", st)
 	}
 	got := map[string]string{}
