@@ -134,6 +134,7 @@ func FuzzReader(f *testing.F) {
 				}
 			}
 		}
+		checkRanges(t, data, opts, int64(maxLine%251)+1, len(data) > 0 && data[0]&2 == 2)
 		st := r.Stats()
 		if st.Lines != int64(len(want)) || st.Blank != blank || st.Quarantined != quarantined || st.Bytes != int64(len(data)) || st.LargestLine != largest {
 			t.Fatalf("stats %+v, want lines %d blank %d quarantined %d bytes %d largest %d", st, len(want), blank, quarantined, len(data), largest)

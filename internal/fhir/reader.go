@@ -14,6 +14,10 @@
 // may lack its LF. A line longer than Options.MaxLineBytes (CR and LF not
 // counted) is returned without Raw and with a Problem giving its size.
 //
+// Options.Start and End read one byte range of a file: the lines that begin
+// in it, so that a file cut into ranges anywhere is read once, range by range
+// (docs/EXPORT.md, "A file larger than a batch").
+//
 // Memory stays flat whatever the size of the stream: the Reader holds one
 // buffer that grows to the longest line it has had to hold, and never beyond
 // Options.MaxLineBytes plus two bytes; the rest of a longer line is skipped
@@ -89,6 +93,18 @@ type Options struct {
 	DeclaredType string     // the file's resource type ("" = unknown); a line of another type is quarantined
 	MaxLineBytes int        // 0 (or less) = DefaultMaxLineBytes
 	Validation   Validation // how strictly each line is checked; the zero value is ValidateNone, callers normally want ValidateJSON
+
+	// Start and End make the Reader read one byte range of a file, so that
+	// ranges cut at any offsets read each line of the file exactly once: it
+	// returns the lines that begin at an offset in [Start, End) (End ≤ 0: to
+	// the end of the stream), each to its end, past End if need be. With
+	// Start > 0 the stream must begin at byte Start−1 of the file (an S3 GET
+	// with Range "bytes={Start−1}-"), and the Reader first skips through its
+	// first LF: the end of a line that began before Start, which the range
+	// before returns. Offsets are then the file's and Number counts from the
+	// range's first line. A byte order mark is skipped only at Start 0, and
+	// the line after it belongs to the range at 0 whatever its offset.
+	Start, End int64
 }
 
 // Line is one non-blank line of an export file.
@@ -100,8 +116,8 @@ type Options struct {
 // be empty; rely on them only when Problem is empty.
 type Line struct {
 	File   string // Options.File
-	Number int64  // 1-based physical line number, blank lines included
-	Offset int64  // byte offset of the line's first byte (after a BOM) in the stream: stream[Offset:Offset+len(Raw)] == Raw
+	Number int64  // 1-based physical line number, blank lines included, counted from the range's first line (Options.Start)
+	Offset int64  // byte offset of the line's first byte (after a BOM) in the file: file[Offset:Offset+len(Raw)] == Raw
 	Raw    []byte // the line without BOM / CR / LF; valid only until the next call to Next; nil for over-long lines
 
 	ResourceType, ID, VersionID, LastUpdated string
@@ -121,7 +137,7 @@ type Stats struct {
 	Lines       int64 // lines returned by Next (non-blank lines)
 	Blank       int64 // empty or whitespace-only lines, not returned
 	Quarantined int64 // lines returned with a Problem
-	Bytes       int64 // bytes consumed from the stream, line endings and BOM included
+	Bytes       int64 // bytes of the lines read, line endings and BOM included (not what a range's start skipped)
 	LargestLine int   // length of the longest line in bytes, without BOM / CR / LF (over-long ones included)
 }
 
@@ -152,7 +168,11 @@ func NewReader(r io.Reader, opts Options) *Reader {
 		max = DefaultMaxLineBytes
 	}
 	max = min(max, math.MaxInt/2) // room for the buffer's arithmetic
-	return &Reader{src: r, opts: opts, max: max}
+	rd := &Reader{src: r, opts: opts, max: max}
+	if opts.Start > 0 {
+		rd.off = opts.Start - 1
+	}
+	return rd
 }
 
 // Stats returns the counts so far.
@@ -246,13 +266,20 @@ func (r *Reader) prefixFields(b []byte) Fields {
 // nextPhysical returns the next physical line, blank or not.
 func (r *Reader) nextPhysical() (physical, error) {
 	if !r.bomChecked {
-		for r.end-r.start < len(bom) && !r.eof && r.err == nil {
-			r.fill()
-		}
-		if bytes.HasPrefix(r.buf[r.start:r.end], bom) {
-			r.consume(len(bom))
+		if r.opts.Start > 0 {
+			r.skipPartial()
+		} else {
+			for r.end-r.start < len(bom) && !r.eof && r.err == nil {
+				r.fill()
+			}
+			if bytes.HasPrefix(r.buf[r.start:r.end], bom) {
+				r.consume(len(bom))
+			}
 		}
 		r.bomChecked = true
+	}
+	if r.opts.End > 0 && r.off >= r.opts.End && (r.opts.Start > 0 || r.lineNo > 0) {
+		return physical{}, io.EOF // the next line begins in the range after
 	}
 	for {
 		if i := bytes.IndexByte(r.buf[r.scanned:r.end], '\n'); i >= 0 {
@@ -280,6 +307,24 @@ func (r *Reader) nextPhysical() (physical, error) {
 		}
 		r.fill()
 	}
+}
+
+// skipPartial consumes the stream through its first LF, without holding
+// it: the end of the line that began before Options.Start. It leaves a read
+// error or the end of the stream for nextPhysical to report.
+func (r *Reader) skipPartial() {
+	for {
+		if i := bytes.IndexByte(r.buf[r.start:r.end], '\n'); i >= 0 {
+			r.consume(i + 1)
+			break
+		}
+		r.consume(r.end - r.start)
+		if r.err != nil || r.eof {
+			break
+		}
+		r.fill()
+	}
+	r.stats.Bytes = 0
 }
 
 // skipLong consumes the rest of a line that is over the limit without

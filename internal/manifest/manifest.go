@@ -5,15 +5,42 @@
 // with the run's context, to one prepare-change invocation.
 package manifest
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
-// File is one NDJSON object of an export: one resource type, Bytes long
-// (0 when the size is unknown).
+// File is one NDJSON object of an export, one resource type, or one byte
+// range of it: Plan cuts a file larger than a batch may be into ranges
+// [Start, End) (End 0: to the end of the object), each the lines that
+// begin in it (fhir.Options.Start). Bytes is the object's size, or the
+// range's; 0 when the size is unknown.
 type File struct {
 	Bucket       string `json:"bucket"`
 	Key          string `json:"key"`
 	ResourceType string `json:"resourceType"`
 	Bytes        int64  `json:"bytes,omitempty"`
+	Start        int64  `json:"start,omitempty"`
+	End          int64  `json:"end,omitempty"`
+}
+
+// Name names the file, or its range after the first: the key, then
+// "@{Start}" when Start > 0. Objects written per file (quarantine, the
+// delivered and overlap indexes) are named by it, so that no two ranges of
+// one file share one.
+func (f File) Name() string {
+	if f.Start > 0 {
+		return f.Key + "@" + strconv.FormatInt(f.Start, 10)
+	}
+	return f.Key
+}
+
+// Check reports a range that reads nothing or starts before the object.
+func (f File) Check() error {
+	if f.Start < 0 || f.End < 0 || f.End > 0 && f.End <= f.Start {
+		return fmt.Errorf("manifest: file %s has the byte range [%d, %d)", f.Key, f.Start, f.End)
+	}
+	return nil
 }
 
 // Batch is the unit of work of one prepare-change invocation.
@@ -31,12 +58,15 @@ type Limits struct {
 }
 
 // Plan groups files into batches, in the order given, closing a batch when
-// one more file would exceed a limit. A file larger than MaxBytes on its own
-// makes a batch of one. The result is never nil, and empty for no files.
+// one more file would exceed a limit. A file of known size larger than
+// MaxBytes is first cut into ranges of MaxBytes (the last to the end of the
+// object), so that no batch holds more than MaxBytes of lines to begin
+// reading, whatever the size of one export file. The result is never nil,
+// and empty for no files.
 func Plan(files []File, l Limits) []Batch {
 	batches := []Batch{}
 	var cur Batch
-	for _, f := range files {
+	for _, f := range cut(files, l.MaxBytes) {
 		full := len(cur.Files) > 0 &&
 			(l.MaxFiles > 0 && len(cur.Files) >= l.MaxFiles ||
 				l.MaxBytes > 0 && cur.Bytes+f.Bytes > l.MaxBytes)
@@ -53,7 +83,32 @@ func Plan(files []File, l Limits) []Batch {
 	return batches
 }
 
-// FileCount is the number of files over all batches.
+// cut returns files with each one larger than maxBytes (> 0) replaced by its
+// ranges of maxBytes.
+func cut(files []File, maxBytes int64) []File {
+	if maxBytes <= 0 {
+		return files
+	}
+	out := make([]File, 0, len(files))
+	for _, f := range files {
+		if f.Bytes <= maxBytes || f.Start != 0 || f.End != 0 {
+			out = append(out, f)
+			continue
+		}
+		for start := int64(0); start < f.Bytes; start += maxBytes {
+			r := f
+			r.Start, r.End, r.Bytes = start, start+maxBytes, maxBytes
+			if r.End >= f.Bytes {
+				r.End, r.Bytes = 0, f.Bytes-start
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// FileCount is the number of files over all batches, a file cut into
+// ranges counting once per range.
 func FileCount(batches []Batch) int {
 	n := 0
 	for _, b := range batches {
@@ -88,7 +143,8 @@ func Split(batches []Batch, maxBatchesPerPart int) [][]Batch {
 	return parts
 }
 
-// PartFiles is the number of files in each part.
+// PartFiles is the number of files in each part (ranges counted as in
+// FileCount).
 func PartFiles(parts [][]Batch) []int {
 	out := make([]int, len(parts))
 	for i, p := range parts {

@@ -40,7 +40,8 @@ func TestPlan(t *testing.T) {
 		{"none", nil, Limits{MaxFiles: 3, MaxBytes: 10}, nil},
 		{"by files", files(1, 1, 1, 1, 1), Limits{MaxFiles: 2}, [][]int64{{1, 1}, {1, 1}, {1}}},
 		{"by bytes", files(4, 4, 4, 9, 1), Limits{MaxFiles: 10, MaxBytes: 10}, [][]int64{{4, 4}, {4}, {9, 1}}},
-		{"oversized file alone", files(3, 50, 3), Limits{MaxBytes: 10}, [][]int64{{3}, {50}, {3}}},
+		{"oversized file in ranges", files(3, 45, 3), Limits{MaxBytes: 10}, [][]int64{{3}, {10}, {10}, {10}, {10}, {5, 3}}},
+		{"oversized file of unknown size", files(3, 0, 3), Limits{MaxBytes: 5}, [][]int64{{3, 0}, {3}}},
 		{"exactly the limit", files(5, 5, 5), Limits{MaxBytes: 10}, [][]int64{{5, 5}, {5}}},
 		{"no limits", files(1, 2, 3), Limits{}, [][]int64{{1, 2, 3}}},
 	}
@@ -53,10 +54,45 @@ func TestPlan(t *testing.T) {
 			if s := sizes(got); !reflect.DeepEqual(s, c.want) {
 				t.Fatalf("Plan = %v, want %v", s, c.want)
 			}
-			if FileCount(got) != len(c.in) {
-				t.Fatalf("FileCount = %d, want %d", FileCount(got), len(c.in))
+			want := 0
+			for _, b := range c.want {
+				want += len(b)
+			}
+			if FileCount(got) != want {
+				t.Fatalf("FileCount = %d, want %d", FileCount(got), want)
 			}
 		})
+	}
+}
+
+// TestPlanCutsALargeFileIntoRanges: a file over MaxBytes becomes ranges of
+// MaxBytes that cover it without gap or overlap, the last one open-ended,
+// each named apart.
+func TestPlanCutsALargeFileIntoRanges(t *testing.T) {
+	f := File{Bucket: "b", Key: "exports/j/Observation/Observation-1.ndjson", ResourceType: "Observation", Bytes: 25}
+	got := Plan([]File{f}, Limits{MaxFiles: 10, MaxBytes: 10})
+	want := [][2]int64{{0, 10}, {10, 20}, {20, 0}}
+	if len(got) != len(want) {
+		t.Fatalf("Plan = %+v, want %d batches of one range", got, len(want))
+	}
+	names := map[string]bool{}
+	for i, b := range got {
+		r := b.Files[0]
+		if len(b.Files) != 1 || r.Start != want[i][0] || r.End != want[i][1] || r.Key != f.Key || r.ResourceType != f.ResourceType {
+			t.Fatalf("batch %d = %+v, want the range [%d, %d) of %s", i, b.Files, want[i][0], want[i][1], f.Key)
+		}
+		if err := r.Check(); err != nil {
+			t.Fatalf("range %d: %v", i, err)
+		}
+		names[r.Name()] = true
+	}
+	if len(names) != 3 || !names[f.Key] || !names[f.Key+"@10"] {
+		t.Fatalf("range names %v, want the key and key@10, key@20", names)
+	}
+	for _, bad := range []File{{Key: "k", Start: -1}, {Key: "k", Start: 5, End: 5}, {Key: "k", End: -2}} {
+		if bad.Check() == nil {
+			t.Fatalf("Check(%+v) = nil, want an error", bad)
+		}
 	}
 }
 

@@ -12,12 +12,14 @@
 package prepare
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -294,6 +296,9 @@ func (in Input) check() error {
 		if f.Bucket == "" || f.Key == "" {
 			return fmt.Errorf("prepare-change: input files[%d].bucket and .key are required", i)
 		}
+		if err := f.Check(); err != nil {
+			return fmt.Errorf("prepare-change: input files[%d]: %w", i, err)
+		}
 	}
 	switch {
 	case in.Window.Since.IsZero() && in.Window.Until.IsZero():
@@ -311,7 +316,7 @@ func (in Input) check() error {
 // fileState is one file of an invocation: its counts, its quarantine
 // object, and its events without an outcome yet.
 type fileState struct {
-	ref      manifest.File
+	ref      manifest.File // the file, or its byte range
 	q        *quarantine
 	counts   change.Counts
 	blank    int64
@@ -321,6 +326,12 @@ type fileState struct {
 	pending  int    // events handed to the publisher without an outcome
 	readDone bool   // every line read
 	closed   bool   // quarantine object closed
+
+	// linesBefore is the number of lines of the object before ref's range,
+	// once based is set: 0 for a range at 0; for a later range, counted
+	// from the object when it first quarantines a line (batch.linesBefore).
+	linesBefore int64
+	based       bool
 }
 
 // lineRef is the token an event carries through the publisher: where its
@@ -405,8 +416,8 @@ func (b *batch) run(parent context.Context) error {
 		}
 	}()
 	for _, f := range b.in.Files {
-		fs := &fileState{ref: f, q: &quarantine{
-			s3: h.s3, bucket: h.cfg.Bucket, key: QuarantineKey(b.in.RunID, f.Key), kmsKeyID: h.cfg.KMSKeyID,
+		fs := &fileState{ref: f, based: f.Start == 0, q: &quarantine{
+			s3: h.s3, bucket: h.cfg.Bucket, key: QuarantineKey(b.in.RunID, f.Name()), kmsKeyID: h.cfg.KMSKeyID,
 			rawCap: h.cfg.QuarantineRawBytes, partSize: h.cfg.QuarantinePartBytes,
 		}}
 		b.files = append(b.files, fs)
@@ -429,16 +440,16 @@ func (b *batch) run(parent context.Context) error {
 	}
 	for _, fs := range b.files {
 		if !fs.closed {
-			return fmt.Errorf("prepare-change: %d events of %s have no PutEvents outcome", fs.pending, fs.ref.Key)
+			return fmt.Errorf("prepare-change: %d events of %s have no PutEvents outcome", fs.pending, fs.ref.Name())
 		}
 		if !fs.counts.Balanced() {
-			return fmt.Errorf("prepare-change: line counts of %s do not balance: %+v", fs.ref.Key, fs.counts)
+			return fmt.Errorf("prepare-change: line counts of %s do not balance: %+v", fs.ref.Name(), fs.counts)
 		}
 	}
 	// What the batch published, once every event has its outcome: one
 	// delivered-index object (the reconciliation reads it) and the overlap
 	// object (the next window reads it).
-	dkey := delivered.DeliveredKey(time.Now(), b.in.RunID, b.in.Files[0].Key)
+	dkey := delivered.DeliveredKey(time.Now(), b.in.RunID, b.in.Files[0].Name())
 	if err := b.rec.write(ctx, h.s3, h.cfg.Bucket, h.cfg.KMSKeyID, dkey); err != nil {
 		return b.failure(parent, ctx, &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)})
 	}
@@ -448,16 +459,24 @@ func (b *batch) run(parent context.Context) error {
 	return nil
 }
 
-// file streams one export file through the classifier and the emitter.
+// file streams one export file, or its range, through the classifier and
+// the emitter.
 func (b *batch) file(ctx context.Context, fs *fileState) error {
 	f, cfg := fs.ref, b.h.cfg
-	obj, err := b.h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key)})
+	get := &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key)}
+	if f.Start > 0 {
+		// From the byte before the range: the reader skips the end of
+		// the line that began before it (fhir.Options.Start).
+		get.Range = aws.String("bytes=" + strconv.FormatInt(f.Start-1, 10) + "-")
+	}
+	obj, err := b.h.s3.GetObject(ctx, get)
 	if err != nil {
-		return &ReadFailed{Err: fmt.Errorf("prepare-change: get s3://%s/%s: %w", f.Bucket, f.Key, err)}
+		return &ReadFailed{Err: fmt.Errorf("prepare-change: get s3://%s/%s: %w", f.Bucket, f.Name(), err)}
 	}
 	defer obj.Body.Close()
 	rd := fhir.NewReader(obj.Body, fhir.Options{
 		File: f.Key, DeclaredType: f.ResourceType, MaxLineBytes: cfg.MaxLineBytes, Validation: cfg.Validation,
+		Start: f.Start, End: f.End,
 	})
 	defer func() {
 		st := rd.Stats()
@@ -473,7 +492,7 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 			return nil
 		}
 		if err != nil {
-			return &ReadFailed{Err: fmt.Errorf("prepare-change: read s3://%s/%s after line %d: %w", f.Bucket, f.Key, fs.counts.Lines, err)}
+			return &ReadFailed{Err: fmt.Errorf("prepare-change: read s3://%s/%s after %d lines: %w", f.Bucket, f.Name(), fs.counts.Lines, err)}
 		}
 		kind, reason := cls.Classify(line)
 		var versionID string
@@ -481,7 +500,7 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 			versionID = versionOf(line)
 			repeat, err := b.ov.repeat(line, versionID)
 			if err != nil {
-				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of s3://%s/%s line %d: %w", f.Bucket, f.Key, line.Number, err)}
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of s3://%s/%s: %w", f.Bucket, fs.at(line.Number), err)}
 			}
 			if repeat {
 				kind = change.KindRepeat
@@ -494,10 +513,10 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 			kind = change.KindFastPath
 			e := delivered.Entry{Type: line.ResourceType, ID: line.ID, VersionID: versionID, LastUpdated: line.LastUpdated}
 			if err := b.rec.add(e); err != nil {
-				return &PublishFailed{Err: fmt.Errorf("prepare-change: delivered index of s3://%s/%s line %d: %w", f.Bucket, f.Key, line.Number, err)}
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: delivered index of s3://%s/%s: %w", f.Bucket, fs.at(line.Number), err)}
 			}
 			if err := b.ov.keep(e.Type, e.ID, e.VersionID, e.LastUpdated); err != nil {
-				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of s3://%s/%s line %d: %w", f.Bucket, f.Key, line.Number, err)}
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of s3://%s/%s: %w", f.Bucket, fs.at(line.Number), err)}
 			}
 		}
 		if kind == change.KindEvent {
@@ -515,12 +534,12 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 				fs.pending--
 				kind, reason = change.KindQuarantined, ReasonNotJSON
 			case err != nil:
-				return b.publishFailed(fmt.Sprintf(" (line %d of s3://%s/%s)", line.Number, f.Bucket, f.Key), err)
+				return b.publishFailed(fmt.Sprintf(" (s3://%s/%s)", f.Bucket, fs.at(line.Number)), err)
 			}
 		}
 		if kind == change.KindQuarantined {
-			if err := fs.q.add(ctx, line, reason); err != nil {
-				return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
+			if err := b.quarantine(ctx, fs, line, reason); err != nil {
+				return err
 			}
 		}
 		fs.counts.Add(kind)
@@ -572,10 +591,10 @@ func (b *batch) settle(ctx context.Context) error {
 		fs.pending--
 		if o.Code == "" {
 			if err := b.rec.add(delivered.Entry{Type: lr.typ, ID: lr.id, VersionID: lr.versionID, LastUpdated: lr.lastUpdated}); err != nil {
-				return &PublishFailed{Err: fmt.Errorf("prepare-change: delivered index of %s line %d: %w", fs.ref.Key, lr.number, err)}
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: delivered index of %s: %w", fs.at(lr.number), err)}
 			}
 			if err := b.ov.keep(lr.typ, lr.id, lr.versionID, lr.lastUpdated); err != nil {
-				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of %s line %d: %w", fs.ref.Key, lr.number, err)}
+				return &PublishFailed{Err: fmt.Errorf("prepare-change: overlap index of %s: %w", fs.at(lr.number), err)}
 			}
 			b.free = append(b.free, lr) // accepted: the token is free again
 			continue
@@ -584,17 +603,73 @@ func (b *batch) settle(ctx context.Context) error {
 			continue // failed: the publisher's error fails the invocation and names its tokens
 		}
 		if fs.closed {
-			return fmt.Errorf("prepare-change: a rejected event of %s arrived after its quarantine object was closed", fs.ref.Key)
+			return fmt.Errorf("prepare-change: a rejected event of %s arrived after its quarantine object was closed", fs.ref.Name())
 		}
 		l := &fhir.Line{File: fs.ref.Key, Number: lr.number, Offset: lr.offset, Raw: lr.raw}
-		if err := fs.q.add(ctx, l, ReasonMalformedDetail); err != nil {
-			return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
+		if err := b.quarantine(ctx, fs, l, ReasonMalformedDetail); err != nil {
+			return err
 		}
 		fs.counts.Events--
 		fs.counts.Quarantined++
 		fs.rejected++
 	}
 	return b.closeReady(ctx)
+}
+
+// quarantine adds line (numbered from its range's first line) to its file's
+// quarantine object, numbered in the object.
+func (b *batch) quarantine(ctx context.Context, fs *fileState, line *fhir.Line, reason string) error {
+	if !fs.based {
+		n, err := b.linesBefore(ctx, fs.ref)
+		if err != nil {
+			return &ReadFailed{Err: fmt.Errorf("prepare-change: number the lines of s3://%s/%s: %w", fs.ref.Bucket, fs.ref.Name(), err)}
+		}
+		fs.linesBefore, fs.based = n, true
+	}
+	l := *line
+	l.Number += fs.linesBefore
+	if err := fs.q.add(ctx, &l, reason); err != nil {
+		return &PublishFailed{Err: fmt.Errorf("prepare-change: %w", err)}
+	}
+	return nil
+}
+
+// linesBefore counts the lines of f's object that begin before f.Start: the
+// LFs before byte Start−1, and the line that byte is in, which the range
+// before reads. Only a range that quarantines a line reads its object's
+// earlier bytes.
+func (b *batch) linesBefore(ctx context.Context, f manifest.File) (int64, error) {
+	if f.Start <= 1 {
+		return f.Start, nil
+	}
+	obj, err := b.h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key),
+		Range: aws.String("bytes=0-" + strconv.FormatInt(f.Start-2, 10))})
+	if err != nil {
+		return 0, err
+	}
+	defer obj.Body.Close()
+	var n int64
+	buf := make([]byte, 64<<10)
+	for {
+		k, err := obj.Body.Read(buf)
+		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		if err == io.EOF {
+			return n + 1, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// at names line number (counted from the range's first line) of the file in
+// an error: "{key} line N", or for a range after the first, whose earlier
+// lines are not counted, "{key}@{start} line N" (docs/EXPORT.md).
+func (fs *fileState) at(number int64) string {
+	if fs.based {
+		return fmt.Sprintf("%s line %d", fs.ref.Key, fs.linesBefore+number)
+	}
+	return fmt.Sprintf("%s line %d", fs.ref.Name(), number)
 }
 
 // closeReady closes the quarantine object of every file that is read and
@@ -623,7 +698,7 @@ func (b *batch) publishFailed(where string, err error) error {
 		var lines []string
 		for _, t := range fe.Tokens {
 			lr := t.(*lineRef)
-			lines = append(lines, fmt.Sprintf("%s line %d", lr.file.ref.Key, lr.number))
+			lines = append(lines, lr.file.at(lr.number))
 		}
 		where += "; first failed: " + strings.Join(lines, ", ")
 	}
@@ -634,9 +709,9 @@ func (b *batch) publishFailed(where string, err error) error {
 func (b *batch) where() string {
 	f := b.in.Files
 	if len(f) == 1 {
-		return "s3://" + f[0].Bucket + "/" + f[0].Key
+		return "s3://" + f[0].Bucket + "/" + f[0].Name()
 	}
-	return fmt.Sprintf("a batch of %d files (s3://%s/%s first)", len(f), f[0].Bucket, f[0].Key)
+	return fmt.Sprintf("a batch of %d files (s3://%s/%s first)", len(f), f[0].Bucket, f[0].Name())
 }
 
 // failure turns an error met after the internal deadline passed into a

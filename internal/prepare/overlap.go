@@ -95,7 +95,7 @@ func (ov *overlap) write(ctx context.Context, h *Handler, in Input) error {
 	if !ov.tailOn {
 		return nil
 	}
-	key := delivered.OverlapKey(ov.tailUntil, in.RunID, in.Files[0].Key)
+	key := delivered.OverlapKey(ov.tailUntil, in.RunID, in.Files[0].Name())
 	return ov.tail.write(ctx, h.s3, h.cfg.Bucket, h.cfg.KMSKeyID, key)
 }
 

@@ -18,7 +18,7 @@ func (b *batch) shareRate(ctx context.Context) func() {
 	if cfg.Share == nil || total <= 0 || cfg.MapMaxConcurrency <= 1 {
 		return nil
 	}
-	return cfg.Share.Keep(ctx, b.in.RunID, share.ChildID(b.in.Files[0].Key), total, cfg.SharePeriod,
+	return cfg.Share.Keep(ctx, b.in.RunID, share.ChildID(b.in.Files[0].Name()), total, cfg.SharePeriod,
 		func(rate float64, live int) {
 			b.pub.SetRate(rate)
 			b.maxLive = max(b.maxLive, live)

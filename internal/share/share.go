@@ -54,7 +54,8 @@ func Of(total float64, live int) float64 {
 	return total / float64(max(live, 1))
 }
 
-// ChildID names a child by what it works on (a batch's first file key):
+// ChildID names a child by what it works on (its batch's first file, by
+// manifest.File.Name, so that two ranges of one file are two children):
 // a retried attempt of the same batch replaces its own beat.
 func ChildID(batchKey string) string {
 	sum := sha256.Sum256([]byte(batchKey))
