@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,9 +39,12 @@ func init() {
 // quarantineEntry is one quarantined line as `cdcctl quarantine` shows it:
 // where it is and why, never its content (it may hold PHI).
 type quarantineEntry struct {
-	RunID     string `json:"runId"`
-	File      string `json:"file"`
-	Line      int64  `json:"line"`
+	RunID string `json:"runId"`
+	File  string `json:"file"`
+	Line  int64  `json:"line"`
+	// LineFrom > 0: Line counts from the first line at or after this byte
+	// (prepare.QuarantineRecord.LineFrom).
+	LineFrom  int64  `json:"lineFrom,omitempty"`
 	Offset    int64  `json:"offset"`
 	Length    int    `json:"length,omitempty"`
 	Reason    string `json:"reason"`
@@ -76,6 +80,7 @@ type quarantineView struct {
 type quarantineFields struct {
 	File      string `json:"file"`
 	Line      int64  `json:"line"`
+	LineFrom  int64  `json:"lineFrom"`
 	Offset    int64  `json:"offset"`
 	Length    int    `json:"length"`
 	Reason    string `json:"reason"`
@@ -202,7 +207,7 @@ func readQuarantineObject(ctx context.Context, c *s3.Client, v *quarantineView, 
 		if err := json.Unmarshal(b, &r); err != nil {
 			e.Reason = fmt.Sprintf("record %d of the quarantine object is not JSON (not shown)", n)
 		} else {
-			e.File, e.Line, e.Offset, e.Length, e.Reason, e.Truncated = r.File, r.Line, r.Offset, r.Length, r.Reason, r.Truncated
+			e.File, e.Line, e.LineFrom, e.Offset, e.Length, e.Reason, e.Truncated = r.File, r.Line, r.LineFrom, r.Offset, r.Length, r.Reason, r.Truncated
 		}
 		v.Records = append(v.Records, e)
 	}
@@ -276,7 +281,11 @@ func printQuarantine(w io.Writer, v quarantineView) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tFILE\tLINE\tREASON")
 	for _, r := range v.Records {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.RunID, r.File, r.Line, oneLine(r.Reason, 120))
+		line := strconv.FormatInt(r.Line, 10)
+		if r.LineFrom > 0 {
+			line += " after byte " + strconv.FormatInt(r.LineFrom, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.RunID, r.File, line, oneLine(r.Reason, 120))
 	}
 	_ = tw.Flush()
 	if v.Truncated {

@@ -40,13 +40,16 @@ func TestQuarantineListsWhereAndWhyNeverTheLine(t *testing.T) {
 			`not json Secretname`+"\n")
 	put(prepare.QuarantineKey("run-2", "exports/x/Observation/Observation-1.ndjson"),
 		`{"file":"exports/x/Observation/Observation-1.ndjson","line":1,"offset":0,"reason":"id is missing"}`+"\n")
+	big := "exports/x/Observation/Observation-2.ndjson"
+	put(prepare.QuarantineKey("run-2", big+"@2147483648"),
+		`{"file":"`+big+`","line":3,"lineFrom":2147483648,"offset":2147489000,"reason":"id is missing"}`+"\n")
 	put("quarantine/stray-object", "{}\n")
 
 	code, out, stderr := s.cdcctl(t, "quarantine", "--bucket", bucket)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"run-1", file, "7", "duplicate top-level key", "run-2", "id is missing",
+	for _, want := range []string{"run-1", file, "7", "duplicate top-level key", "run-2", "id is missing", big, "3 after byte 2147483648",
 		"cdcctl replay --since " + events.FormatTime(a.Window.Since), "not JSON (not shown)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("listing lacks %q:\n%s", want, out)

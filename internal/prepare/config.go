@@ -27,6 +27,11 @@ import (
 // DefaultQuarantineRawBytes caps the raw bytes one quarantine record keeps.
 const DefaultQuarantineRawBytes = 256 << 10
 
+// DefaultLineCountMaxBytes is how far into an export object a byte range
+// reads to number its quarantine records when Config.LineCountMaxBytes is 0:
+// 1 GiB, some 15 s of an invocation's S3 reads.
+const DefaultLineCountMaxBytes = 1 << 30
+
 // DefaultDeadlineMargin is CDC_DEADLINE_MARGIN's default: the invocation
 // stops taking lines this long before its context's deadline.
 const DefaultDeadlineMargin = 30 * time.Second
@@ -63,6 +68,13 @@ type Config struct {
 	// QuarantinePartBytes is the buffer after which the quarantine object is
 	// uploaded in multipart parts; 0 = 8 MiB (S3's minimum part is 5 MiB).
 	QuarantinePartBytes int
+	// LineCountMaxBytes bounds what a byte range of a large export file
+	// (manifest.File.Start) reads to count the lines before it, which it
+	// does once, on its first quarantined line, to give its records the
+	// file's own line numbers. A range starting further in does not count:
+	// its records number lines from its first line and carry lineFrom, its
+	// start. 0 = DefaultLineCountMaxBytes.
+	LineCountMaxBytes int64
 	// Logger receives one line per invocation with the run context and the
 	// counts (never resource content); nil logs nothing.
 	Logger *slog.Logger

@@ -216,6 +216,9 @@ func New(s3c S3API, eb publish.PutEventsAPI, cfg Config) (*Handler, error) {
 	if cfg.FastPath && cfg.FastPathRecord == nil {
 		return nil, errors.New("prepare-change: CDC_FAST_PATH=true needs the fast path's record (CDC_TABLE)")
 	}
+	if cfg.LineCountMaxBytes <= 0 {
+		cfg.LineCountMaxBytes = DefaultLineCountMaxBytes
+	}
 	if cfg.QuarantineRawBytes <= 0 {
 		cfg.QuarantineRawBytes = DefaultQuarantineRawBytes
 	}
@@ -329,7 +332,9 @@ type fileState struct {
 
 	// linesBefore is the number of lines of the object before ref's range,
 	// once based is set: 0 for a range at 0; for a later range, counted
-	// from the object when it first quarantines a line (batch.linesBefore).
+	// from the object when it first quarantines a line (batch.linesBefore),
+	// unless the range starts past Config.LineCountMaxBytes (q.lineFrom set,
+	// based not).
 	linesBefore int64
 	based       bool
 }
@@ -617,9 +622,14 @@ func (b *batch) settle(ctx context.Context) error {
 }
 
 // quarantine adds line (numbered from its range's first line) to its file's
-// quarantine object, numbered in the object.
+// quarantine object, numbered in the object, or from the range's first line
+// with lineFrom for a range that starts past Config.LineCountMaxBytes.
 func (b *batch) quarantine(ctx context.Context, fs *fileState, line *fhir.Line, reason string) error {
-	if !fs.based {
+	switch {
+	case fs.based || fs.q.lineFrom > 0:
+	case fs.ref.Start-1 > b.h.cfg.LineCountMaxBytes:
+		fs.q.lineFrom = fs.ref.Start
+	default:
 		n, err := b.linesBefore(ctx, fs.ref)
 		if err != nil {
 			return &ReadFailed{Err: fmt.Errorf("prepare-change: number the lines of s3://%s/%s: %w", fs.ref.Bucket, fs.ref.Name(), err)}

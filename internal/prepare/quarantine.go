@@ -20,7 +20,8 @@ import (
 const QuarantinePrefix = "quarantine/"
 
 // QuarantineKey returns the key of a run's quarantine object for one export
-// file: "quarantine/{runId}/{file key}.ndjson".
+// file, or one byte range of it (fileKey: its manifest.File.Name):
+// "quarantine/{runId}/{file key}.ndjson".
 func QuarantineKey(runID, fileKey string) string {
 	return QuarantinePrefix + runID + "/" + fileKey + ".ndjson"
 }
@@ -31,8 +32,13 @@ func QuarantineKey(runID, fileKey string) string {
 // neither is set for a line too long to read, which an operator fetches from
 // the export file by Offset.
 type QuarantineRecord struct {
-	File      string `json:"file"`
+	File string `json:"file"`
+	// Line is the line's number in the file, or, with LineFrom, counted
+	// from the first line that begins at or after byte LineFrom (a byte
+	// range of a large file that did not count the lines before it:
+	// prepare.Config.LineCountMaxBytes). Offset is the file's either way.
 	Line      int64  `json:"line"`
+	LineFrom  int64  `json:"lineFrom,omitempty"`
 	Offset    int64  `json:"offset"`
 	Length    int    `json:"length,omitempty"`
 	Reason    string `json:"reason"`
@@ -60,6 +66,7 @@ type quarantine struct {
 	kmsKeyID string
 	rawCap   int
 	partSize int
+	lineFrom int64 // > 0: records number lines from this byte's line (QuarantineRecord.LineFrom)
 
 	buf      bytes.Buffer
 	count    int64
@@ -74,6 +81,10 @@ func (q *quarantine) add(ctx context.Context, l *fhir.Line, reason string) error
 	b = events.AppendString(b, l.File)
 	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, l.Number, 10)
+	if q.lineFrom > 0 {
+		b = append(b, `,"lineFrom":`...)
+		b = strconv.AppendInt(b, q.lineFrom, 10)
+	}
 	b = append(b, `,"offset":`...)
 	b = strconv.AppendInt(b, l.Offset, 10)
 	if l.Raw != nil {

@@ -85,6 +85,38 @@ func TestRangesOfAFilePublishEachLineOnce(t *testing.T) {
 	if keys := r.list(t, delivered.DeliveredPrefix); len(keys) != 1+len(batches) {
 		t.Fatalf("%d delivered-index objects, want one for the whole file and one per range: %v", len(keys), keys)
 	}
+
+	// A range that starts past LineCountMaxBytes does not read the bytes
+	// before it: its records count lines from its first line and say so
+	// with lineFrom; with the offsets the file's own, both find the line.
+	starts := []int64{0} // the offset of each line, by its number − 1
+	for _, l := range lines[:len(lines)-1] {
+		starts = append(starts, starts[len(starts)-1]+int64(len(l)))
+	}
+	h = r.handler(t, func(c *prepare.Config) { c.LineCountMaxBytes = 1 })
+	recs = nil
+	for i, batch := range batches {
+		in := input(exportKey)
+		in.RunID, in.Files = "run-3", batch.Files
+		out, err := invoke(t, h, in)
+		if err != nil {
+			t.Fatalf("range %d: %v", i, err)
+		}
+		for _, k := range out.QuarantineKeys {
+			recs = append(recs, quarantineRecords(t, r.get(t, k))...)
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Offset < recs[j].Offset })
+	if len(recs) != 2 {
+		t.Fatalf("quarantine records %+v, want 2", recs)
+	}
+	for i, n := range []int64{7, 25} {
+		rec := recs[i]
+		first := int64(sort.Search(len(starts), func(k int) bool { return starts[k] >= rec.LineFrom })) // lines before
+		if rec.Offset != starts[n-1] || first+rec.Line != n || n == 25 && rec.LineFrom == 0 {
+			t.Fatalf("record %+v: want line %d at offset %d (counted from byte lineFrom when set)", rec, n, starts[n-1])
+		}
+	}
 }
 
 // TestABadRangeIsRefused: a range that reads nothing is a clear input error.
