@@ -220,8 +220,16 @@ func (e *Env) httpClient() *http.Client {
 	if e.mem != nil {
 		return e.HTTPClient()
 	}
-	return &http.Client{Timeout: 60 * time.Second}
+	return &http.Client{Timeout: ClientTimeout}
 }
+
+// ClientTimeout bounds one request of the local clients, its body included.
+// The deployed Lambdas' SDK clients have no such bound (aws-sdk-go-v2's
+// default BuildableClient sets no http.Client Timeout), and prepare-change
+// reads an export object while it publishes at its paced rate, up to its
+// internal deadline; a shorter bound here failed reads that AWS serves. It is
+// Lambda's longest function timeout, so a hung request still ends.
+const ClientTimeout = 15 * time.Minute
 
 // ConfigFor returns Config signed with another access key id and its
 // secret: each principal of the stack signs with its own key, by which the

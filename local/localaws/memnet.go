@@ -94,5 +94,5 @@ func (e *Env) HTTPClient() *http.Client {
 	if e.mem != nil {
 		tr.DialContext = e.mem.dial
 	}
-	return &http.Client{Timeout: 60 * time.Second, Transport: tr}
+	return &http.Client{Timeout: ClientTimeout, Transport: tr}
 }
