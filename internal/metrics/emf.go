@@ -44,6 +44,9 @@ const (
 	// OverlapSkipped counts lines of a window's overlap not published again
 	// because the previous window had published their version.
 	OverlapSkipped = "OverlapSkipped"
+	// ReadsResumed counts export-file reads S3 ended part way that
+	// prepare-change went on with from the byte they had reached.
+	ReadsResumed = "ReadsResumed"
 	// FastPathSkipped counts exported lines a window did not publish
 	// because the Subscriptions fast path had (docs/FASTPATH.md);
 	// FastPathMissed the versions a window published that the fast path had

@@ -19,6 +19,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/resume"
 )
 
 // fileState is one file of an invocation: its counts, its quarantine
@@ -29,6 +30,7 @@ type fileState struct {
 	counts   change.Counts
 	blank    int64
 	bytes    int64
+	resumed  int64  // reads S3 ended early, resumed (internal/resume)
 	rejected int64  // lines quarantined after EventBridge rejected their event
 	key      string // the quarantine object, once written
 	pending  int    // events handed to the publisher without an outcome
@@ -154,24 +156,20 @@ func (b *batch) run(parent context.Context) error {
 // the emitter.
 func (b *batch) file(ctx context.Context, fs *fileState) error {
 	f, cfg := fs.ref, b.h.cfg
-	get := &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key)}
-	if f.Start > 0 {
-		// From the byte before the range: the reader skips the end of
-		// the line that began before it (fhir.Options.Start).
-		get.Range = aws.String("bytes=" + strconv.FormatInt(f.Start-1, 10) + "-")
-	}
-	obj, err := b.h.s3.GetObject(ctx, get)
+	// A range's read begins at the byte before it: the reader skips the end
+	// of the line that began before it (fhir.Options.Start).
+	body, err := b.get(ctx, f, max(f.Start-1, 0), -1)
 	if err != nil {
 		return &ReadFailed{Err: fmt.Errorf("prepare-change: get s3://%s/%s: %w", f.Bucket, f.Name(), err)}
 	}
-	defer obj.Body.Close()
-	rd := fhir.NewReader(obj.Body, fhir.Options{
+	defer body.Close()
+	rd := fhir.NewReader(body, fhir.Options{
 		File: f.Key, DeclaredType: f.ResourceType, MaxLineBytes: cfg.MaxLineBytes, Validation: cfg.Validation,
 		Start: f.Start, End: f.End,
 	})
 	defer func() {
 		st := rd.Stats()
-		fs.blank, fs.bytes = st.Blank, st.Bytes
+		fs.blank, fs.bytes, fs.resumed = st.Blank, st.Bytes, body.Resumed()
 	}()
 	cls := change.Classifier{Window: b.in.Window, Filter: cfg.Filter}
 	for {
@@ -330,6 +328,41 @@ func (b *batch) quarantine(ctx context.Context, fs *fileState, line *fhir.Line, 
 	return nil
 }
 
+// get reads f's object from byte from to byte to (inclusive; < 0: to its
+// end). A body S3 ends early is read on from the byte it reached, of the
+// same object version (If-Match its ETag; internal/resume): a read at the
+// publishing pace lasts minutes, and the SDK's retries end with the
+// response's headers.
+func (b *batch) get(ctx context.Context, f manifest.File, from, to int64) (*resume.Reader, error) {
+	in := func(at int64, etag string) *s3.GetObjectInput {
+		get := &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key)}
+		if at > 0 || to >= 0 {
+			rng := "bytes=" + strconv.FormatInt(at, 10) + "-"
+			if to >= 0 {
+				rng += strconv.FormatInt(to, 10)
+			}
+			get.Range = aws.String(rng)
+		}
+		if etag != "" {
+			get.IfMatch = aws.String(etag)
+		}
+		return get
+	}
+	obj, err := b.h.s3.GetObject(ctx, in(from, ""))
+	if err != nil {
+		return nil, err
+	}
+	etag := aws.ToString(obj.ETag)
+	reopen := func(ctx context.Context, offset int64) (io.ReadCloser, string, error) {
+		o, err := b.h.s3.GetObject(ctx, in(from+offset, etag))
+		if err != nil {
+			return nil, "", err
+		}
+		return o.Body, aws.ToString(o.ETag), nil
+	}
+	return resume.New(ctx, obj.Body, etag, reopen, resume.Options{}), nil
+}
+
 // linesBefore counts the lines of f's object that begin before f.Start: the
 // LFs before byte Start−1, and the line that byte is in, which the range
 // before reads. Only a range that quarantines a line reads its object's
@@ -338,16 +371,15 @@ func (b *batch) linesBefore(ctx context.Context, f manifest.File) (int64, error)
 	if f.Start <= 1 {
 		return f.Start, nil
 	}
-	obj, err := b.h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key),
-		Range: aws.String("bytes=0-" + strconv.FormatInt(f.Start-2, 10))})
+	body, err := b.get(ctx, f, 0, f.Start-2)
 	if err != nil {
 		return 0, err
 	}
-	defer obj.Body.Close()
+	defer body.Close()
 	var n int64
 	buf := make([]byte, 64<<10)
 	for {
-		k, err := obj.Body.Read(buf)
+		k, err := body.Read(buf)
 		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
 		if err == io.EOF {
 			return n + 1, nil
@@ -438,6 +470,7 @@ func (b *batch) summary() Output {
 		out.Filtered += c.Filtered
 		out.Blank += fs.blank
 		out.Bytes += fs.bytes
+		out.ReadsResumed += fs.resumed
 		out.Rejected += fs.rejected
 		if fs.key != "" {
 			out.QuarantineObjects++

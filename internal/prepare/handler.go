@@ -86,8 +86,11 @@ type Output struct {
 	// their event for good (MalformedDetail); Quarantined includes them.
 	Rejected int64 `json:"rejected"`
 	// Additions beyond the ARCHITECTURE.md minimum.
-	Filtered       int64 `json:"filtered"`
-	Blank          int64 `json:"blank"`
+	Filtered int64 `json:"filtered"`
+	Blank    int64 `json:"blank"`
+	// ReadsResumed counts export-file reads S3 ended part way that went
+	// on from the byte they had reached (internal/resume).
+	ReadsResumed   int64 `json:"readsResumed,omitempty"`
 	PutEventsCalls int64 `json:"putEventsCalls"`
 	EntriesRetried int64 `json:"entriesRetried"`
 	// Throttled counts PutEvents calls that failed as a whole (throttled,
@@ -336,7 +339,7 @@ func (h *Handler) observe(in Input, out Output, perType map[string]int64, took t
 		attrs := []any{"files", out.Files, "lines", out.Lines, "events", out.Events, "outsideWindow", out.OutsideWindow,
 			"quarantined", out.Quarantined, "overlapSkipped", out.OverlapSkipped, "fastPathSkipped", out.FastPathSkipped,
 			"fastPathMissed", out.FastPathMissed, "claimChecked", out.ClaimChecked, "putEventsCalls", out.PutEventsCalls,
-			"entriesRetried", out.EntriesRetried, "throttled", out.Throttled, "bytes", out.Bytes, "durationMs", took.Milliseconds()}
+			"entriesRetried", out.EntriesRetried, "throttled", out.Throttled, "bytes", out.Bytes, "readsResumed", out.ReadsResumed, "durationMs", took.Milliseconds()}
 		if err != nil {
 			log.Error("prepare-change failed", append(attrs, "error", err.Error())...)
 		} else {
@@ -359,6 +362,7 @@ func (h *Handler) observe(in Input, out Output, perType map[string]int64, took t
 		metrics.Count(metrics.QuarantinedLines, out.Quarantined),
 		metrics.Count(metrics.ClaimChecks, out.ClaimChecked),
 		metrics.Count(metrics.OverlapSkipped, out.OverlapSkipped),
+		metrics.Count(metrics.ReadsResumed, out.ReadsResumed),
 	}, nil, props)
 	if h.cfg.FastPath {
 		_ = h.cfg.Metrics.Emit([]metrics.Value{

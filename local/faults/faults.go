@@ -3,7 +3,8 @@
 // has:
 //
 //   - the gateway (localaws.FaultInjector): S3 errors (500 InternalError /
-//     503 SlowDown), PutEvents throttling, lost SendTaskHeartbeat calls
+//     503 SlowDown), GetObject bodies cut part way (localaws.BodyCut),
+//     PutEvents throttling, lost SendTaskHeartbeat calls
 //     (answered 200 but never reach Step Functions), and export-job faults
 //     armed on the HealthLake emulator when an export starts;
 //   - the EventBridge emulator (fakeeventbridge.EntryFault): per-entry
@@ -39,6 +40,7 @@ type Kind string
 // The kinds of fault a plan injects.
 const (
 	S3Error            Kind = "s3Error"            // an S3 call answers 500/503
+	S3BodyCut          Kind = "s3BodyCut"          // a GetObject body ends part way (the connection closes)
 	PutEventsThrottle  Kind = "putEventsThrottle"  // a PutEvents call answers ThrottlingException
 	PutEventsEntry     Kind = "putEventsEntry"     // one PutEvents entry fails
 	DuplicateDelivery  Kind = "duplicateDelivery"  // an SQS message is delivered twice
@@ -51,13 +53,14 @@ const (
 )
 
 // Kinds lists every kind in a stable order.
-var Kinds = []Kind{S3Error, PutEventsThrottle, PutEventsEntry, DuplicateDelivery, CrashBefore, CrashAfter,
+var Kinds = []Kind{S3Error, S3BodyCut, PutEventsThrottle, PutEventsEntry, DuplicateDelivery, CrashBefore, CrashAfter,
 	ExportJobFailed, ExportJobErrors, LostHeartbeat, HealthLakeAPIError}
 
 // DefaultWeights scale the plan's rate per kind. Calls made many times per
 // window (S3) weigh less than events that happen a few times per window.
 var DefaultWeights = map[Kind]float64{
 	S3Error:            0.1,
+	S3BodyCut:          0.1,
 	PutEventsThrottle:  0.25,
 	PutEventsEntry:     0.25,
 	DuplicateDelivery:  1,
@@ -234,6 +237,18 @@ func (p *Plan) GatewayInjector() localaws.FaultInjector {
 			}
 		}
 		return 0, "", false
+	}
+}
+
+// BodyCuts returns the gateway's body cuts of the plan: a GetObject body
+// ends after a uniformly drawn share of its bytes.
+func (p *Plan) BodyCuts() localaws.BodyCut {
+	return func(service, operation, _ string) (float64, bool) {
+		if service != localaws.ServiceS3 || operation != "GETObject" {
+			return 0, false
+		}
+		hit, at := p.roll(S3BodyCut, operation)
+		return at, hit
 	}
 }
 

@@ -105,6 +105,12 @@ func TestGatewayInjectorAnswersLikeTheServices(t *testing.T) {
 	if !ok || (status != 500 && status != 503) || !strings.Contains(body, "<Error><Code>") {
 		t.Errorf("s3 fault = %d %q %v", status, body, ok)
 	}
+	if at, ok := p.BodyCuts()(localaws.ServiceS3, "GETObject", "/b/k"); !ok || at < 0 || at >= 1 {
+		t.Errorf("body cut = %v %v, want a share in [0, 1)", at, ok)
+	}
+	if _, ok := p.BodyCuts()(localaws.ServiceS3, "PUTObject", "/b/k"); ok {
+		t.Error("a PutObject body was cut")
+	}
 	status, body, ok = inj(localaws.ServiceEventBridge, "PutEvents")
 	if !ok || status != 400 || !strings.Contains(body, "ThrottlingException") {
 		t.Errorf("events fault = %d %q %v", status, body, ok)

@@ -36,6 +36,7 @@ type Gateway struct {
 	local    map[string]http.Handler
 	calls    map[string]int64
 	faults   FaultInjector
+	cuts     BodyCut
 	auth     Authorizer
 	answers  AnswerFilter
 	latency  *LatencyModel
@@ -216,6 +217,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := g.services[service]
 	g.calls[service+":"+op]++
 	faults := g.faults
+	cuts := g.cuts
 	auth := g.auth
 	answers := g.answers
 	latency := g.latency
@@ -265,8 +267,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if answers != nil {
 		w = answers(service, w, r)
 	}
+	if cuts != nil {
+		if fraction, ok := cuts(service, op, r.URL.Path); ok {
+			w = newCutWriter(w, fraction)
+		}
+	}
 	if service == ServiceDynamoDB {
 		g.dynamo.serve(w, r, h)
+		return
+	}
+	if service == ServiceS3 && (op == "GETObject" || op == "HEADObject") && s3IfMatch(h, w, r) {
 		return
 	}
 	h.ServeHTTP(w, r)

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
@@ -64,5 +67,45 @@ func TestAnExportFileLargerThanABatchIsReadInRanges(t *testing.T) {
 	}
 	if ranges == 0 {
 		t.Fatalf("no file was cut into ranges: %d batches", len(batches))
+	}
+}
+
+// TestAnExportReadCutPartWayIsResumed: S3 ends the body of every export
+// file's first read part way, as a connection closed mid-read does (the
+// SDK does not retry a body). prepare-change reads each on from the byte it
+// reached, under the run's own IAM policy (a ranged, If-Match GET is
+// s3:GetObject), the window commits on its first attempt with every seeded
+// resource delivered exactly once, and ReadsResumed counts the resumed
+// reads.
+func TestAnExportReadCutPartWayIsResumed(t *testing.T) {
+	t.Parallel()
+	st := startStack(t, func(o *Options) { o.SampleSize = 300 })
+	var mu sync.Mutex
+	cut := map[string]bool{}
+	st.Env.Gateway.SetBodyCuts(func(service, op, path string) (float64, bool) {
+		if service != localaws.ServiceS3 || op != "GETObject" || !strings.HasSuffix(path, ".ndjson") || strings.Contains(path, "/quarantine/") {
+			return 0, false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if cut[path] {
+			return 0, false
+		}
+		cut[path] = true
+		return 0.5, true
+	})
+	w := runWindow(t, st)
+	if w.Status != "SUCCEEDED" || w.Outcome != report.OutcomeCommitted {
+		t.Fatalf("window = %+v", w)
+	}
+	ids := st.Delivered.EventIDs()
+	if len(ids) != st.Seeded() || st.Delivered.Len() != st.Seeded() {
+		t.Fatalf("%d distinct events in %d deliveries for %d seeded resources", len(ids), st.Delivered.Len(), st.Seeded())
+	}
+	mu.Lock()
+	files := len(cut)
+	mu.Unlock()
+	if got := st.Metrics.Totals()[metrics.ReadsResumed]; files == 0 || got != float64(files) {
+		t.Fatalf("ReadsResumed = %v, want one per export file cut (%d)", got, files)
 	}
 }

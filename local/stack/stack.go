@@ -604,6 +604,7 @@ func (s *Stack) startEmulators() error {
 func (s *Stack) installFaults() {
 	s.Faults.SetJobFaulter(s.HealthLake)
 	s.Env.Gateway.SetFaults(s.Faults.GatewayInjector())
+	s.Env.Gateway.SetBodyCuts(s.Faults.BodyCuts())
 	s.EventBridge.SetEntryFault(s.Faults.EntryFault())
 	s.Lambdas.SetFaults(s.Faults)
 }

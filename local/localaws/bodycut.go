@@ -1,0 +1,80 @@
+package localaws
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// BodyCut decides, per call (path is the request's URL path), whether the gateway ends a response's body
+// part way, as a connection that closes early does: after fraction (in
+// [0, 1)) of the body's Content-Length has gone out, the connection is
+// dropped and the client reads "unexpected EOF". ok=false serves the body
+// whole. S3 documents no such failure, and none is needed for it to
+// happen: a GetObject body read for minutes crosses networks that reset
+// connections, and the SDKs retry a request only until its response's
+// headers arrive (docs/LOCAL.md, "Bodies that end early").
+type BodyCut func(service, operation, path string) (fraction float64, ok bool)
+
+// SetBodyCuts installs (or, with nil, removes) the body cuts.
+func (g *Gateway) SetBodyCuts(c BodyCut) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cuts = c
+}
+
+// cutWriter passes a successful response through until its cut, then
+// aborts the connection. Other answers go out whole.
+type cutWriter struct {
+	http.ResponseWriter
+	fraction float64
+	status   int
+	limit    int64 // bytes of the body to send; < 0 until known
+	sent     int64
+}
+
+func newCutWriter(w http.ResponseWriter, fraction float64) *cutWriter {
+	return &cutWriter{ResponseWriter: w, fraction: fraction, limit: -1}
+}
+
+func (c *cutWriter) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if c.status != http.StatusOK && c.status != http.StatusPartialContent {
+		return c.ResponseWriter.Write(p)
+	}
+	if c.limit < 0 {
+		n, err := strconv.ParseInt(c.Header().Get("Content-Length"), 10, 64)
+		if err != nil || n <= 0 {
+			c.status = -1 // no length to cut a share of: served whole
+			return c.ResponseWriter.Write(p)
+		}
+		c.limit = int64(c.fraction * float64(n))
+	}
+	if c.sent+int64(len(p)) <= c.limit {
+		n, err := c.ResponseWriter.Write(p)
+		c.sent += int64(n)
+		return n, err
+	}
+	n, _ := c.ResponseWriter.Write(p[:c.limit-c.sent])
+	c.sent += int64(n)
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	// net/http drops the connection without a log line.
+	panic(http.ErrAbortHandler)
+}
+
+// Flush passes a flush through.
+func (c *cutWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,73 @@
+package localaws
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// TestABodyCutEndsTheConnectionPartWay: with a body cut, an SDK client gets
+// the response's headers (the request succeeds) and then the share of the
+// body before the cut, and its read fails with unexpected EOF — what a
+// connection closed mid-body looks like. Answers without a body to cut, and
+// calls the cut does not choose, are served whole.
+func TestABodyCutEndsTheConnectionPartWay(t *testing.T) {
+	ctx := context.Background()
+	env := startTest(t)
+	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
+	data := bytes.Repeat([]byte("0123456789\n"), 100_000) // 1.1 MB
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("cuts"), Key: aws.String("big.ndjson"), Body: bytes.NewReader(data)}); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	env.Gateway.SetBodyCuts(func(service, op, _ string) (float64, bool) {
+		return 0.25, service == ServiceS3 && op == "GETObject"
+	})
+	defer env.Gateway.SetBodyCuts(nil)
+
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("cuts"), Key: aws.String("big.ndjson")})
+	if err != nil {
+		t.Fatalf("get: %v (the headers should arrive)", err)
+	}
+	got, err := io.ReadAll(out.Body)
+	_ = out.Body.Close()
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("read %d bytes, err %v; want unexpected EOF", len(got), err)
+	}
+	if want := len(data) / 4; len(got) != want || !bytes.Equal(got, data[:want]) {
+		t.Fatalf("read %d bytes before the cut, want the first %d", len(got), want)
+	}
+
+	// A ranged GET is cut at its share of the range.
+	out, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("cuts"), Key: aws.String("big.ndjson"), Range: aws.String("bytes=1000-")})
+	if err != nil {
+		t.Fatalf("ranged get: %v", err)
+	}
+	got, err = io.ReadAll(out.Body)
+	_ = out.Body.Close()
+	if want := (len(data) - 1000) / 4; !errors.Is(err, io.ErrUnexpectedEOF) || !bytes.Equal(got, data[1000:1000+want]) {
+		t.Fatalf("ranged: read %d bytes, err %v; want the range's first %d and unexpected EOF", len(got), err, want)
+	}
+
+	// A missing key's error answer goes out whole.
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("cuts"), Key: aws.String("missing")})
+	var nsk interface{ ErrorCode() string }
+	if !errors.As(err, &nsk) || nsk.ErrorCode() != "NoSuchKey" {
+		t.Fatalf("missing key: %v, want NoSuchKey", err)
+	}
+
+	env.Gateway.SetBodyCuts(nil)
+	out, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("cuts"), Key: aws.String("big.ndjson")})
+	if err != nil {
+		t.Fatalf("get without cuts: %v", err)
+	}
+	got, err = io.ReadAll(out.Body)
+	_ = out.Body.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("without cuts: read %d bytes, err %v", len(got), err)
+	}
+}
