@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,7 @@ import (
 func cutFirst(r *rig, n int, fraction float64, before func(call int)) {
 	var mu sync.Mutex
 	calls := 0
-	r.env.Gateway.SetBodyCuts(func(service, op, _ string) (float64, bool) {
+	r.env.Gateway.SetBodyCuts(func(service, op string, _ *http.Request) (float64, bool) {
 		if service != localaws.ServiceS3 || op != "GETObject" {
 			return 0, false
 		}

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"net/http"
 	"sort"
 	"sync"
 
@@ -241,10 +242,12 @@ func (p *Plan) GatewayInjector() localaws.FaultInjector {
 }
 
 // BodyCuts returns the gateway's body cuts of the plan: a GetObject body
-// ends after a uniformly drawn share of its bytes.
+// read by one of the stack's principals (not an administrator: cdcctl, the
+// reports) ends after a uniformly drawn share of its bytes.
 func (p *Plan) BodyCuts() localaws.BodyCut {
-	return func(service, operation, _ string) (float64, bool) {
-		if service != localaws.ServiceS3 || operation != "GETObject" {
+	return func(service, operation string, r *http.Request) (float64, bool) {
+		key, _ := localaws.Credential(r)
+		if service != localaws.ServiceS3 || operation != "GETObject" || !localaws.IsPrincipalAccessKeyID(key) {
 			return 0, false
 		}
 		hit, at := p.roll(S3BodyCut, operation)

@@ -2,6 +2,8 @@ package faults
 
 import (
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -105,11 +107,20 @@ func TestGatewayInjectorAnswersLikeTheServices(t *testing.T) {
 	if !ok || (status != 500 && status != 503) || !strings.Contains(body, "<Error><Code>") {
 		t.Errorf("s3 fault = %d %q %v", status, body, ok)
 	}
-	if at, ok := p.BodyCuts()(localaws.ServiceS3, "GETObject", "/b/k"); !ok || at < 0 || at >= 1 {
+	get := func(key string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/b/k", nil)
+		r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+key+"/20261128/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=x")
+		return r
+	}
+	prepare := localaws.PrincipalAccessKeyID("prepare-change")
+	if at, ok := p.BodyCuts()(localaws.ServiceS3, "GETObject", get(prepare)); !ok || at < 0 || at >= 1 {
 		t.Errorf("body cut = %v %v, want a share in [0, 1)", at, ok)
 	}
-	if _, ok := p.BodyCuts()(localaws.ServiceS3, "PUTObject", "/b/k"); ok {
+	if _, ok := p.BodyCuts()(localaws.ServiceS3, "PUTObject", get(prepare)); ok {
 		t.Error("a PutObject body was cut")
+	}
+	if _, ok := p.BodyCuts()(localaws.ServiceS3, "GETObject", get(localaws.AccessKeyID)); ok {
+		t.Error("an administrator's read was cut")
 	}
 	status, body, ok = inj(localaws.ServiceEventBridge, "PutEvents")
 	if !ok || status != 400 || !strings.Contains(body, "ThrottlingException") {

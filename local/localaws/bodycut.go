@@ -5,7 +5,8 @@ import (
 	"strconv"
 )
 
-// BodyCut decides, per call (path is the request's URL path), whether the gateway ends a response's body
+// BodyCut decides, per call (r is the request, its signature checked),
+// whether the gateway ends a response's body
 // part way, as a connection that closes early does: after fraction (in
 // [0, 1)) of the body's Content-Length has gone out, the connection is
 // dropped and the client reads "unexpected EOF". ok=false serves the body
@@ -13,7 +14,7 @@ import (
 // happen: a GetObject body read for minutes crosses networks that reset
 // connections, and the SDKs retry a request only until its response's
 // headers arrive (docs/LOCAL.md, "Bodies that end early").
-type BodyCut func(service, operation, path string) (fraction float64, ok bool)
+type BodyCut func(service, operation string, r *http.Request) (fraction float64, ok bool)
 
 // SetBodyCuts installs (or, with nil, removes) the body cuts.
 func (g *Gateway) SetBodyCuts(c BodyCut) {

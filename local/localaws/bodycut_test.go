@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,7 +25,7 @@ func TestABodyCutEndsTheConnectionPartWay(t *testing.T) {
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("cuts"), Key: aws.String("big.ndjson"), Body: bytes.NewReader(data)}); err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	env.Gateway.SetBodyCuts(func(service, op, _ string) (float64, bool) {
+	env.Gateway.SetBodyCuts(func(service, op string, _ *http.Request) (float64, bool) {
 		return 0.25, service == ServiceS3 && op == "GETObject"
 	})
 	defer env.Gateway.SetBodyCuts(nil)

@@ -268,7 +268,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = answers(service, w, r)
 	}
 	if cuts != nil {
-		if fraction, ok := cuts(service, op, r.URL.Path); ok {
+		if fraction, ok := cuts(service, op, r); ok {
 			w = newCutWriter(w, fraction)
 		}
 	}

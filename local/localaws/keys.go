@@ -24,6 +24,12 @@ func PrincipalAccessKeyID(name string) string {
 
 const principalKeyPrefix = "AKIDLOCAL"
 
+// IsPrincipalAccessKeyID reports whether id is a principal's key (one of the
+// stack's roles), not an administrator's.
+func IsPrincipalAccessKeyID(id string) bool {
+	return strings.HasPrefix(id, principalKeyPrefix) && id != AccessKeyID
+}
+
 // PrincipalSecretAccessKey returns the secret of a principal's local access
 // key: "local-secret-" followed by the key id's suffix in lower case (for
 // AKIDLOCALSTARTEXPORT, local-secret-startexport). Like the key ids, the

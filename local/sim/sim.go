@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
@@ -64,6 +66,15 @@ type Runs struct {
 	// again, their version published by the window before (every run's
 	// history counts): each one a duplicate delivery avoided.
 	OverlapSkipped int64 `json:"overlapSkipped"`
+}
+
+// BodyCuts: export-file GetObject bodies chosen to end part way (Cut), and
+// the reads prepare-change went on with from the byte they reached (its
+// ReadsResumed metric). A read that stops before its cut (a range that
+// ends first) never meets it, so ReadsResumed ≤ Cut.
+type BodyCuts struct {
+	Cut          int64 `json:"cut"`
+	ReadsResumed int64 `json:"readsResumed"`
 }
 
 // Throttled counts PutEvents calls answered ThrottlingException.
@@ -298,6 +309,9 @@ type Report struct {
 	// request-rate quotas refused (limits.healthLakeQuotas): the pipeline
 	// retries them.
 	HealthLakeThrottled map[string]int `json:"healthLakeThrottled,omitempty"`
+	// BodyCuts counts, with an s3BodyCuts outage, the export-file bodies
+	// the gateway ended part way, and the reads prepare-change resumed.
+	BodyCuts *BodyCuts `json:"bodyCuts,omitempty"`
 	// LambdaSeconds is each function's run durations in virtual seconds
 	// (p50, p99, max over the invocations whose handler ran) and its
 	// deployed timeout (internal/stackconfig).
@@ -438,7 +452,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	bg, stopBG := context.WithCancel(ctx)
 	var bgWG sync.WaitGroup
 	defer func() { stopBG(); bgWG.Wait() }()
-	installOutages(bg, &bgWG, st, w.Outages, start, w.Seed)
+	cuts := installOutages(bg, &bgWG, st, w.Outages, start, w.Seed)
 	// The Subscription's activation: when HealthLake's handshake was
 	// delivered (the emulator moves on every 50 ms; so does this).
 	var activated atomic.Pointer[time.Time]
@@ -600,6 +614,9 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	rep.HealthLakePeakPerSecond = healthLakePeaks(st.Env.Gateway.PeakRates())
 	if th := st.HealthLake.QuotaThrottles(); len(th) > 0 {
 		rep.HealthLakeThrottled = th
+	}
+	if cuts != nil {
+		rep.BodyCuts = &BodyCuts{Cut: cuts.Load(), ReadsResumed: int64(st.Metrics.Totals()[metrics.ReadsResumed])}
 	}
 	runsMu.Lock()
 	runs.Succeeded = runs.Committed + runs.Empty
@@ -772,8 +789,9 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 // installOutages starts one goroutine per outage that turns it on and off
-// at its times, and the throttling and crash deciders.
-func installOutages(ctx context.Context, wg *sync.WaitGroup, st *stack.Stack, outages []Outage, start time.Time, seed int64) {
+// at its times, and the throttling, crash and body-cut deciders. It returns
+// the count of bodies cut, or nil without an s3BodyCuts outage.
+func installOutages(ctx context.Context, wg *sync.WaitGroup, st *stack.Stack, outages []Outage, start time.Time, seed int64) *atomic.Int64 {
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x0a7a))
 	active := func(o Outage) bool {
@@ -788,7 +806,7 @@ func installOutages(ctx context.Context, wg *sync.WaitGroup, st *stack.Stack, ou
 		defer mu.Unlock()
 		return rng.Float64() < p
 	}
-	var storms, crashes []Outage
+	var storms, crashes, cuts []Outage
 	for _, o := range outages {
 		switch o.Kind {
 		case OutageHealthLake:
@@ -806,7 +824,30 @@ func installOutages(ctx context.Context, wg *sync.WaitGroup, st *stack.Stack, ou
 			storms = append(storms, o)
 		case OutageLambdaCrash:
 			crashes = append(crashes, o)
+		case OutageS3BodyCuts:
+			cuts = append(cuts, o)
 		}
+	}
+	var cutCount *atomic.Int64
+	if len(cuts) > 0 {
+		cutCount = new(atomic.Int64)
+		reader := localaws.PrincipalAccessKeyID(string(iampolicy.PrepareChange))
+		st.Env.Gateway.SetBodyCuts(func(service, op string, r *http.Request) (float64, bool) {
+			key, _ := localaws.Credential(r)
+			path := r.URL.Path
+			if service != localaws.ServiceS3 || op != "GETObject" || key != reader || !strings.Contains(path, "FHIR_EXPORT") || !strings.HasSuffix(path, ".ndjson") {
+				return 0, false
+			}
+			for _, o := range cuts {
+				if active(o) && roll(o.Fraction) {
+					cutCount.Add(1)
+					mu.Lock()
+					defer mu.Unlock()
+					return rng.Float64(), true
+				}
+			}
+			return 0, false
+		})
 	}
 	if len(storms) > 0 {
 		st.EventBridge.SetThrottle(func(int) bool {
@@ -821,6 +862,7 @@ func installOutages(ctx context.Context, wg *sync.WaitGroup, st *stack.Stack, ou
 	if len(crashes) > 0 {
 		st.Lambdas.SetFaults(crashFaults{outages: crashes, active: active, roll: roll})
 	}
+	return cutCount
 }
 
 // crashFaults crashes invocations during the workload's lambdaCrash outages.

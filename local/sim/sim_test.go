@@ -411,3 +411,22 @@ func TestFastPathMissedIsWhatHealthLakeDropped(t *testing.T) {
 			f.DeliveredByExportPath, f.ExportLatencySeconds, rep.LatencyBoundSeconds, f.DroppedLatest)
 	}
 }
+
+// TestCutExportReadsAreResumed: with a fifth of the export files' bodies
+// ending part way (large-files-cuts), prepare-change resumes each read it
+// meets cut, and the windows commit with nothing lost or delivered twice.
+func TestCutExportReadsAreResumed(t *testing.T) {
+	w, err := Load(filepath.Join("..", "..", "testdata", "workloads", "large-files-cuts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := simulate(t, w, Options{Duration: 30 * time.Minute, Scale: 0.005})
+	t.Logf("wall %.1fs: runs %+v, duplicates %+v, body cuts %+v", rep.WallSeconds, rep.Runs, rep.Duplicates, rep.BodyCuts)
+	if rep.BodyCuts == nil || rep.BodyCuts.Cut == 0 || rep.BodyCuts.ReadsResumed == 0 || rep.BodyCuts.ReadsResumed > rep.BodyCuts.Cut {
+		t.Fatalf("body cuts %+v: want reads cut and resumed", rep.BodyCuts)
+	}
+	if rep.Runs.Failed != 0 || rep.Runs.Committed == 0 || rep.LostLatestVersions != 0 || rep.Duplicates.Total != 0 || !rep.Drained {
+		t.Errorf("runs %+v, lost %d, duplicates %+v, drained %v: want every window committed once, nothing lost",
+			rep.Runs, rep.LostLatestVersions, rep.Duplicates, rep.Drained)
+	}
+}

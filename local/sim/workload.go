@@ -280,6 +280,10 @@ const (
 	// Function (default every function) crash, Before the handler runs or
 	// After its side effects (default before).
 	OutageLambdaCrash = "lambdaCrash"
+	// OutageS3BodyCuts ends a Fraction (default all) of the export files'
+	// GetObject bodies after a uniformly drawn share of their bytes: the
+	// connection closes mid-body (localaws.BodyCut).
+	OutageS3BodyCuts = "s3BodyCuts"
 )
 
 // Outage makes one part fail from From for For.
@@ -445,13 +449,13 @@ func (w Workload) Check() error {
 	}
 	for i, o := range w.Outages {
 		switch o.Kind {
-		case OutageHealthLake, OutagePutEvents:
+		case OutageHealthLake, OutagePutEvents, OutageS3BodyCuts:
 		case OutageLambdaCrash:
 			if o.When != "" && o.When != "before" && o.When != "after" {
 				bad("outages[%d]: when %q is neither before nor after", i, o.When)
 			}
 		default:
-			bad("outages[%d]: unknown kind %q (want %s, %s or %s)", i, o.Kind, OutageHealthLake, OutagePutEvents, OutageLambdaCrash)
+			bad("outages[%d]: unknown kind %q (want %s, %s, %s or %s)", i, o.Kind, OutageHealthLake, OutagePutEvents, OutageLambdaCrash, OutageS3BodyCuts)
 		}
 		if o.From < 0 || o.For <= 0 {
 			bad("outages[%d]: from must not be negative and for must be positive", i)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +83,8 @@ func TestAnExportReadCutPartWayIsResumed(t *testing.T) {
 	st := startStack(t, func(o *Options) { o.SampleSize = 300 })
 	var mu sync.Mutex
 	cut := map[string]bool{}
-	st.Env.Gateway.SetBodyCuts(func(service, op, path string) (float64, bool) {
+	st.Env.Gateway.SetBodyCuts(func(service, op string, r *http.Request) (float64, bool) {
+		path := r.URL.Path
 		if service != localaws.ServiceS3 || op != "GETObject" || !strings.HasSuffix(path, ".ndjson") || strings.Contains(path, "/quarantine/") {
 			return 0, false
 		}
