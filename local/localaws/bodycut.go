@@ -3,6 +3,7 @@ package localaws
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 )
 
 // BodyCut decides, per call (r is the request, its signature checked),
@@ -15,6 +16,10 @@ import (
 // connections, and the SDKs retry a request only until its response's
 // headers arrive (docs/LOCAL.md, "Bodies that end early").
 type BodyCut func(service, operation string, r *http.Request) (fraction float64, ok bool)
+
+// BodyCutsMade returns how many bodies the gateway has ended part way: a
+// body chosen to be cut whose reader closed it before the cut is not one.
+func (g *Gateway) BodyCutsMade() int64 { return g.cutsMade.Load() }
 
 // SetBodyCuts installs (or, with nil, removes) the body cuts.
 func (g *Gateway) SetBodyCuts(c BodyCut) {
@@ -31,10 +36,11 @@ type cutWriter struct {
 	status   int
 	limit    int64 // bytes of the body to send; < 0 until known
 	sent     int64
+	made     *atomic.Int64 // the gateway's count of bodies cut
 }
 
-func newCutWriter(w http.ResponseWriter, fraction float64) *cutWriter {
-	return &cutWriter{ResponseWriter: w, fraction: fraction, limit: -1}
+func newCutWriter(w http.ResponseWriter, fraction float64, made *atomic.Int64) *cutWriter {
+	return &cutWriter{ResponseWriter: w, fraction: fraction, limit: -1, made: made}
 }
 
 func (c *cutWriter) WriteHeader(code int) {
@@ -64,11 +70,15 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 		c.sent += int64(n)
 		return n, err
 	}
-	n, _ := c.ResponseWriter.Write(p[:c.limit-c.sent])
+	n, err := c.ResponseWriter.Write(p[:c.limit-c.sent])
 	c.sent += int64(n)
+	if err != nil {
+		return n, err // the reader has gone: nothing left to cut
+	}
 	if f, ok := c.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+	c.made.Add(1)
 	// net/http drops the connection without a log line.
 	panic(http.ErrAbortHandler)
 }

@@ -54,6 +54,10 @@ func TestABodyCutEndsTheConnectionPartWay(t *testing.T) {
 		t.Fatalf("ranged: read %d bytes, err %v; want the range's first %d and unexpected EOF", len(got), err, want)
 	}
 
+	if made := env.Gateway.BodyCutsMade(); made != 2 {
+		t.Fatalf("BodyCutsMade = %d, want the 2 bodies cut", made)
+	}
+
 	// A missing key's error answer goes out whole.
 	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("cuts"), Key: aws.String("missing")})
 	var nsk interface{ ErrorCode() string }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/sigv4"
@@ -37,6 +38,7 @@ type Gateway struct {
 	calls    map[string]int64
 	faults   FaultInjector
 	cuts     BodyCut
+	cutsMade atomic.Int64
 	auth     Authorizer
 	answers  AnswerFilter
 	latency  *LatencyModel
@@ -269,7 +271,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if cuts != nil {
 		if fraction, ok := cuts(service, op, r); ok {
-			w = newCutWriter(w, fraction)
+			w = newCutWriter(w, fraction, &g.cutsMade)
 		}
 	}
 	if service == ServiceDynamoDB {

@@ -68,11 +68,12 @@ type Runs struct {
 	OverlapSkipped int64 `json:"overlapSkipped"`
 }
 
-// BodyCuts: export-file GetObject bodies chosen to end part way (Cut), and
-// the reads prepare-change went on with from the byte they reached (its
-// ReadsResumed metric). A read that stops before its cut (a range that
-// ends first) never meets it, so ReadsResumed ≤ Cut.
+// BodyCuts: export-file GetObject bodies chosen to end part way (Chosen),
+// those that did (Cut: a read that stops first, a range ending before its
+// cut, never meets it), and the reads prepare-change went on with from the
+// byte they reached (its ReadsResumed metric).
 type BodyCuts struct {
+	Chosen       int64 `json:"chosen"`
 	Cut          int64 `json:"cut"`
 	ReadsResumed int64 `json:"readsResumed"`
 }
@@ -616,7 +617,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		rep.HealthLakeThrottled = th
 	}
 	if cuts != nil {
-		rep.BodyCuts = &BodyCuts{Cut: cuts.Load(), ReadsResumed: int64(st.Metrics.Totals()[metrics.ReadsResumed])}
+		rep.BodyCuts = &BodyCuts{Chosen: cuts.Load(), Cut: st.Env.Gateway.BodyCutsMade(), ReadsResumed: int64(st.Metrics.Totals()[metrics.ReadsResumed])}
 	}
 	runsMu.Lock()
 	runs.Succeeded = runs.Committed + runs.Empty

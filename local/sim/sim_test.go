@@ -413,8 +413,10 @@ func TestFastPathMissedIsWhatHealthLakeDropped(t *testing.T) {
 }
 
 // TestCutExportReadsAreResumed: with a fifth of the export files' bodies
-// ending part way (large-files-cuts), prepare-change resumes each read it
-// meets cut, and the windows commit with nothing lost or delivered twice.
+// ending part way (large-files-cuts), prepare-change resumes the reads it
+// meets cut, and the windows commit with nothing lost or delivered twice: a
+// read that failed would have failed its batch, and the Map's retry would
+// have published its lines again.
 func TestCutExportReadsAreResumed(t *testing.T) {
 	w, err := Load(filepath.Join("..", "..", "testdata", "workloads", "large-files-cuts.json"))
 	if err != nil {
@@ -422,7 +424,9 @@ func TestCutExportReadsAreResumed(t *testing.T) {
 	}
 	rep := simulate(t, w, Options{Duration: 30 * time.Minute, Scale: 0.005})
 	t.Logf("wall %.1fs: runs %+v, duplicates %+v, body cuts %+v", rep.WallSeconds, rep.Runs, rep.Duplicates, rep.BodyCuts)
-	if rep.BodyCuts == nil || rep.BodyCuts.Cut == 0 || rep.BodyCuts.ReadsResumed == 0 || rep.BodyCuts.ReadsResumed > rep.BodyCuts.Cut {
+	// A body may be cut after its reader had what it needed (a range's
+	// last line) and before it closed it: such a cut needs no resume.
+	if b := rep.BodyCuts; b == nil || b.ReadsResumed == 0 || b.ReadsResumed > b.Cut || b.Cut > b.Chosen {
 		t.Fatalf("body cuts %+v: want reads cut and resumed", rep.BodyCuts)
 	}
 	if rep.Runs.Failed != 0 || rep.Runs.Committed == 0 || rep.LostLatestVersions != 0 || rep.Duplicates.Total != 0 || !rep.Drained {
