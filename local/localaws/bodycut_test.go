@@ -19,12 +19,8 @@ import (
 // calls the cut does not choose, are served whole.
 func TestABodyCutEndsTheConnectionPartWay(t *testing.T) {
 	ctx := context.Background()
-	env := startTest(t)
-	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
 	data := bytes.Repeat([]byte("0123456789\n"), 100_000) // 1.1 MB
-	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("cuts"), Key: aws.String("big.ndjson"), Body: bytes.NewReader(data)}); err != nil {
-		t.Fatalf("put: %v", err)
-	}
+	env, c, _ := withObject(t, "cuts", "big.ndjson", data)
 	env.Gateway.SetBodyCuts(func(service, op string, _ *http.Request) (float64, bool) {
 		return 0.25, service == ServiceS3 && op == "GETObject"
 	})
@@ -75,4 +71,17 @@ func TestABodyCutEndsTheConnectionPartWay(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("without cuts: read %d bytes, err %v", len(got), err)
 	}
+}
+
+// withObject starts an Env and stores one object in it through an S3
+// client, which it returns with the object's ETag.
+func withObject(t *testing.T, bucket, key string, body []byte) (*Env, *s3.Client, string) {
+	t.Helper()
+	env := startTest(t)
+	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
+	put, err := c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(body)})
+	if err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	return env, c, aws.ToString(put.ETag)
 }

@@ -17,13 +17,8 @@ import (
 // PreconditionFailed, as S3 does, when it names another.
 func TestS3GetWithAWrongIfMatchIsRefused(t *testing.T) {
 	ctx := context.Background()
-	env := startTest(t)
-	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
-	put, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("conds"), Key: aws.String("k"), Body: strings.NewReader("version one")})
-	if err != nil {
-		t.Fatalf("put: %v", err)
-	}
-	for _, tag := range []string{aws.ToString(put.ETag), "*"} {
+	_, c, etag := withObject(t, "conds", "k", []byte("version one"))
+	for _, tag := range []string{etag, "*"} {
 		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("conds"), Key: aws.String("k"), IfMatch: aws.String(tag), Range: aws.String("bytes=8-")})
 		if err != nil {
 			t.Fatalf("If-Match %s: %v", tag, err)
@@ -37,12 +32,12 @@ func TestS3GetWithAWrongIfMatchIsRefused(t *testing.T) {
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("conds"), Key: aws.String("k"), Body: strings.NewReader("version two")}); err != nil {
 		t.Fatalf("put again: %v", err)
 	}
-	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("conds"), Key: aws.String("k"), IfMatch: put.ETag})
+	_, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("conds"), Key: aws.String("k"), IfMatch: aws.String(etag)})
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != "PreconditionFailed" {
 		t.Fatalf("GetObject of a replaced version: %v, want PreconditionFailed", err)
 	}
-	_, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("conds"), Key: aws.String("k"), IfMatch: put.ETag})
+	_, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("conds"), Key: aws.String("k"), IfMatch: aws.String(etag)})
 	var re interface{ HTTPStatusCode() int }
 	if !errors.As(err, &re) || re.HTTPStatusCode() != 412 {
 		t.Fatalf("HeadObject of a replaced version: %v, want 412", err)

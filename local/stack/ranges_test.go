@@ -30,14 +30,7 @@ func TestAnExportFileLargerThanABatchIsReadInRanges(t *testing.T) {
 		o.SampleSize, o.ResourcesPerFile = 300, 10000
 		o.LambdaEnv = map[string]string{"CDC_BATCH_MAX_BYTES": "16384"}
 	})
-	w := runWindow(t, st)
-	if w.Status != "SUCCEEDED" || w.Outcome != report.OutcomeCommitted {
-		t.Fatalf("window = %+v", w)
-	}
-	ids := st.Delivered.EventIDs()
-	if len(ids) != st.Seeded() || st.Delivered.Len() != st.Seeded() {
-		t.Fatalf("%d distinct events in %d deliveries for %d seeded resources", len(ids), st.Delivered.Len(), st.Seeded())
-	}
+	w := commitsSeededOnce(t, st)
 	ctx := context.Background()
 	obj, err := st.s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(st.Res.Bucket), Key: aws.String(manifest.PartKey(w.RunID, 0))})
 	if err != nil {
@@ -96,14 +89,7 @@ func TestAnExportReadCutPartWayIsResumed(t *testing.T) {
 		cut[path] = true
 		return 0.5, true
 	})
-	w := runWindow(t, st)
-	if w.Status != "SUCCEEDED" || w.Outcome != report.OutcomeCommitted {
-		t.Fatalf("window = %+v", w)
-	}
-	ids := st.Delivered.EventIDs()
-	if len(ids) != st.Seeded() || st.Delivered.Len() != st.Seeded() {
-		t.Fatalf("%d distinct events in %d deliveries for %d seeded resources", len(ids), st.Delivered.Len(), st.Seeded())
-	}
+	commitsSeededOnce(t, st)
 	mu.Lock()
 	files := len(cut)
 	mu.Unlock()
@@ -111,3 +97,18 @@ func TestAnExportReadCutPartWayIsResumed(t *testing.T) {
 		t.Fatalf("ReadsResumed = %v, want one per export file cut (%d)", got, files)
 	}
 }
+
+// commitsSeededOnce runs one window and requires it committed with every
+// seeded resource delivered exactly once.
+func commitsSeededOnce(t *testing.T, st *Stack) report.Run {
+	t.Helper()
+	w := runWindow(t, st)
+	if w.Status != "SUCCEEDED" || w.Outcome != report.OutcomeCommitted {
+		t.Fatalf("window = %+v", w)
+	}
+	if ids := st.Delivered.EventIDs(); len(ids) != st.Seeded() || st.Delivered.Len() != st.Seeded() {
+		t.Fatalf("%d distinct events in %d deliveries for %d seeded resources", len(ids), st.Delivered.Len(), st.Seeded())
+	}
+	return w
+}
+
