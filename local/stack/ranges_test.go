@@ -111,4 +111,3 @@ func commitsSeededOnce(t *testing.T, st *Stack) report.Run {
 	}
 	return w
 }
-
