@@ -50,14 +50,8 @@ func TestRangesOfAFilePublishEachLineOnce(t *testing.T) {
 	}
 	var events, quarantined int64
 	var recs []prepare.QuarantineRecord
-	for i, batch := range batches {
-		in := input(exportKey)
-		in.RunID = "run-2"
-		in.Files = batch.Files
-		out, err := invoke(t, h, in)
-		if err != nil {
-			t.Fatalf("range %d: %v", i, err)
-		}
+	for i, out := range invokeRanges(t, h, "run-2", batches) {
+		batch := batches[i]
 		events += out.Events
 		quarantined += out.Quarantined
 		for _, k := range out.QuarantineKeys {
@@ -95,13 +89,7 @@ func TestRangesOfAFilePublishEachLineOnce(t *testing.T) {
 	}
 	h = r.handler(t, func(c *prepare.Config) { c.LineCountMaxBytes = 1 })
 	recs = nil
-	for i, batch := range batches {
-		in := input(exportKey)
-		in.RunID, in.Files = "run-3", batch.Files
-		out, err := invoke(t, h, in)
-		if err != nil {
-			t.Fatalf("range %d: %v", i, err)
-		}
+	for _, out := range invokeRanges(t, h, "run-3", batches) {
 		for _, k := range out.QuarantineKeys {
 			recs = append(recs, quarantineRecords(t, r.get(t, k))...)
 		}
@@ -128,4 +116,21 @@ func TestABadRangeIsRefused(t *testing.T) {
 	if _, err := invoke(t, h, in); err == nil || !strings.Contains(err.Error(), "byte range [10, 10)") {
 		t.Fatalf("invoke = %v, want the byte range refused", err)
 	}
+}
+
+// invokeRanges invokes h once per batch of ranges of exportKey, in run
+// runID, and returns their outputs; an invocation's error fails the test.
+func invokeRanges(t *testing.T, h *prepare.Handler, runID string, batches []manifest.Batch) []prepare.Output {
+	t.Helper()
+	outs := make([]prepare.Output, len(batches))
+	for i, batch := range batches {
+		in := input(exportKey)
+		in.RunID, in.Files = runID, batch.Files
+		out, err := invoke(t, h, in)
+		if err != nil {
+			t.Fatalf("range %d: %v", i, err)
+		}
+		outs[i] = out
+	}
+	return outs
 }

@@ -86,13 +86,7 @@ func TestAnExportReadCutPartWayGoesOnFromWhereItStopped(t *testing.T) {
 	ranges := manifest.Plan([]manifest.File{file}, manifest.Limits{MaxFiles: 10, MaxBytes: int64(len(data))/3 + 1})
 	cutFirst(r, 2, 0.5, nil)
 	var events int64
-	for i, batch := range ranges {
-		in := input(exportKey)
-		in.RunID, in.Files = "run-2", batch.Files
-		out, err := invoke(t, h, in)
-		if err != nil {
-			t.Fatalf("range %d: %v", i, err)
-		}
+	for _, out := range invokeRanges(t, h, "run-2", ranges) {
 		events += out.Events
 	}
 	if got := eventIDs(t, r.sink); events != 299 || len(got) != 299 {

@@ -144,9 +144,6 @@ func (r *Reader) Close() error { return r.body.Close() }
 // Resumed returns how many times the Reader reopened the object.
 func (r *Reader) Resumed() int64 { return r.resumed }
 
-// Offset returns how many bytes the Reader has returned.
-func (r *Reader) Offset() int64 { return r.offset }
-
 type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
