@@ -455,7 +455,9 @@ func TestPayloadLimitSplitsABatchAndLosesNothing(t *testing.T) {
 	m := f.startInvoker(t, inv, func(c *Config) {
 		c.BatchSize, c.MaximumBatchingWindow, c.VisibilityTimeout = 100, 2*time.Second, 60*time.Second
 	})
-	eventually(t, "queue drained", func() bool { return f.queueEmpty(t, f.queue) })
+	// The queue is empty once SQS has deleted the last batch, a moment
+	// before the mapping counts it.
+	eventually(t, "queue drained and its deletes counted", func() bool { return f.queueEmpty(t, f.queue) && m.Stats().Deleted >= n })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, b := range bodies {
