@@ -19,6 +19,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -185,12 +186,12 @@ func listQuarantine(ctx context.Context, c *s3.Client, v *quarantineView, since 
 // readQuarantineObject appends the records of one object; it reports
 // whether maxN was reached.
 func readQuarantineObject(ctx context.Context, c *s3.Client, v *quarantineView, key, run string, written time.Time, maxN int) (bool, error) {
-	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(v.Bucket), Key: aws.String(key)})
+	body, err := s3read.Object(ctx, c, v.Bucket, key)
 	if err != nil {
 		return false, fmt.Errorf("read s3://%s/%s: %w", v.Bucket, key, err)
 	}
-	defer out.Body.Close()
-	sc := bufio.NewScanner(out.Body)
+	defer body.Close()
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), maxQuarantineLine)
 	n := 0
 	for sc.Scan() {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 )
 
 // maxErrorLine bounds one line of an export error file; maxRawError bounds
@@ -144,16 +145,16 @@ func objectMissing(ctx context.Context, store ObjectStore, bucket, key string, e
 
 // readErrorFile reads one NDJSON error file into quarantine records.
 func (h *CheckHandler) readErrorFile(ctx context.Context, bucket, key string) ([]ErrorRecord, error) {
-	out, err := h.d.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	body, err := s3read.Object(ctx, h.d.S3, bucket, key)
 	if err != nil {
 		if objectMissing(ctx, h.d.S3, bucket, key, err) {
 			return nil, &ManifestError{Problem: "an error file listed by the job does not exist"}
 		}
 		return nil, fmt.Errorf("read export error file s3://%s/%s: %w", bucket, key, err)
 	}
-	defer out.Body.Close()
+	defer body.Close()
 	var records []ErrorRecord
-	rd := bufio.NewReaderSize(out.Body, 64<<10)
+	rd := bufio.NewReaderSize(body, 64<<10)
 	var offset int64
 	for n := int64(1); ; n++ {
 		line, length, err := readLine(rd)

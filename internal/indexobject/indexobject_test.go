@@ -20,10 +20,7 @@ import (
 func TestPutWritesAReadableIndexObject(t *testing.T) {
 	env := localawstest.Start(t)
 	ctx := context.Background()
-	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("art")}); err != nil {
-		t.Fatal(err)
-	}
+	c := localawstest.Bucket(t, env, "art")
 	entries := []delivered.Entry{
 		{Type: "Patient", ID: "p1", VersionID: "2", LastUpdated: "2026-11-26T10:00:00.000Z"},
 		{Type: "Observation", ID: "o1", VersionID: "3", LastUpdated: "2026-11-26T10:00:01.000Z", Deleted: true},

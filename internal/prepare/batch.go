@@ -6,12 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
@@ -20,6 +16,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/resume"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 )
 
 // fileState is one file of an invocation: its counts, its quarantine
@@ -329,38 +326,10 @@ func (b *batch) quarantine(ctx context.Context, fs *fileState, line *fhir.Line, 
 }
 
 // get reads f's object from byte from to byte to (inclusive; < 0: to its
-// end). A body S3 ends early is read on from the byte it reached, of the
-// same object version (If-Match its ETag; internal/resume): a read at the
-// publishing pace lasts minutes, and the SDK's retries end with the
-// response's headers.
+// end), resuming a body S3 ends early (internal/s3read): a read at the
+// publishing pace lasts minutes.
 func (b *batch) get(ctx context.Context, f manifest.File, from, to int64) (*resume.Reader, error) {
-	in := func(at int64, etag string) *s3.GetObjectInput {
-		get := &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key)}
-		if at > 0 || to >= 0 {
-			rng := "bytes=" + strconv.FormatInt(at, 10) + "-"
-			if to >= 0 {
-				rng += strconv.FormatInt(to, 10)
-			}
-			get.Range = aws.String(rng)
-		}
-		if etag != "" {
-			get.IfMatch = aws.String(etag)
-		}
-		return get
-	}
-	obj, err := b.h.s3.GetObject(ctx, in(from, ""))
-	if err != nil {
-		return nil, err
-	}
-	etag := aws.ToString(obj.ETag)
-	reopen := func(ctx context.Context, offset int64) (io.ReadCloser, string, error) {
-		o, err := b.h.s3.GetObject(ctx, in(from+offset, etag))
-		if err != nil {
-			return nil, "", err
-		}
-		return o.Body, aws.ToString(o.ETag), nil
-	}
-	return resume.New(ctx, obj.Body, etag, reopen, resume.Options{}), nil
+	return s3read.Range(ctx, b.h.s3, f.Bucket, f.Key, from, to)
 }
 
 // linesBefore counts the lines of f's object that begin before f.Start: the

@@ -11,6 +11,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 )
 
 // S3ListAPI lists the overlap objects of the previous window.
@@ -121,12 +122,12 @@ func (h *Handler) listKeys(ctx context.Context, prefix, startAfter string) ([]st
 
 // readEntries calls fn with each entry of the index object at key.
 func (h *Handler) readEntries(ctx context.Context, key string, fn func(delivered.Entry)) error {
-	obj, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
+	body, err := s3read.Object(ctx, h.s3, h.cfg.Bucket, key)
 	if err != nil {
 		return fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}
-	defer obj.Body.Close()
-	if err := delivered.ReadAll(obj.Body, nil, func(e delivered.Entry) error { fn(e); return nil }); err != nil {
+	defer body.Close()
+	if err := delivered.ReadAll(body, nil, func(e delivered.Entry) error { fn(e); return nil }); err != nil {
 		return fmt.Errorf("s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}
 	return nil

@@ -6,12 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
@@ -19,6 +15,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/readpace"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 )
 
 // ConfirmConcurrency is how many deletions a compare child confirms at once
@@ -336,13 +333,12 @@ func (h *Handler) repair(ctx context.Context, em *publish.Emitter, files []deliv
 		return false, nil // an over-long line: the runs quarantine it too
 	}
 	f := files[e.File]
-	rng := "bytes=" + strconv.FormatInt(e.Offset, 10) + "-" + strconv.FormatInt(e.Offset+e.Length-1, 10)
-	obj, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(f.Bucket), Key: aws.String(f.Key), Range: aws.String(rng)})
+	body, err := s3read.Range(ctx, h.s3, f.Bucket, f.Key, e.Offset, e.Offset+e.Length-1)
 	if err != nil {
 		return false, fmt.Errorf("repair: get s3://%s/%s: %w", f.Bucket, f.Key, err)
 	}
-	raw, err := io.ReadAll(obj.Body)
-	obj.Body.Close()
+	raw, err := io.ReadAll(body)
+	body.Close()
 	if err != nil {
 		return false, fmt.Errorf("repair: read s3://%s/%s: %w", f.Bucket, f.Key, err)
 	}

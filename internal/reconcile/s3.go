@@ -11,6 +11,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 )
 
 func (h *Handler) put(ctx context.Context, key string, body []byte) error {
@@ -34,24 +35,24 @@ func (h *Handler) putJSON(ctx context.Context, key string, v any) error {
 }
 
 func (h *Handler) getJSON(ctx context.Context, key string, v any) error {
-	obj, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
+	body, err := s3read.Object(ctx, h.s3, h.cfg.Bucket, key)
 	if err != nil {
 		return fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}
-	defer obj.Body.Close()
-	if err := json.NewDecoder(obj.Body).Decode(v); err != nil {
+	defer body.Close()
+	if err := json.NewDecoder(body).Decode(v); err != nil {
 		return fmt.Errorf("decode s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}
 	return nil
 }
 
 func (h *Handler) read(ctx context.Context, key string, files func(delivered.FileRef), fn func(delivered.Entry) error) error {
-	obj, err := h.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(h.cfg.Bucket), Key: aws.String(key)})
+	body, err := s3read.Object(ctx, h.s3, h.cfg.Bucket, key)
 	if err != nil {
 		return fmt.Errorf("get s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}
-	defer obj.Body.Close()
-	if err := delivered.ReadAll(obj.Body, files, fn); err != nil {
+	defer body.Close()
+	if err := delivered.ReadAll(body, files, fn); err != nil {
 		return fmt.Errorf("s3://%s/%s: %w", h.cfg.Bucket, key, err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 	"github.com/healthlake-cdc/healthlake-cdc/local/asl"
 )
 
@@ -206,17 +207,19 @@ func (e *Emulator) sqsSendMessage(ctx context.Context, call asl.TaskCall) (any, 
 // objectStore adapts the S3 client to asl.ObjectStore.
 type objectStore struct{ c ObjectStore }
 
-// GetObject reads a whole object.
+// GetObject reads a whole object. A body that ends part way is read on
+// (internal/s3read), as Step Functions' own reads are not the pipeline's
+// to fail: the fault plan's body cuts model the Lambdas' connections.
 func (o objectStore) GetObject(ctx context.Context, bucket, key string) ([]byte, error) {
 	if o.c == nil {
 		return nil, fmt.Errorf("no S3 client is configured in the emulator")
 	}
-	out, err := o.c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	body, err := s3read.Object(ctx, o.c, bucket, key)
 	if err != nil {
 		return nil, fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
 	}
-	defer out.Body.Close()
-	b, err := io.ReadAll(out.Body)
+	defer body.Close()
+	b, err := io.ReadAll(body)
 	if err != nil {
 		return nil, fmt.Errorf("read s3://%s/%s: %w", bucket, key, err)
 	}

@@ -82,3 +82,15 @@ func (m *missingAsDenied) Write(b []byte) (int, error) {
 	m.wrote = true
 	return m.ResponseWriter.Write(b)
 }
+
+// Flush sends what the service wrote so far (a body cut, for one, flushes
+// the share it sends before it ends the connection); a replaced answer has
+// nothing of the service's to send.
+func (m *missingAsDenied) Flush() {
+	if f, ok := m.ResponseWriter.(http.Flusher); ok && !m.denied {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the writer underneath, for http.ResponseController.
+func (m *missingAsDenied) Unwrap() http.ResponseWriter { return m.ResponseWriter }

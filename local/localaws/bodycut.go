@@ -75,13 +75,18 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 	if err != nil {
 		return n, err // the reader has gone: nothing left to cut
 	}
-	if f, ok := c.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+	// The headers and the share go out before the connection ends, through
+	// any writer the gateway wrapped around the service's (a share still
+	// in a buffer would be dropped, and the client, seeing no answer,
+	// would retry: a milder fault than a body cut).
+	_ = http.NewResponseController(c.ResponseWriter).Flush()
 	c.made.Add(1)
 	// net/http drops the connection without a log line.
 	panic(http.ErrAbortHandler)
 }
+
+// Unwrap returns the writer underneath, for http.ResponseController.
+func (c *cutWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // Flush passes a flush through.
 func (c *cutWriter) Flush() {

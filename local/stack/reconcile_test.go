@@ -133,6 +133,24 @@ func committed(t *testing.T, st *Stack) report.Run {
 	return w
 }
 
+// dropDeliveredIndex deletes the delivered-index objects the window runID
+// wrote (as if it had never recorded what it published) and returns how
+// many there were.
+func dropDeliveredIndex(t *testing.T, st *Stack, runID string) int {
+	t.Helper()
+	ctx := context.Background()
+	out, err := st.s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(st.Res.Bucket), Prefix: aws.String(delivered.DayPrefix(time.Now()) + runID + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out.Contents {
+		if _, err := st.s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(st.Res.Bucket), Key: o.Key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(out.Contents)
+}
+
 // reconcileStack is a small stack for the reconciliation tests.
 func reconcileStack(t *testing.T, mutate func(*Options)) *Stack {
 	return startStack(t, func(o *Options) {
@@ -264,19 +282,7 @@ func TestReconcileRepairsADroppedEvent(t *testing.T) {
 	if w.Events != 1 {
 		t.Fatalf("window delivered %d events, want the one change", w.Events)
 	}
-	ctx := context.Background()
-	removed := 0
-	out, err := st.s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(st.Res.Bucket), Prefix: aws.String(delivered.DayPrefix(time.Now()) + w.RunID + "/")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range out.Contents {
-		if _, err := st.s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(st.Res.Bucket), Key: o.Key}); err != nil {
-			t.Fatal(err)
-		}
-		removed++
-	}
-	if removed != 1 {
+	if removed := dropDeliveredIndex(t, st, w.RunID); removed != 1 {
 		t.Fatalf("the window wrote %d delivered-index objects, want 1", removed)
 	}
 	repairsBefore := st.Metrics.Totals()[metrics.ReconcileRepairs]

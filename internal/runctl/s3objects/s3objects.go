@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 )
 
 // GetObjectAPI is the part of the S3 client Opener uses.
@@ -21,11 +22,12 @@ type Opener struct {
 	Client GetObjectAPI
 }
 
-// Open returns the body of s3://bucket/key; the caller closes it.
+// Open returns the body of s3://bucket/key, read on past a connection S3
+// ends part way (internal/s3read); the caller closes it.
 func (o Opener) Open(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
-	out, err := o.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	body, err := s3read.Object(ctx, o.Client, bucket, key)
 	if err != nil {
 		return nil, fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
 	}
-	return out.Body, nil
+	return body, nil
 }

@@ -4,7 +4,11 @@
 package localawstest
 
 import (
+	"context"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
@@ -19,4 +23,15 @@ func Start(t testing.TB) *localaws.Env {
 	}
 	t.Cleanup(func() { _ = env.Close() })
 	return env
+}
+
+// Bucket creates bucket in env's S3 and returns a path-style S3 client
+// signed with the local administrator's key.
+func Bucket(t testing.TB, env *localaws.Env, bucket string) *s3.Client {
+	t.Helper()
+	c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
+	if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("create bucket %s: %v", bucket, err)
+	}
+	return c
 }
