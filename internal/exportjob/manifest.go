@@ -2,6 +2,7 @@ package exportjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
@@ -40,8 +42,11 @@ func ParseS3URL(raw string) (bucket, key string, err error) {
 // {Type}/{Type}-….ndjson object of the job's S3 folder; the sizes come from a
 // paginated listing of that folder, pageSize keys a page (S3's default of
 // 1000 when pageSize ≤ 0). The job's error files are never part of it. The
-// result is never nil; files missing from the listing (or a job without an
-// s3Uri) have size 0, unknown.
+// result is never nil. An output file the folder's listing does not hold
+// (one outside the job's folder) is sized by a listing of its own key, so
+// that a large one is still cut into ranges (manifest.Plan); one S3 does
+// not hold, or that check-export may not list, is a *ManifestError.
+// Without a store (or an s3Uri) sizes are 0, unknown.
 func BuildManifest(ctx context.Context, store ObjectStore, job *healthlake.ExportJob, pageSize int32) ([]manifest.File, error) {
 	errorKeys := map[string]bool{}
 	for _, f := range job.Errors {
@@ -70,9 +75,37 @@ func BuildManifest(ctx context.Context, store ObjectStore, job *healthlake.Expor
 		if key == "" || f.Type == "" {
 			return nil, &ManifestError{Problem: "output entry without a key or a type"}
 		}
-		files = append(files, manifest.File{Bucket: bucket, Key: key, ResourceType: f.Type, Bytes: sizes[bucket+"/"+key]})
+		size, listed := sizes[bucket+"/"+key]
+		if !listed && store != nil {
+			if size, err = keySize(ctx, store, bucket, key); err != nil {
+				return nil, err
+			}
+		}
+		files = append(files, manifest.File{Bucket: bucket, Key: key, ResourceType: f.Type, Bytes: size})
 	}
 	return files, nil
+}
+
+// keySize returns the size of s3://bucket/key from a listing of the key.
+// A listing, not HeadObject: HEAD needs s3:GetObject, which check-export
+// holds for the export's error files only, not for its resources (PHI).
+// S3 not holding the key, or refusing the listing (a file outside the
+// export prefix, which prepare-change could not read either), is a
+// *ManifestError: the run fails with ExportManifestFailed rather than at
+// every batch's read.
+func keySize(ctx context.Context, store ObjectStore, bucket, key string) (int64, error) {
+	out, err := store.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(key), MaxKeys: aws.Int32(1)})
+	if err != nil {
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied" {
+			return 0, &ManifestError{Problem: "an output file outside the prefix check-export may list"}
+		}
+		return 0, fmt.Errorf("list s3://%s/%s: %w", bucket, key, err)
+	}
+	if len(out.Contents) == 0 || aws.ToString(out.Contents[0].Key) != key {
+		return 0, &ManifestError{Problem: "an output file listed by the job does not exist"}
+	}
+	return aws.ToInt64(out.Contents[0].Size), nil
 }
 
 // listJobFolder lists the job's folder: its resource files (sorted by key)
