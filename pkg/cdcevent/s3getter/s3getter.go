@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -37,14 +37,12 @@ var _ cdcevent.ObjectGetter = Getter{}
 // New returns a Getter that reads through client (an *s3.Client).
 func New(client API) Getter { return Getter{client: client} }
 
-// GetObject returns the body of s3://bucket/key; the caller closes it. A
-// body S3 ends part way is read on from the byte it reached, of the same
-// object version (If-Match its ETag).
+// GetObject returns the body of s3://bucket/key; the caller closes it.
 func (g Getter) GetObject(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
 	if g.client == nil {
 		return nil, errors.New("s3getter: no S3 client")
 	}
-	body, err := s3read.Object(ctx, g.client, bucket, key)
+	out, err := g.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
 		var nsk *s3types.NoSuchKey
 		if errors.As(err, &nsk) {
@@ -52,5 +50,5 @@ func (g Getter) GetObject(ctx context.Context, bucket, key string) (io.ReadClose
 		}
 		return nil, err
 	}
-	return body, nil
+	return out.Body, nil
 }
