@@ -136,11 +136,8 @@ func objectMissing(ctx context.Context, store ObjectStore, bucket, key string, e
 	if !errors.As(err, &ae) || ae.ErrorCode() != "AccessDenied" {
 		return false
 	}
-	out, lerr := store.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(key), MaxKeys: aws.Int32(1)})
-	if lerr != nil {
-		return false
-	}
-	return len(out.Contents) == 0 || aws.ToString(out.Contents[0].Key) != key
+	_, found, lerr := listKey(ctx, store, bucket, key)
+	return lerr == nil && !found
 }
 
 // readErrorFile reads one NDJSON error file into quarantine records.

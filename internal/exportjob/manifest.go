@@ -91,10 +91,10 @@ func BuildManifest(ctx context.Context, store ObjectStore, job *healthlake.Expor
 // holds for the export's error files only, not for its resources (PHI).
 // S3 not holding the key, or refusing the listing (a file outside the
 // export prefix, which prepare-change could not read either), is a
-// *ManifestError: the run fails with ExportManifestFailed rather than at
-// every batch's read.
+// *ManifestError: the run fails with ManifestFailed rather than at every
+// batch's read.
 func keySize(ctx context.Context, store ObjectStore, bucket, key string) (int64, error) {
-	out, err := store.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(key), MaxKeys: aws.Int32(1)})
+	size, found, err := listKey(ctx, store, bucket, key)
 	if err != nil {
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied" {
@@ -102,10 +102,24 @@ func keySize(ctx context.Context, store ObjectStore, bucket, key string) (int64,
 		}
 		return 0, fmt.Errorf("list s3://%s/%s: %w", bucket, key, err)
 	}
-	if len(out.Contents) == 0 || aws.ToString(out.Contents[0].Key) != key {
+	if !found {
 		return 0, &ManifestError{Problem: "an output file listed by the job does not exist"}
 	}
-	return aws.ToInt64(out.Contents[0].Size), nil
+	return size, nil
+}
+
+// listKey lists key itself (its prefix, one key): whether S3 holds it, and
+// its size. A listing needs only s3:ListBucket on the prefix, which
+// check-export holds for the whole export prefix.
+func listKey(ctx context.Context, store ObjectStore, bucket, key string) (size int64, found bool, err error) {
+	out, err := store.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(key), MaxKeys: aws.Int32(1)})
+	if err != nil {
+		return 0, false, err
+	}
+	if len(out.Contents) == 0 || aws.ToString(out.Contents[0].Key) != key {
+		return 0, false, nil
+	}
+	return aws.ToInt64(out.Contents[0].Size), true, nil
 }
 
 // listJobFolder lists the job's folder: its resource files (sorted by key)
