@@ -442,6 +442,9 @@ func banner(w io.Writer, st *stack.Stack, c config) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "cdc-local: every Lambda, the state machine, the HealthLake export and the schedule act with their own IAM statements; the credentials below are an admin")
+	if c.fastPath {
+		fmt.Fprintf(w, "cdc-local: fast path on (%s notifications): HealthLake activates the Subscription after its modelled 5 minutes; from then each change is published about 3 s after its write, and the windows skip it (docs/FASTPATH.md)\n", c.fastPathPayload)
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Point the AWS CLI, the SDKs and cdcctl at it:")
 	var exports []string

@@ -18,9 +18,9 @@ type FastPathModel struct {
 	EventsPerBundle float64
 	// Pollers is the event-source mapping's concurrent pollers (Lambda's
 	// SQS mappings start with five; cdc-local's fast-path mapping runs
-	// five) and BatchingWindowSeconds its MaximumBatchingWindow (1 s as
-	// deployed, stackconfig.Config.FastPathBatchingWindow): at most Pollers
-	// invocations per window.
+	// five) and BatchingWindowSeconds its MaximumBatchingWindow (none as
+	// deployed by default, stackconfig.Config.FastPathBatchingWindow): with
+	// a window, at most Pollers invocations per window.
 	Pollers, BatchingWindowSeconds float64
 	// ReceiveSeconds is how long one ReceiveMessage takes to answer once a
 	// message is there (a round trip; 0.02 modelled). A poller gathering a

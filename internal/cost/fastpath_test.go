@@ -15,6 +15,7 @@ import (
 // else of the fast path is stored in S3.
 func TestFastPathUsageFollowsTheBatching(t *testing.T) {
 	m := DeployedFastPath()
+	m.BatchingWindowSeconds = 1
 	low, _, _ := FastPathDaily(10_000, m)
 	high, _, n := FastPathDaily(10_000_000, m)
 	if high.SQSRequests < n || n != 10_000_000 {
@@ -48,24 +49,37 @@ func TestFastPathUsageFollowsTheBatching(t *testing.T) {
 }
 
 // Example_fastPath prints what the fast path adds per million changes at four
-// volumes (docs/COST.md, "The fast path").
+// volumes, as deployed (no batching window) and with a 1-second window
+// (docs/COST.md, "The fast path").
 func Example_fastPath() {
 	p := ListPrices()
-	for _, c := range []float64{10_000, 100_000, 1_000_000, 10_000_000} {
-		u, vreads, n := FastPathDaily(c, DeployedFastPath())
-		b := Price(u, p)
-		fmt.Printf("%8.0f/day: $%.3f per M changes (SQS %.3f, Lambda %.3f, DynamoDB %.3f, logs %.3f); %.0f vreads, %.0f notifications a day\n",
-			c, b.Total/c*1e6, b.Items["sqs"]/c*1e6, b.Items["lambda"]/c*1e6, b.Items["dynamoDB"]/c*1e6, b.Items["logs"]/c*1e6, vreads, n)
+	for _, window := range []float64{0, 1} {
+		fmt.Printf("window %.0f s:\n", window)
+		for _, c := range []float64{10_000, 100_000, 1_000_000, 10_000_000} {
+			m := DeployedFastPath()
+			m.BatchingWindowSeconds = window
+			u, vreads, n := FastPathDaily(c, m)
+			b := Price(u, p)
+			fmt.Printf("%8.0f/day: $%.3f per M changes (SQS %.3f, Lambda %.3f, DynamoDB %.3f, logs %.3f); %.0f vreads, %.0f notifications a day\n",
+				c, b.Total/c*1e6, b.Items["sqs"]/c*1e6, b.Items["lambda"]/c*1e6, b.Items["dynamoDB"]/c*1e6, b.Items["logs"]/c*1e6, vreads, n)
+		}
 	}
 	// The logs with a report per invocation and Lambda's START, END and
-	// REPORT lines (the system log level at INFO), at 1 M a day.
+	// REPORT lines (the system log level at INFO), at 1 M a day, 1 s.
 	before := DeployedFastPath()
+	before.BatchingWindowSeconds = 1
 	before.ReportEveryInvocation, before.PlatformLogBytes = true, 255
 	u, _, _ := FastPathDaily(1_000_000, before)
 	b := Price(u, p)
 	fmt.Printf("before: $%.3f per M changes at 1 M a day (logs %.3f)\n", b.Total, b.Items["logs"])
 	// Output:
-	// 10000/day: $3.893 per M changes (SQS 2.064, Lambda 0.567, DynamoDB 0.675, logs 0.587); 2 vreads, 10000 notifications a day
+	// window 0 s:
+	//    10000/day: $3.893 per M changes (SQS 2.064, Lambda 0.567, DynamoDB 0.675, logs 0.587); 2 vreads, 10000 notifications a day
+	//   100000/day: $2.752 per M changes (SQS 1.286, Lambda 0.567, DynamoDB 0.645, logs 0.253); 20 vreads, 100000 notifications a day
+	//  1000000/day: $2.443 per M changes (SQS 1.209, Lambda 0.567, DynamoDB 0.642, logs 0.025); 200 vreads, 1000000 notifications a day
+	// 10000000/day: $2.412 per M changes (SQS 1.201, Lambda 0.567, DynamoDB 0.642, logs 0.003); 2000 vreads, 10000000 notifications a day
+	// window 1 s:
+	//    10000/day: $3.893 per M changes (SQS 2.064, Lambda 0.567, DynamoDB 0.675, logs 0.587); 2 vreads, 10000 notifications a day
 	//   100000/day: $2.752 per M changes (SQS 1.286, Lambda 0.567, DynamoDB 0.645, logs 0.253); 20 vreads, 100000 notifications a day
 	//  1000000/day: $1.550 per M changes (SQS 0.981, Lambda 0.264, DynamoDB 0.280, logs 0.025); 200 vreads, 1000000 notifications a day
 	// 10000000/day: $0.970 per M changes (SQS 0.853, Lambda 0.056, DynamoDB 0.058, logs 0.003); 2000 vreads, 10000000 notifications a day

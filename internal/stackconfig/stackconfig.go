@@ -210,20 +210,21 @@ type Config struct {
 	// it id-only) or "id-only" (every version is read back with vread).
 	FastPathPayload string
 	// FastPathBatchingWindow is the fast-path queue mapping's
-	// MaximumBatchingWindow: a notification waits up to this long for its
-	// batch (up to FastPathBatch), so it adds to every change's latency,
-	// and a longer window makes fewer, larger invocations — fewer
-	// deletes, Lambda invocations and record items (docs/COST.md, "The fast
-	// path": $1.55 per million changes at 1 s, $1.21 at 2 s, $1.10 at 3 s,
-	// at 1 M changes a day, in the cost model). With any window, Lambda
-	// may wait up to 20 s before it invokes when the queue's traffic is
-	// very low ("Using Lambda with Amazon SQS"); 0 has no window: each
-	// receive's messages (up to 10, Lambda's most without a window) are
-	// invoked at once — no such wait, at the cost of an invocation per
-	// receive, which at low traffic is what a window gives anyway. Whole
-	// seconds from 0 to 30 s (a quarter of the default 2-minute safety
-	// lag: the versions are recorded long before the windows read the
-	// record).
+	// MaximumBatchingWindow. 0, the default, sets none: each receive's
+	// messages (up to 10, Lambda's most without a window) are invoked at
+	// once, about 3 s from write to event whatever the traffic. With a
+	// window a notification waits up to it for its batch (up to
+	// FastPathBatch), and a longer window makes fewer, larger invocations —
+	// fewer deletes, Lambda invocations and record items: at 1 M changes a
+	// day $2.44 per million changes without a window, $1.55 at 1 s, $1.10
+	// at 3 s in the cost model (docs/COST.md, "The fast path"). But with
+	// any window Lambda may wait up to 20 s before it invokes when the
+	// queue's traffic is very low ("Using Lambda with Amazon SQS"; a p95 of
+	// 23 s at 10,000 changes a day, simulated), and at such traffic a window
+	// saves nothing (an invocation per message either way): a window is
+	// for busy stores. Whole seconds from 0 to 30 s (a quarter of the
+	// default 2-minute safety lag: the versions are recorded long before
+	// the windows read the record).
 	FastPathBatchingWindow time.Duration
 	// FastPathBusKey is the ARN of the KMS key the notification bus is
 	// encrypted with; empty: the stack's key. HealthLake requires a data
@@ -342,7 +343,7 @@ func Default() Config {
 		ReconcileExpiryDays:    30,
 		WindowDeletes:          true,
 		FastPathPayload:        "full-resource",
-		FastPathBatchingWindow: time.Second,
+		FastPathBatchingWindow: 0,
 		FastPathFunction:       Function{Timeout: 60 * time.Second, MemoryMB: 512},
 		FastPathSetupFunction:  Function{Timeout: 120 * time.Second, MemoryMB: 256},
 	}

@@ -4,7 +4,8 @@
 //
 // A Mapping's pollers receive from the queue (at most 10 messages a
 // ReceiveMessage, SQS's limit), gather a batch — up to BatchSize records
-// within MaximumBatchingWindow, and never more than Lambda's 6 MB
+// within MaximumBatchingWindow (or LowTrafficWait, Lambda's wait at very low
+// traffic), and never more than Lambda's 6 MB
 // invocation payload — and invoke the function with an events.SQSEvent
 // through an Invoker (Lambda's JSON path). They delete the records that
 // succeeded and leave the others — the BatchItemFailures of a partial batch
@@ -88,6 +89,17 @@ type Config struct {
 	// window must be shorter than VisibilityTimeout, so that every message
 	// is still hidden when its batch is invoked.
 	MaximumBatchingWindow time.Duration
+	// LowTrafficWait models what Lambda says of a mapping with a batching
+	// window on a queue with very low traffic: it "might wait for up to 20
+	// seconds before invoking your function … even if you set a batch window
+	// lower than 20 seconds" (VeryLowTrafficWait). With a window, a batch
+	// whose first message came after a receive that found the queue empty
+	// (a whole long poll without a message: very low traffic, as modelled
+	// here) is invoked when it is full or LowTrafficWait after that message,
+	// whichever comes first, when that is later than the window. AWS
+	// names no threshold for "very low"; the mapping takes the longest wait
+	// it allows. 0: not modelled; no effect without a window.
+	LowTrafficWait time.Duration
 	// VisibilityTimeout is requested on every receive; it is rounded up to
 	// whole seconds (default 30 s). AWS recommends 6 × the function's
 	// timeout, plus the batching window.
@@ -146,6 +158,11 @@ const (
 	MaxPayloadBytes = 6_000_000
 )
 
+// VeryLowTrafficWait is the longest Lambda says a mapping with a batching
+// window may wait before it invokes when the queue's traffic is very low
+// ("Using Lambda with Amazon SQS"; Config.LowTrafficWait).
+const VeryLowTrafficWait = 20 * time.Second
+
 // LambdaLongPoll is the long-poll wait of Lambda's SQS pollers, SQS's
 // longest (docs/LOCAL.md, "SQS event-source mappings").
 const LambdaLongPoll = 20 * time.Second
@@ -164,6 +181,10 @@ type Stats struct {
 	Duplicates     int64 `json:"duplicates"`     // injected duplicate deliveries
 	MovedToDLQ     int64 `json:"movedToDLQ"`     // messages moved to the dead-letter queue
 	PeakPollers    int64 `json:"peakPollers"`    // the most pollers at once
+	// LowTrafficBatches are the batches that gathered for Config.LowTrafficWait
+	// (their first message came after an empty long poll) rather than the
+	// window; a batch that filled first was invoked then.
+	LowTrafficBatches int64 `json:"lowTrafficBatches"`
 }
 
 // Mapping is one running SQS event-source mapping.
@@ -248,11 +269,17 @@ func checkBatching(cfg Config) error {
 		return fmt.Errorf("MaximumBatchingWindow %s is not whole seconds (MaximumBatchingWindowInSeconds)", w)
 	case cfg.BatchSize > MaxBatchSizeWithoutWindow && w < time.Second:
 		return fmt.Errorf("BatchSize %d above %d needs a MaximumBatchingWindow of at least 1s", cfg.BatchSize, MaxBatchSizeWithoutWindow)
-	case w > 0 && w >= time.Duration(seconds(cfg.VisibilityTimeout))*time.Second:
+	case cfg.LowTrafficWait < 0:
+		return fmt.Errorf("LowTrafficWait %s is negative", cfg.LowTrafficWait)
+	case w > 0 && max(w, cfg.LowTrafficWait) >= time.Duration(seconds(cfg.VisibilityTimeout))*time.Second:
 		// AWS accepts it and lengthens the messages' visibility instead;
 		// the mapping does not model that.
-		return fmt.Errorf("MaximumBatchingWindow %s not shorter than VisibilityTimeout %s: a batch's first messages would reappear before its invocation (AWS recommends a visibility timeout of 6 × the function timeout plus the window)",
-			w, cfg.VisibilityTimeout)
+		what := fmt.Sprintf("MaximumBatchingWindow %s", w)
+		if cfg.LowTrafficWait > w {
+			what = fmt.Sprintf("LowTrafficWait %s (with a window)", cfg.LowTrafficWait)
+		}
+		return fmt.Errorf("%s not shorter than VisibilityTimeout %s: a batch's first messages would reappear before its invocation (AWS recommends a visibility timeout of 6 × the function timeout plus the window)",
+			what, cfg.VisibilityTimeout)
 	}
 	return nil
 }
@@ -439,7 +466,9 @@ func (m *Mapping) poll(ctx context.Context, extra bool) {
 // that yields messages ends it. Within the window a poller long-polls while
 // a second or more is left (ReceiveMessage waits whole seconds), polls
 // again at once while a receive comes back full, and otherwise waits out
-// the window and then polls once more without waiting. A receive that comes
+// the window and then polls once more without waiting. A batch whose first
+// message came after an empty long poll gathers for LowTrafficWait rather
+// than the window, when that is longer (firstWait). A receive that comes
 // back full lets a scaling mapping add a poller (scaleUp). An extra poller
 // whose batch is empty returns it empty after a receive that found nothing.
 // ok is false when ctx ended.
@@ -454,6 +483,7 @@ func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending, extra b
 	}
 	delay := 100 * time.Millisecond
 	lastFull := false
+	idle := false // the last receive was a whole long poll that found nothing
 	for len(b.msgs) < m.cfg.BatchSize {
 		wait := seconds(m.cfg.WaitTime)
 		if len(b.msgs) > 0 {
@@ -475,6 +505,7 @@ func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending, extra b
 			}
 		}
 		n := min(maxReceive, m.cfg.BatchSize-len(b.msgs))
+		polled := time.Now()
 		msgs, err := m.receive(ctx, n, wait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -499,6 +530,8 @@ func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending, extra b
 			if extra && len(b.msgs) == 0 {
 				return nil, true
 			}
+			// A whole long poll without a message: very low traffic.
+			idle = len(b.msgs) == 0 && wait > 0 && time.Since(polled) >= time.Duration(wait)*time.Second
 			// goaws can answer empty at once while a delayed message falls
 			// due (its readiness test is strict); a short pause keeps this
 			// loop from spinning, which would also freeze a synctest fake
@@ -515,7 +548,7 @@ func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending, extra b
 		ps := m.admit(ctx, msgs)
 		for i, p := range ps {
 			if len(b.msgs) == 0 {
-				deadline = time.Now().Add(window)
+				deadline = time.Now().Add(m.firstWait(idle))
 			}
 			if !b.add(p) {
 				return ps[i:], true
@@ -523,6 +556,20 @@ func (m *Mapping) gather(ctx context.Context, b *batch, carry []pending, extra b
 		}
 	}
 	return nil, true
+}
+
+// firstWait is how long a batch may gather from its first message: the
+// window, or LowTrafficWait when that is longer and the receive before the
+// message found the queue empty (idle; counted in LowTrafficBatches).
+func (m *Mapping) firstWait(idle bool) time.Duration {
+	w := m.cfg.MaximumBatchingWindow
+	if !idle || w == 0 || m.cfg.LowTrafficWait <= w {
+		return w
+	}
+	m.mu.Lock()
+	m.stats.LowTrafficBatches++
+	m.mu.Unlock()
+	return m.cfg.LowTrafficWait
 }
 
 // receive makes one ReceiveMessage call for up to n messages, waiting up

@@ -302,6 +302,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"fractional window":             {with(func(c *Config) { c.MaximumBatchingWindow = 1500 * time.Millisecond }), "not whole seconds"},
 		"window as long as visibility":  {with(func(c *Config) { c.MaximumBatchingWindow = time.Minute }), "not shorter than VisibilityTimeout"},
 		"above 1,000 batches at once":   {with(func(c *Config) { c.MaxPollers = 1001 }), "MaxPollers 1001 above 1000"},
+		"negative low-traffic wait":     {with(func(c *Config) { c.LowTrafficWait = -time.Second }), "LowTrafficWait -1s is negative"},
+		"low-traffic wait past the visibility": {with(func(c *Config) { c.MaximumBatchingWindow = time.Second; c.LowTrafficWait = time.Minute }),
+			"not shorter than VisibilityTimeout"},
 		"window past default visibility": {Config{Function: "f", QueueURL: "u", MaximumBatchingWindow: 30 * time.Second},
 			"not shorter than VisibilityTimeout"},
 		"function timeout past the visibility": {with(func(c *Config) { c.FunctionTimeout = 61 * time.Second }),
@@ -313,7 +316,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 	for name, cfg := range map[string]Config{
-		"the deployed fast path": with(func(c *Config) { c.BatchSize = 100; c.MaximumBatchingWindow = time.Second }),
+		"the deployed fast path": with(func(c *Config) {
+			c.BatchSize, c.MaximumBatchingWindow, c.LowTrafficWait = 100, time.Second, VeryLowTrafficWait
+		}),
 		"the most": with(func(c *Config) {
 			c.BatchSize = MaxBatchSize
 			c.MaximumBatchingWindow = MaxBatchingWindow
@@ -531,6 +536,71 @@ func TestMappingScalesWithTheBacklogAndBack(t *testing.T) {
 				t.Errorf("peak pollers %d, most invocations at once %d; want %d, at most %d", st.PeakPollers, most, c.top, c.top)
 			}
 			eventually(t, "back to the base pollers", func() bool { return m.Pollers() == c.pollers })
+		})
+	}
+}
+
+// With a batching window, a batch whose first message came after a whole
+// long poll found the queue empty waits LowTrafficWait (Lambda's "up to 20
+// seconds" at very low traffic) unless it fills; messages already waiting,
+// a batch that fills, and a mapping that does not model the wait are
+// invoked as the window alone says.
+func TestABatchAfterAnEmptyPollWaitsTheLowTrafficWait(t *testing.T) {
+	const window, lowTraffic = time.Second, 4 * time.Second
+	cases := []struct {
+		name       string
+		lowTraffic time.Duration
+		batch      int
+		waiting    bool  // the messages are sent before the mapping starts
+		held       bool  // want the batch held for lowTraffic
+		counted    int64 // want LowTrafficBatches
+	}{
+		{"after an empty poll", lowTraffic, 100, false, true, 1},
+		{"messages already waiting", lowTraffic, 100, true, false, 0},
+		{"a batch that fills", lowTraffic, 3, false, false, 1},
+		{"not modelled", 0, 100, false, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			bodies := []string{"a", "b", "c"}
+			if c.waiting {
+				for _, b := range bodies {
+					f.send(t, b, 0)
+				}
+			}
+			r := newRecorder()
+			m := f.start(t, r.handle, func(cfg *Config) {
+				cfg.BatchSize, cfg.MaximumBatchingWindow, cfg.LowTrafficWait, cfg.VisibilityTimeout = c.batch, window, c.lowTraffic, 30*time.Second
+			})
+			if !c.waiting {
+				// A whole 1 s long poll comes back empty first.
+				time.Sleep(1500 * time.Millisecond)
+			}
+			sent := time.Now()
+			if !c.waiting {
+				for _, b := range bodies {
+					f.send(t, b, 0)
+				}
+			}
+			f.drained(t, m, 3)
+			r.mu.Lock()
+			waited := r.at["a"].Sub(sent)
+			batches := append([]int(nil), r.batches...)
+			r.mu.Unlock()
+			if len(batches) != 1 || batches[0] != 3 {
+				t.Fatalf("invocations of %v records, want one of 3", batches)
+			}
+			if st := m.Stats(); st.LowTrafficBatches != c.counted {
+				t.Errorf("LowTrafficBatches = %d, want %d", st.LowTrafficBatches, c.counted)
+			}
+			if c.held && waited < lowTraffic-100*time.Millisecond {
+				t.Errorf("invoked %s after the send, want at least %s", waited, lowTraffic)
+			}
+			if !c.held && waited >= lowTraffic-time.Second {
+				t.Errorf("invoked %s after the send, want at most the window's %s", waited, window)
+			}
 		})
 	}
 }

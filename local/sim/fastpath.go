@@ -70,6 +70,11 @@ type FastPathReport struct {
 	// PeakPollers is the most pollers the mapping ran at once: five, up to
 	// its MaximumConcurrency while receives came back full (esm.Stats).
 	PeakPollers int64 `json:"peakPollers"`
+	// LowTrafficBatches are the invocations' batches that gathered for
+	// Lambda's wait at very low traffic (their first message came after an
+	// empty long poll; fastPath.lowTrafficWait) rather than the window
+	// (esm.Stats).
+	LowTrafficBatches int64 `json:"lowTrafficBatches"`
 	// Environments is how many execution environments the local Lambda made
 	// for the fast path (one invocation at a time each, idle ones reused:
 	// local/lambdas), EnvironmentsShutDown how many it shut down.
@@ -383,7 +388,7 @@ func (o *observer) fastPathReport(in fastPathInputs) *FastPathReport {
 	r.Dropped, r.Duplicated, r.Delayed = int64(s.Dropped), int64(s.Duplicated), int64(s.Delayed)
 	r.Notifications = NotificationCounts{Matched: int64(s.Matched), Sent: int64(s.Sent), Bundles: int64(s.Bundles), Retried: int64(s.Retried),
 		GivenUp: int64(s.GivenUp), Cancelled: int64(s.Cancelled), Downgraded: int64(s.Downgraded), Pending: int64(s.Pending)}
-	r.Invocations, r.PeakPollers = in.mapping.Invocations, in.mapping.PeakPollers
+	r.Invocations, r.PeakPollers, r.LowTrafficBatches = in.mapping.Invocations, in.mapping.PeakPollers, in.mapping.LowTrafficBatches
 	r.Environments, r.EnvironmentsShutDown = in.lambda.Environments, in.lambda.EnvironmentsShutDown
 	if r.Invocations > 0 {
 		r.MessagesPerInvocation = float64(in.mapping.Messages) / float64(r.Invocations)

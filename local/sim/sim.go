@@ -368,13 +368,13 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 	fastOn := w.fastPathOn()
 	var subs fakehealthlake.SubscriptionOptions
 	var payload string
-	var batchingWindow time.Duration
+	var batchingWindow, lowTrafficWait time.Duration
 	if fastOn {
 		obs.fp = newFastPathLog()
 		subs = w.FastPath.subscriptionOptions(w.Seed)
 		subs.OnDelivered = obs.notified
 		payload = w.FastPath.Payload
-		batchingWindow = w.FastPath.batchingWindow()
+		batchingWindow, lowTrafficWait = w.FastPath.batchingWindow(), w.FastPath.lowTrafficWait()
 	}
 	env := map[string]string{}
 	if w.Limits.PutEventsQuota > 0 {
@@ -421,7 +421,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		ResourcesPerFile: lim.ResourcesPerFile, RecheckDelay: lim.RecheckDelay.D(),
 		Sink: obs, Now: now, Logger: o.Logger, LambdaEnv: env, Latency: &latency,
 		FastPath: fastOn, FastPathPayload: payload, FastPathTypes: w.fastPathTypes(), Subscriptions: subs,
-		FastPathBatchingWindow: batchingWindow,
+		FastPathBatchingWindow: batchingWindow, FastPathLowTrafficWait: lowTrafficWait,
 	})
 	pinned.Store(nil)
 	if err != nil {

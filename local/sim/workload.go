@@ -109,6 +109,11 @@ type FastPath struct {
 	// fast-path queue mapping's batching window (absent: the deployed 1 s;
 	// "0s": none, batches of up to 10 as received).
 	BatchingWindow *Duration `json:"batchingWindow,omitempty"`
+	// LowTrafficWait is how long the mapping, with a window, holds a batch
+	// whose first message came after an empty long poll: Lambda's wait at
+	// very low traffic, modelled (absent: its longest, 20 s; "0s": not
+	// modelled; stack.Options.FastPathLowTrafficWait).
+	LowTrafficWait *Duration `json:"lowTrafficWait,omitempty"`
 }
 
 // fastPathOn reports whether the workload runs the fast path.
@@ -129,6 +134,9 @@ func optionDuration(p *Duration) time.Duration {
 
 // batchingWindow is stack.Options.FastPathBatchingWindow (optionDuration).
 func (f FastPath) batchingWindow() time.Duration { return optionDuration(f.BatchingWindow) }
+
+// lowTrafficWait is stack.Options.FastPathLowTrafficWait (optionDuration).
+func (f FastPath) lowTrafficWait() time.Duration { return optionDuration(f.LowTrafficWait) }
 
 // subscriptionOptions maps the fast path onto the emulator's model
 // (optionDuration).

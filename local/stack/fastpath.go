@@ -228,8 +228,35 @@ func (s *Stack) fastPathNotifier() func(fakehealthlake.Notification) error {
 	return s.onNotification
 }
 
+// fastPathMapping is the fast-path mapping's settings, the deployed ones
+// and the options' (the queue, its dead-letter queue, the Region and the
+// faults are the caller's to add).
+func (s *Stack) fastPathMapping(timeout time.Duration) esm.Config {
+	d := s.deployedConfig()
+	return esm.Config{
+		Function: FnFastPath, MaxReceiveCount: s.opts.MaxReceiveCount,
+		BatchSize: d.FastPathBatch(), MaximumBatchingWindow: d.FastPathBatchingWindow, LowTrafficWait: s.fastPathLowTrafficWait(),
+		Pollers: min(fastPathPollers, d.FastPathMaxConcurrency()), MaxPollers: d.FastPathMaxConcurrency(),
+		VisibilityTimeout: s.visibility(FnFastPath), FunctionTimeout: timeout, WaitTime: esm.LambdaLongPoll, ReportBatchItemFailures: true,
+	}
+}
+
+// fastPathLowTrafficWait is Options.FastPathLowTrafficWait: 0 is Lambda's
+// longest wait at very low traffic, a negative one none.
+func (s *Stack) fastPathLowTrafficWait() time.Duration {
+	switch w := s.opts.FastPathLowTrafficWait; {
+	case w == 0:
+		return esm.VeryLowTrafficWait
+	case w < 0:
+		return 0
+	default:
+		return w
+	}
+}
+
 // startFastPathMapping connects the fast path's queue to its Lambda as the
-// deployed mapping does (its batch size and batching window, partial batch
+// deployed mapping does (its batch size and batching window, Lambda's wait
+// at very low traffic as modelled, partial batch
 // responses, redrive to the DLQ).
 func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) error {
 	if !s.opts.FastPath {
@@ -240,14 +267,11 @@ func (s *Stack) startFastPathMapping(ctx context.Context, dup esm.Faults) error 
 	if err != nil {
 		return fmt.Errorf("stack: fast path: event-source mapping: %w", err)
 	}
-	mp, err := esm.New(poller, s.Lambdas, esm.Config{
-		Function: FnFastPath, QueueURL: s.Res.FastPathQueueURL, QueueARN: s.Env.ARN("sqs", s.fastPathQueue()), Region: s.Env.Region,
-		DLQURL: s.Res.FastPathDLQURL, Redrive: s.sqsc, MaxReceiveCount: s.opts.MaxReceiveCount,
-		BatchSize: s.deployedConfig().FastPathBatch(), MaximumBatchingWindow: s.deployedConfig().FastPathBatchingWindow,
-		Pollers: min(fastPathPollers, s.deployedConfig().FastPathMaxConcurrency()), MaxPollers: s.deployedConfig().FastPathMaxConcurrency(),
-		VisibilityTimeout: s.visibility(FnFastPath), FunctionTimeout: timeout, WaitTime: esm.LambdaLongPoll, ReportBatchItemFailures: true,
-		Faults: dup, Logger: s.log,
-	})
+	cfg := s.fastPathMapping(timeout)
+	cfg.QueueURL, cfg.QueueARN, cfg.Region = s.Res.FastPathQueueURL, s.Env.ARN("sqs", s.fastPathQueue()), s.Env.Region
+	cfg.DLQURL, cfg.Redrive = s.Res.FastPathDLQURL, s.sqsc
+	cfg.Faults, cfg.Logger = dup, s.log
+	mp, err := esm.New(poller, s.Lambdas, cfg)
 	if err != nil {
 		// A VisibilityTimeout option not longer than the batching window.
 		return fmt.Errorf("stack: fast path: event-source mapping: %w", err)

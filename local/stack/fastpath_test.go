@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	awsevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -15,6 +16,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
+	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
 )
@@ -245,7 +247,8 @@ func TestFastPathBatchingWindowOption(t *testing.T) {
 		opt, window time.Duration
 		batch       int
 	}{
-		{0, time.Second, 100},
+		{0, 0, 10}, // the deployed default: no window
+		{time.Second, time.Second, 100},
 		{3 * time.Second, 3 * time.Second, 100},
 		{-1, 0, 10},
 	} {
@@ -256,6 +259,34 @@ func TestFastPathBatchingWindowOption(t *testing.T) {
 		}
 		if v := s.visibility(FnFastPath); v != 6*cfg.FastPathFunction.Timeout+c.window {
 			t.Errorf("option %s: visibility %s", c.opt, v)
+		}
+	}
+}
+
+// TestFastPathMappingWaitsAtVeryLowTrafficByDefault: the stack's fast-path
+// mapping models Lambda's wait of up to 20 s at very low traffic unless
+// Options.FastPathLowTrafficWait turns it off or sets another, and the
+// deployed visibility timeout (6 × the function's timeout plus the window)
+// holds it, so the event-source mapping accepts it.
+func TestFastPathMappingWaitsAtVeryLowTrafficByDefault(t *testing.T) {
+	for _, c := range []struct {
+		opt, want time.Duration
+	}{
+		{0, esm.VeryLowTrafficWait},
+		{5 * time.Second, 5 * time.Second},
+		{-1, 0},
+	} {
+		s := &Stack{opts: Options{FastPathLowTrafficWait: c.opt}}
+		cfg := s.fastPathMapping(s.deployedConfig().FastPathFunction.Timeout)
+		if cfg.LowTrafficWait != c.want {
+			t.Errorf("option %s: LowTrafficWait %s, want %s", c.opt, cfg.LowTrafficWait, c.want)
+		}
+		cfg.QueueURL = "http://127.0.0.1/queue/fast-path"
+		inv := esm.Func(func(context.Context, awsevents.SQSEvent) (awsevents.SQSEventResponse, error) {
+			return awsevents.SQSEventResponse{}, nil
+		})
+		if _, err := esm.New(sqs.NewFromConfig(aws.Config{Region: "us-east-1"}), inv, cfg); err != nil {
+			t.Errorf("option %s: the mapping refused the deployed settings: %v", c.opt, err)
 		}
 	}
 }

@@ -218,6 +218,12 @@ type Options struct {
 	// (the FastPathBatchingWindow setting); 0 takes the deployed default,
 	// a negative one is none (the setting's 0s: batches of up to 10).
 	FastPathBatchingWindow time.Duration
+	// FastPathLowTrafficWait is how long the fast-path mapping, when it has
+	// a batching window, holds a batch whose first message came after an
+	// empty long poll (esm.Config.LowTrafficWait; modelled, docs/LOCAL.md):
+	// 0 takes Lambda's longest, esm.VeryLowTrafficWait (20 s); a negative
+	// one does not model it.
+	FastPathLowTrafficWait time.Duration
 }
 
 func (o *Options) defaults() {
