@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,15 +71,15 @@ type fixture struct {
 	dlq    string
 }
 
-var queueSeq int
+// queueSeq numbers the queues of tests that may run in parallel.
+var queueSeq atomic.Int64
 
 func setup(t *testing.T) fixture {
 	t.Helper()
 	env := localawstest.Start(t)
 	client := sqs.NewFromConfig(env.Config())
 	ctx := context.Background()
-	queueSeq++
-	name := fmt.Sprintf("esm-%s-%d-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano(), queueSeq)
+	name := fmt.Sprintf("esm-%s-%d-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano(), queueSeq.Add(1))
 	if len(name) > 70 {
 		name = name[len(name)-70:]
 	}
