@@ -201,6 +201,25 @@ func serveFHIR(e *fakehealthlake.Emulator, method, path string) *httptest.Respon
 	return rec
 }
 
+// bulkDeleteBoth runs a soft $bulk-delete of every Observation and a hard
+// one of every Patient, a second apart, and reads a type-history page
+// after each.
+func bulkDeleteBoth(tb testing.TB, e *fakehealthlake.Emulator, clk *clock) {
+	tb.Helper()
+	for _, c := range []struct{ typ, query string }{{"Observation", ""}, {"Patient", "?isHardDelete=true"}} {
+		clk.Set(clk.Now().Add(time.Second))
+		if rec := serveFHIR(e, http.MethodPost, c.typ+"/$bulk-delete"+c.query); rec.Code != http.StatusAccepted {
+			tb.Fatalf("bulk delete = %d %s", rec.Code, rec.Body)
+		}
+		if err := e.RunJobs(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		if rec := serveFHIR(e, http.MethodGet, c.typ+"/_history?_count=10"); rec.Code != http.StatusOK {
+			tb.Fatalf("type history page after %s: %d", c.typ, rec.Code)
+		}
+	}
+}
+
 // A $bulk-delete of 100,000 resources, soft (Observation) or hard
 // (Patient), deletes every one of them, and the type's history still
 // answers a page afterwards. How long it takes is BenchmarkBulkDelete's.
@@ -211,18 +230,7 @@ func TestBulkDeleteOfManyResources(t *testing.T) {
 	const n = 100_000
 	e, ds, clk := benchEmulator(t, nil)
 	loadBulk(t, ds, n)
-	for _, c := range []struct{ typ, query string }{{"Observation", ""}, {"Patient", "?isHardDelete=true"}} {
-		clk.Set(clk.Now().Add(time.Second))
-		if rec := serveFHIR(e, http.MethodPost, c.typ+"/$bulk-delete"+c.query); rec.Code != http.StatusAccepted {
-			t.Fatalf("bulk delete = %d %s", rec.Code, rec.Body)
-		}
-		if err := e.RunJobs(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if rec := serveFHIR(e, http.MethodGet, c.typ+"/_history?_count=10"); rec.Code != http.StatusOK {
-			t.Errorf("type history page after %s: %d", c.typ, rec.Code)
-		}
-	}
+	bulkDeleteBoth(t, e, clk)
 	jobs := e.DeleteJobs()
 	if len(jobs) != 2 || jobs[0].Deleted != n || jobs[1].Deleted != n || ds.Count() != 0 {
 		t.Errorf("jobs %+v, %d left", jobs, ds.Count())
@@ -239,18 +247,7 @@ func BenchmarkBulkDelete(b *testing.B) {
 		e, ds, clk := benchEmulator(b, nil)
 		loadBulk(b, ds, n)
 		b.StartTimer()
-		for _, c := range []struct{ typ, query string }{{"Observation", ""}, {"Patient", "?isHardDelete=true"}} {
-			clk.Set(clk.Now().Add(time.Second))
-			if rec := serveFHIR(e, http.MethodPost, c.typ+"/$bulk-delete"+c.query); rec.Code != http.StatusAccepted {
-				b.Fatalf("bulk delete = %d %s", rec.Code, rec.Body)
-			}
-			if err := e.RunJobs(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			if rec := serveFHIR(e, http.MethodGet, c.typ+"/_history?_count=10"); rec.Code != http.StatusOK {
-				b.Fatalf("type history page after %s: %d", c.typ, rec.Code)
-			}
-		}
+		bulkDeleteBoth(b, e, clk)
 	}
 	b.ReportMetric(float64(2*n), "resources/op")
 }
