@@ -2,6 +2,12 @@
 // cdcevent.ObjectGetter, so that cdcevent.Resolve can fetch claim-checked
 // resources from the pipeline's artifact bucket. Only this package imports
 // the S3 SDK; consumers fetching objects another way never link it.
+//
+// A body S3 ends part way ("unexpected EOF", a reset) is read on from the
+// byte it reached, of the same object version, as the pipeline reads its
+// own objects (internal/s3read): the SDK's retries end when a response's
+// headers arrive, and without this a large claim-checked resource would
+// fail its message on a cut connection.
 package s3getter
 
 import (
@@ -10,10 +16,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -37,12 +43,15 @@ var _ cdcevent.ObjectGetter = Getter{}
 // New returns a Getter that reads through client (an *s3.Client).
 func New(client API) Getter { return Getter{client: client} }
 
-// GetObject returns the body of s3://bucket/key; the caller closes it.
+// GetObject returns the body of s3://bucket/key; the caller closes it. A
+// body cut short is reopened at the byte it reached (If-Match the first
+// response's ETag, so an object replaced meanwhile ends the read with an
+// error rather than splicing two versions).
 func (g Getter) GetObject(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
 	if g.client == nil {
 		return nil, errors.New("s3getter: no S3 client")
 	}
-	out, err := g.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	r, err := s3read.Object(ctx, g.client, bucket, key)
 	if err != nil {
 		var nsk *s3types.NoSuchKey
 		if errors.As(err, &nsk) {
@@ -50,5 +59,5 @@ func (g Getter) GetObject(ctx context.Context, bucket, key string) (io.ReadClose
 		}
 		return nil, err
 	}
-	return out.Body, nil
+	return r, nil
 }
