@@ -155,9 +155,11 @@ func TestThrottlingIsRetriedWithBackoff(t *testing.T) {
 	if len(f.sleeps.d) != 2 {
 		t.Fatalf("sleeps = %v, want 2", f.sleeps.d)
 	}
-	// attempt 1 waits within [50ms, 200ms], attempt 2 within [100ms, 400ms]
-	if f.sleeps.d[0] < 50*time.Millisecond || f.sleeps.d[0] > 200*time.Millisecond ||
-		f.sleeps.d[1] < 100*time.Millisecond || f.sleeps.d[1] > 400*time.Millisecond {
+	// StartFHIRExportJob is allowed once a second: a throttled attempt
+	// waits that second, then attempt 1's backoff within [50ms, 200ms],
+	// attempt 2's within [100ms, 400ms].
+	if f.sleeps.d[0] < 1050*time.Millisecond || f.sleeps.d[0] > 1200*time.Millisecond ||
+		f.sleeps.d[1] < 1100*time.Millisecond || f.sleeps.d[1] > 1400*time.Millisecond {
 		t.Errorf("backoff = %v", f.sleeps.d)
 	}
 	if jobs := f.emu.Jobs(); len(jobs) != 1 || jobs[0].JobID != out.JobID {
@@ -515,5 +517,56 @@ func TestTraceReportsEachThrottledAttempt(t *testing.T) {
 	}
 	if throttles != 2 {
 		t.Errorf("a call without the Trace reported to it (%d)", throttles)
+	}
+}
+
+// TestCallsOfAOnePerSecondQuotaAtOnceAllSucceed: with HealthLake's
+// request-rate quotas on, three exports started one after another and
+// cancelled at once, each on its own data store (StartFHIRExportJob and
+// CancelFHIRExportJob are allowed once a second per account), all succeed:
+// a throttled attempt of either waits the second the quota needs, so no
+// caller spends its five attempts inside a second another took.
+func TestCallsOfAOnePerSecondQuotaAtOnceAllSucceed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := localawstest.Start(t)
+	s3c := s3.NewFromConfig(env.Config(), func(o *s3.Options) { o.UsePathStyle = true })
+	stores := []string{"ds1", "ds2", "ds3"}
+	emu := fakehealthlake.New(fakehealthlake.Options{S3: s3c, Datastores: stores, Manual: true, Quotas: true})
+	env.Gateway.Handle(localaws.ServiceHealthLake, emu)
+	c, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region,
+		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, localaws.SecretAccessKey, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]string, len(stores))
+	for i, ds := range stores {
+		in := startInput()
+		in.DatastoreID, in.JobName = ds, "cdc-run-"+ds
+		out, err := c.StartExport(ctx, in)
+		if err != nil {
+			t.Fatalf("start on %s: %v", ds, err)
+		}
+		jobs[i] = out.JobID
+	}
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i, ds := range stores {
+		wg.Go(func() { errs[i] = c.CancelExport(ctx, ds, jobs[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("cancel on %s: %v", stores[i], err)
+		}
+	}
+	throttled := 0
+	for _, r := range emu.RequestsFor("CancelExport") {
+		if r.Status != http.StatusAccepted {
+			throttled++
+		}
+	}
+	if throttled == 0 {
+		t.Error("no cancel was throttled: the quota was not in force")
 	}
 }
