@@ -174,6 +174,11 @@ func TestSimulateRefusesFlagsItDoesNotHonour(t *testing.T) {
 	if !strings.Contains(stderr.String(), "outages") {
 		t.Errorf("--fault-rate with --simulate does not point to the workload's outages:\n%s", stderr.String())
 	}
+	stderr.Reset()
+	run(ctx, []string{"--simulate", "1h", "--workload", wl, "--fast-path"}, nil, io.Discard, &stderr)
+	if !strings.Contains(stderr.String(), "the workload's fastPath section") {
+		t.Errorf("--fast-path with --simulate does not point to the workload's fastPath section:\n%s", stderr.String())
+	}
 }
 
 // Flags that only --simulate reads, or that --once ignores, are refused

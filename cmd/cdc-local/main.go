@@ -312,8 +312,8 @@ var simulateRefuses = map[string]string{
 	"export-visibility-lag": "the visibility lag is the workload's limits.visibilityLag",
 	"history-lag":           "the history lag is the workload's limits.historyLag",
 	"iam":                   "a simulation always enforces every principal's IAM statements",
-	"fast-path":             "the fast path of a simulation is not modelled yet (docs/FASTPATH.md)",
-	"fast-path-payload":     "the fast path of a simulation is not modelled yet (docs/FASTPATH.md)",
+	"fast-path":             "the fast path is the workload's fastPath section (fastPath.on; testdata/workloads/fastpath.json)",
+	"fast-path-payload":     "the fast path's payload is the workload's fastPath.payload",
 }
 
 // simulateHonours are the flags --simulate acts on.

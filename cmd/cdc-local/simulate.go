@@ -130,9 +130,10 @@ func runSimulate(ctx context.Context, c config, stdout, stderr io.Writer) int {
 }
 
 // printSimulationSummary prints the report's latency model, the slowest
-// functions (closest to their timeout first), its warnings, the
-// explanations of figures that look like failures and, last, its verdict;
-// it returns whether the verdict passed.
+// functions (closest to their timeout first), its warnings, the fast path's
+// figures when the workload turned it on, the explanations of figures that
+// look like failures and, last, its verdict; it returns whether the
+// verdict passed.
 func printSimulationSummary(w io.Writer, b []byte) bool {
 	var rep struct {
 		LatencyModel   string                       `json:"latencyModel"`
@@ -141,6 +142,7 @@ func printSimulationSummary(w io.Writer, b []byte) bool {
 		Warnings       []string                     `json:"warnings"`
 		Explanations   map[string]string            `json:"explanations"`
 		Verdict        sim.Verdict                  `json:"verdict"`
+		FastPath       *sim.FastPathReport          `json:"fastPath"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		fmt.Fprintln(w, "cdc-local: report:", err)
@@ -163,6 +165,14 @@ func printSimulationSummary(w io.Writer, b []byte) bool {
 	}
 	for _, line := range rep.Warnings {
 		fmt.Fprintln(w, "cdc-local: WARNING", line)
+	}
+	if fp := rep.FastPath; fp != nil {
+		fmt.Fprintf(w, "cdc-local: fast path: write → event p95 %.2f s (upserts), %.2f s (deletes); notification delay p95 %.2f s; %d delivered by it, %d by the windows (FastPathMissed %d)\n",
+			fp.LatencySeconds.P95, fp.DeleteLatencySeconds.P95, fp.NotificationDelaySeconds.P95, fp.DeliveredByFastPath, fp.DeliveredByExportPath, fp.Missed)
+		if c := fp.Cost; c != nil {
+			fmt.Fprintf(w, "cdc-local: fast path cost: $%.2f per million changes measured, $%.2f modelled at %.0f changes a day (logs in neither; docs/COST.md)\n",
+				c.USDPerMillionChanges, c.ModelUSDPerMillionChanges, c.ChangesPerDay)
+		}
 	}
 	return rep.Verdict.Pass
 }

@@ -84,3 +84,32 @@ func TestSimulateShowsProgressAndEndsWithAVerdict(t *testing.T) {
 		t.Errorf("report verdict %+v, explanations %v (%v)", rep.Verdict, rep.Explanations, err)
 	}
 }
+
+// TestSimulationSummaryShowsTheFastPath: a report with a fastPath section
+// gets the fast path's latencies, its deliveries and misses, and its
+// measured and modelled cost, before the verdict; one without gets none.
+func TestSimulationSummaryShowsTheFastPath(t *testing.T) {
+	rep := `{"verdict": {"pass": true, "line": "PASS"}, "fastPath": {"latencySeconds": {"p95": 3.05}, "deleteLatencySeconds": {"p95": 3.08},
+		"notificationDelaySeconds": {"p95": 2.95}, "deliveredByFastPath": 130000, "deliveredByExportPath": 2125, "missed": 12,
+		"cost": {"changesPerDay": 1000000, "usdPerMillionChanges": 2.31, "modelUsdPerMillionChanges": 2.42}}}`
+	var out bytes.Buffer
+	if !printSimulationSummary(&out, []byte(rep)) {
+		t.Fatal("a passing verdict read as failing")
+	}
+	for _, want := range []string{
+		"cdc-local: fast path: write → event p95 3.05 s (upserts), 3.08 s (deletes); notification delay p95 2.95 s; 130000 delivered by it, 2125 by the windows (FastPathMissed 12)",
+		"cdc-local: fast path cost: $2.31 per million changes measured, $2.42 modelled at 1000000 changes a day",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); lines[len(lines)-1] != "cdc-local: verdict: PASS" {
+		t.Errorf("the verdict is not last:\n%s", out.String())
+	}
+	out.Reset()
+	printSimulationSummary(&out, []byte(`{"verdict": {"pass": true, "line": "PASS"}}`))
+	if strings.Contains(out.String(), "fast path") {
+		t.Errorf("a run without the fast path shows it:\n%s", out.String())
+	}
+}

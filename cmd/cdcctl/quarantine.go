@@ -19,8 +19,8 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 // envBucket names the artifact bucket (the stack output BucketName).

@@ -7,9 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
 
 func init() {

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 // maxErrorLine bounds one line of an export error file; maxRawError bounds

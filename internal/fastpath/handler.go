@@ -110,6 +110,10 @@ type Handler struct {
 // Unrecognised messages, handshakes and heartbeats are counted and done. It
 // returns an error (the whole batch comes again) only when no publisher can
 // be built.
+// DeadlineMargin is how long before its context's deadline an invocation
+// stops taking notifications (Config.DeadlineMargin; 0 when it has none).
+func (h *Handler) DeadlineMargin() time.Duration { return max(0, h.cfg.DeadlineMargin) }
+
 func (h *Handler) Handle(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 	start := time.Now()
 	pub, err := publish.New(h.eb, h.cfg.Publish)

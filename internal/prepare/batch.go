@@ -15,8 +15,8 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/resume"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/resume"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 // fileState is one file of an invocation: its counts, its quarantine
@@ -27,7 +27,7 @@ type fileState struct {
 	counts   change.Counts
 	blank    int64
 	bytes    int64
-	resumed  int64  // reads S3 ended early, resumed (internal/resume)
+	resumed  int64  // reads S3 ended early, resumed (pkg/resume)
 	rejected int64  // lines quarantined after EventBridge rejected their event
 	key      string // the quarantine object, once written
 	pending  int    // events handed to the publisher without an outcome
@@ -326,7 +326,7 @@ func (b *batch) quarantine(ctx context.Context, fs *fileState, line *fhir.Line, 
 }
 
 // get reads f's object from byte from to byte to (inclusive; < 0: to its
-// end), resuming a body S3 ends early (internal/s3read): a read at the
+// end), resuming a body S3 ends early (pkg/s3read): a read at the
 // publishing pace lasts minutes.
 func (b *batch) get(ctx context.Context, f manifest.File, from, to int64) (*resume.Reader, error) {
 	return s3read.Range(ctx, b.h.s3, f.Bucket, f.Key, from, to)

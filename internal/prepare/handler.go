@@ -89,7 +89,7 @@ type Output struct {
 	Filtered int64 `json:"filtered"`
 	Blank    int64 `json:"blank"`
 	// ReadsResumed counts export-file reads S3 ended part way that went
-	// on from the byte they had reached (internal/resume).
+	// on from the byte they had reached (pkg/resume).
 	ReadsResumed   int64 `json:"readsResumed,omitempty"`
 	PutEventsCalls int64 `json:"putEventsCalls"`
 	EntriesRetried int64 `json:"entriesRetried"`
@@ -166,6 +166,11 @@ const DeleteScanChild = "history-deletes"
 // Invoke is the Lambda's entry point: a payload with "action": "deletes" is
 // the run's delete scan (deletes.Input → deletes.Output); any other is one
 // batch of export files (Input → Output, Handle).
+// DeadlineMargin is how long before its context's deadline an invocation
+// stops taking work (Config.DeadlineMargin): a batch or a delete scan runs
+// up to that point by design.
+func (h *Handler) DeadlineMargin() time.Duration { return h.cfg.DeadlineMargin }
+
 func (h *Handler) Invoke(ctx context.Context, payload json.RawMessage) (any, error) {
 	var peek struct {
 		Action string `json:"action"`

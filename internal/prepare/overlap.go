@@ -11,7 +11,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 // S3ListAPI lists the overlap objects of the previous window.

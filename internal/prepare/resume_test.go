@@ -100,7 +100,7 @@ func TestAnExportReadCutPartWayGoesOnFromWhereItStopped(t *testing.T) {
 // PreconditionFailed: the batch fails with ReadFailed, which Step Functions
 // retries from the first line, rather than publish a mixture of two
 // objects. (A store that ignored If-Match would serve the new ETag, which
-// the reader refuses too: internal/resume.)
+// the reader refuses too: pkg/resume.)
 func TestAnExportObjectChangedDuringItsReadFailsTheBatch(t *testing.T) {
 	r := newRig(t, 0)
 	h := r.handler(t, nil)

@@ -25,8 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/tokenbucket"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 

@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/tokenbucket"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
 
 const (

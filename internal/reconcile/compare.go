@@ -15,7 +15,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/readpace"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 // ConfirmConcurrency is how many deletions a compare child confirms at once

@@ -320,6 +320,11 @@ type Refused struct{ Msg string }
 func (e *Refused) Error() string { return "reconciliation refused: " + e.Msg }
 
 // Handle runs one action.
+// DeadlineMargin is how long before its context's deadline an invocation
+// stops its count and list loops (Config.DeadlineMargin); confirmations
+// stop PublishReserve earlier still.
+func (h *Handler) DeadlineMargin() time.Duration { return h.cfg.DeadlineMargin }
+
 func (h *Handler) Handle(ctx context.Context, in Input) (any, error) {
 	if in.RunID == "" {
 		return nil, &InputError{Msg: "runId is required"}

@@ -11,7 +11,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 func (h *Handler) put(ctx context.Context, key string, body []byte) error {

@@ -16,11 +16,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/cfn"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
 
 // The custom resource's properties (its ResourceProperties). CloudFormation

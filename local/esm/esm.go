@@ -34,7 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
 
 // Handler is the shape of an SQS-triggered Lambda handler with partial batch

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 	"github.com/healthlake-cdc/healthlake-cdc/local/asl"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 // Service integrations the emulator runs.
@@ -208,7 +208,7 @@ func (e *Emulator) sqsSendMessage(ctx context.Context, call asl.TaskCall) (any, 
 type objectStore struct{ c ObjectStore }
 
 // GetObject reads a whole object. A body that ends part way is read on
-// (internal/s3read), as Step Functions' own reads are not the pipeline's
+// (pkg/s3read), as Step Functions' own reads are not the pipeline's
 // to fail: the fault plan's body cuts model the Lambdas' connections.
 func (o objectStore) GetObject(ctx context.Context, bucket, key string) ([]byte, error) {
 	if o.c == nil {

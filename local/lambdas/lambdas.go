@@ -76,7 +76,10 @@ type function struct {
 	handler lambda.Handler // nil for a function of environments (envs)
 	envs    *environments  // nil for one shared handler
 	timeout time.Duration
-	stats   struct{ invocations, errors, before, after, nanos atomic.Int64 }
+	// margin is how long before its deadline the handler stops taking work
+	// (WithDeadlineMargin); 0 when it has no internal deadline.
+	margin time.Duration
+	stats  struct{ invocations, errors, before, after, nanos atomic.Int64 }
 	// durations holds each run's duration in seconds (handler runs only).
 	durMu     sync.Mutex
 	durations []float64
@@ -92,7 +95,19 @@ type Durations struct {
 	Max         float64 `json:"max"`
 	Timeout     float64 `json:"timeout"`
 	Invocations int64   `json:"invocations"`
+	// Margin is, for a function with an internal deadline
+	// (WithDeadlineMargin), how many seconds before its timeout it stops
+	// taking work; PastInternalDeadline counts the runs that went past that
+	// point — they stopped themselves and spent part of the margin
+	// finishing (publishing what they hold, returning a cursor or an error
+	// the caller retries).
+	Margin               float64 `json:"margin,omitempty"`
+	PastInternalDeadline int64   `json:"pastInternalDeadline,omitempty"`
 }
+
+// InternalDeadline is the seconds into a run at which the function stops
+// taking work: Timeout less Margin (Timeout without a margin).
+func (d Durations) InternalDeadline() float64 { return d.Timeout - d.Margin }
 
 // ShareOfTimeout is Max ÷ Timeout (0 without a timeout).
 func (d Durations) ShareOfTimeout() float64 {
@@ -127,6 +142,14 @@ type Option func(*function)
 // returned. The default is the timeout the stack deploys for the pipeline's
 // four Lambdas (internal/stackconfig), else 15 minutes, Lambda's maximum.
 func WithTimeout(d time.Duration) Option { return func(f *function) { f.timeout = d } }
+
+// WithDeadlineMargin declares that the handler stops taking work d before
+// its context's deadline and uses the rest to finish (the pipeline's
+// prepare-change, reconcile and fast-path handlers do): a run that long is
+// by design, and Durations reports the margin so that a timeout warning
+// measures what a run spends past its internal deadline rather than the
+// internal deadline itself.
+func WithDeadlineMargin(d time.Duration) Option { return func(f *function) { f.margin = max(0, d) } }
 
 // defaultTimeout is the deployed timeout of a pipeline Lambda, or Lambda's maximum.
 func defaultTimeout(name string) time.Duration {
@@ -247,6 +270,14 @@ func (r *Registry) Durations() map[string]Durations {
 		xs := append([]float64(nil), f.durations...)
 		f.durMu.Unlock()
 		d := Durations{Timeout: f.timeout.Seconds(), Invocations: int64(len(xs))}
+		if f.margin > 0 && f.margin < f.timeout {
+			d.Margin = f.margin.Seconds()
+			for _, x := range xs {
+				if x > d.InternalDeadline() {
+					d.PastInternalDeadline++
+				}
+			}
+		}
 		if len(xs) > 0 {
 			sort.Float64s(xs)
 			rank := func(q float64) float64 {

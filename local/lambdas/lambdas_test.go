@@ -251,6 +251,20 @@ func TestDurationsMeasureEachRunAndLeaveOutTheOverhead(t *testing.T) {
 		if got := d["sleepy"].ShareOfTimeout(); got != 0.9 {
 			t.Errorf("share of timeout = %v", got)
 		}
+		if err := r.Register("stops-itself", func(ctx context.Context, in struct{ Ms int }) error {
+			time.Sleep(time.Duration(in.Ms) * time.Millisecond)
+			return nil
+		}, WithTimeout(10*time.Second), WithDeadlineMargin(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		for _, ms := range []int{100, 8000, 8500, 9000} {
+			if _, fnErr, err := r.Invoke(context.Background(), "stops-itself", []byte(fmt.Sprintf(`{"Ms":%d}`, ms))); err != nil || fnErr {
+				t.Fatalf("invoke: %v %v", fnErr, err)
+			}
+		}
+		if got := r.Durations()["stops-itself"]; got.Margin != 2 || got.InternalDeadline() != 8 || got.PastInternalDeadline != 2 {
+			t.Errorf("stops-itself = %+v, want a 2 s margin and the 2 runs past 8 s counted", got)
+		}
 		if got := d[stackconfig.PrepareChange]; got.Invocations != 0 || got.Timeout != stackconfig.Default().PrepareChange.Timeout.Seconds() {
 			t.Errorf("prepare-change never run = %+v, want its deployed timeout", got)
 		}

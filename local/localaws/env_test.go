@@ -78,6 +78,37 @@ func TestEnvRoutesRealClientsToEachEmulator(t *testing.T) {
 	}
 }
 
+// TestCallsAreCountedPerAccessKey: CallsBy counts each key's calls apart,
+// and their sum is Calls.
+func TestCallsAreCountedPerAccessKey(t *testing.T) {
+	ctx := context.Background()
+	env := startTest(t)
+	admin := sqs.NewFromConfig(env.Config())
+	role := sqs.NewFromConfig(env.ConfigFor(PrincipalAccessKeyID("fast-path")))
+	q, err := admin.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("per-key-q")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := role.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adminKey, _ := env.Config().Credentials.Retrieve(ctx)
+	if got := env.Gateway.CallsBy(PrincipalAccessKeyID("fast-path")); len(got) != 1 || got["sqs:ReceiveMessage"] != 3 {
+		t.Errorf("the role's calls = %v, want 3 receives", got)
+	}
+	if got := env.Gateway.CallsBy(adminKey.AccessKeyID); len(got) != 1 || got["sqs:CreateQueue"] != 1 {
+		t.Errorf("the admin's calls = %v, want its CreateQueue", got)
+	}
+	if got := env.Gateway.CallsBy("AKIDNEVERUSED"); len(got) != 0 {
+		t.Errorf("an unused key's calls = %v", got)
+	}
+	if all := env.Gateway.Calls(); all["sqs:ReceiveMessage"] != 3 || all["sqs:CreateQueue"] != 1 {
+		t.Errorf("Calls = %v", all)
+	}
+}
+
 func TestLocalPathsAreServedBeforeServiceRouting(t *testing.T) {
 	env := startTest(t)
 	env.Gateway.HandleLocal("/_local/ping", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -36,6 +36,8 @@ type Gateway struct {
 	services map[string]http.Handler
 	local    map[string]http.Handler
 	calls    map[string]int64
+	// callsBy counts the calls of each access key (CallsBy).
+	callsBy  map[string]map[string]int64
 	faults   FaultInjector
 	cuts     BodyCut
 	cutsMade atomic.Int64
@@ -73,7 +75,7 @@ type FaultInjector func(service, operation string) (status int, body string, ok 
 // It knows DefaultAccessKeys; signatures are not checked until
 // SetVerifySignatures(true).
 func NewGateway() *Gateway {
-	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}, keys: newKeyStore()}
+	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}, callsBy: map[string]map[string]int64{}, keys: newKeyStore()}
 	g.dynamo = newDynamoLimits(g.now)
 	g.verifier = &sigv4.Verifier{Secret: g.keys.secret, Now: g.now}
 	return g
@@ -215,9 +217,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		service = ServiceS3
 	}
 	op := Operation(service, r)
+	key, _ := Credential(r)
 	g.mu.Lock()
 	h := g.services[service]
 	g.calls[service+":"+op]++
+	by := g.callsBy[key]
+	if by == nil {
+		by = map[string]int64{}
+		g.callsBy[key] = by
+	}
+	by[service+":"+op]++
 	faults := g.faults
 	cuts := g.cuts
 	auth := g.auth
@@ -243,7 +252,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every call, refused or served, takes the time AWS would take (the
 	// model's exempt callers aside), and counts toward its API's peak rate.
-	key, _ := Credential(r)
 	if latency == nil || latency.Delays(key) {
 		latOp := LatencyOperation(service, r)
 		g.rates.add(service+":"+latOp, g.now())
@@ -290,6 +298,19 @@ func (g *Gateway) Calls() map[string]int64 {
 	defer g.mu.RUnlock()
 	out := make(map[string]int64, len(g.calls))
 	for k, v := range g.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// CallsBy returns a copy of the per-API call counts of the requests signed
+// with accessKeyID (a principal's key, PrincipalAccessKeyID): what one
+// role's calls cost, as the simulation's fast-path cost counts them.
+func (g *Gateway) CallsBy(accessKeyID string) map[string]int64 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make(map[string]int64, len(g.callsBy[accessKeyID]))
+	for k, v := range g.callsBy[accessKeyID] {
 		out[k] = v
 	}
 	return out

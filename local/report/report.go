@@ -303,12 +303,24 @@ func (rc *Recorder) SetLambdaSeconds(d map[string]lambdas.Durations) {
 }
 
 // TimeoutWarnings names, in order, every function whose longest run took
-// more than share of its timeout, with the figures.
+// more than share of its timeout, with the figures. For a function with an
+// internal deadline (Durations.Margin) a run up to that deadline is by
+// design — it stops itself there — so the share is of the margin: it is
+// named when its longest run spent more than share of the margin past its
+// internal deadline, the part a slower day could push into the timeout.
 func TimeoutWarnings(d map[string]lambdas.Durations, share float64) []string {
 	var out []string
 	for _, name := range SortedKeys(d) {
 		f := d[name]
-		if f.Timeout > 0 && f.Max > share*f.Timeout {
+		switch {
+		case f.Timeout <= 0:
+		case f.Margin > 0:
+			past := f.Max - f.InternalDeadline()
+			if past > share*f.Margin {
+				out = append(out, fmt.Sprintf("%s: longest run %.1fs ran %.1fs past its internal deadline (%.0fs), %.0f%% of the %.0fs it keeps before its %.0fs timeout (over %.0f%%; %d of %d runs past the internal deadline)",
+					name, f.Max, past, f.InternalDeadline(), 100*past/f.Margin, f.Margin, f.Timeout, 100*share, f.PastInternalDeadline, f.Invocations))
+			}
+		case f.Max > share*f.Timeout:
 			out = append(out, fmt.Sprintf("%s: longest run %.1fs is %.0f%% of its %.0fs timeout (over %.0f%%; p99 %.1fs, %d invocations)",
 				name, f.Max, 100*f.ShareOfTimeout(), f.Timeout, 100*share, f.P99, f.Invocations))
 		}
@@ -338,8 +350,12 @@ func Slowest(d map[string]lambdas.Durations, n int) []string {
 	out := make([]string, 0, len(names))
 	for _, name := range names {
 		f := d[name]
-		out = append(out, fmt.Sprintf("%s: max %.2fs (%.1f%% of %.0fs), p99 %.2fs, p50 %.2fs, %d runs",
-			name, f.Max, 100*f.ShareOfTimeout(), f.Timeout, f.P99, f.P50, f.Invocations))
+		line := fmt.Sprintf("%s: max %.2fs (%.1f%% of %.0fs), p99 %.2fs, p50 %.2fs, %d runs",
+			name, f.Max, 100*f.ShareOfTimeout(), f.Timeout, f.P99, f.P50, f.Invocations)
+		if f.Margin > 0 {
+			line += fmt.Sprintf(", %d past its internal deadline at %.0fs", f.PastInternalDeadline, f.InternalDeadline())
+		}
+		out = append(out, line)
 	}
 	return out
 }

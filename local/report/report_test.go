@@ -117,8 +117,34 @@ func TestTimeoutWarningsAndSlowest(t *testing.T) {
 	}
 	rc := New("", time.Now())
 	rc.SetLambdaSeconds(d)
+	if len(rc.Snapshot().LambdaWarnings) != 1 {
+		t.Fatal("the recorder's warnings are not TimeoutWarnings'")
+	}
 	snap := rc.Snapshot()
 	if len(snap.LambdaSeconds) != 4 || len(snap.LambdaWarnings) != 1 {
 		t.Errorf("snapshot: %d functions, warnings %q", len(snap.LambdaSeconds), snap.LambdaWarnings)
+	}
+}
+
+// TestARunUpToItsInternalDeadlineIsNotWarned: a function that stops itself
+// 30 s before its 240 s timeout is named only when its longest run spent
+// more than 80 % of those 30 s past the stop (a slower day's timeout), not
+// for reaching the stop (210 s, 88 % of the timeout) by design.
+func TestARunUpToItsInternalDeadlineIsNotWarned(t *testing.T) {
+	at := func(max float64, past int64) map[string]lambdas.Durations {
+		return map[string]lambdas.Durations{"prepare-change": {P50: 5, P99: 200, Max: max, Timeout: 240, Invocations: 40, Margin: 30, PastInternalDeadline: past}}
+	}
+	for _, max := range []float64{209, 210.5, 234} {
+		if w := TimeoutWarnings(at(max, 1), TimeoutShare); len(w) != 0 {
+			t.Errorf("max %vs: warnings %q, want none (within 80%% of the margin)", max, w)
+		}
+	}
+	w := TimeoutWarnings(at(235, 3), TimeoutShare)
+	if len(w) != 1 || !strings.HasPrefix(w[0], "prepare-change: longest run 235.0s ran 25.0s past its internal deadline (210s), 83% of the 30s it keeps before its 240s timeout") ||
+		!strings.Contains(w[0], "3 of 40 runs past the internal deadline") {
+		t.Errorf("max 235 s: warnings %q", w)
+	}
+	if s := Slowest(at(212, 2), 1); len(s) != 1 || !strings.HasSuffix(s[0], ", 2 past its internal deadline at 210s") {
+		t.Errorf("slowest = %q", s)
 	}
 }

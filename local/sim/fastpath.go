@@ -109,6 +109,9 @@ type FastPathReport struct {
 	MissedEqualsDroppedLatest bool     `json:"missedEqualsDroppedLatest"`
 	MissedExplained           bool     `json:"missedExplained"`
 	Notes                     []string `json:"notes,omitempty"`
+	// Cost is what the fast path itself cost in the run, measured, beside
+	// the cost model's figure at the run's rate (fastpath_cost.go).
+	Cost *FastPathCost `json:"cost,omitempty"`
 }
 
 // MissedBreakdown splits the export path's publications by windows that

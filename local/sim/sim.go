@@ -701,6 +701,9 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 			totals: st.Metrics.Totals(), windows: reads, firstWindow: first, stamps: drv.stamps, lastWrite: drv.lastWrite, end: time.Now(),
 			maxNotificationDelay: w.FastPath.maxNotificationDelay(), visibilityLag: lim.VisibilityLag.D(),
 		})
+		if !at.IsZero() {
+			rep.FastPath.Cost = fastPathCost(st.FastPathUsage(), int64(st.HealthLake.SubscriptionStats().Matched), time.Since(at), st.FastPathModel())
+		}
 	}
 	rep.Verdict, rep.Explanations = judge(rep, w)
 	return rep, nil

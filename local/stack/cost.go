@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
@@ -143,4 +145,45 @@ func (s *Stack) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	}{Metrics: s.Metrics.Totals(), Cost: c}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// FastPathUsage is what the fast path used so far, measured, as the cost
+// model's cost.FastPathDaily counts it: the SQS requests its role made (the
+// mapping's receives, empty long polls included, and deletes), one send per
+// notification HealthLake put on the bus (EventBridge's target sends it to
+// the queue), the DynamoDB calls its role made (a record item per
+// invocation, a write unit per call) and the windows' strongly consistent
+// queries of the record (prepare-change's only DynamoDB queries, a read unit
+// per call), and its Lambda's requests and GB-seconds. Its PutEvents are
+// not in it: they replace the windows' PutEvents of the same versions. Nor
+// are its logs: cdc-local keeps no CloudWatch Logs, and the model's figure
+// for them stands. Zero without the fast path.
+func (s *Stack) FastPathUsage() cost.Usage {
+	if !s.opts.FastPath {
+		return cost.Usage{}
+	}
+	calls := s.Env.Gateway.CallsBy(localaws.PrincipalAccessKeyID(string(iampolicy.FastPath)))
+	own := cost.FromCalls(calls)
+	sub := s.HealthLake.SubscriptionStats()
+	u := cost.Usage{
+		SQSRequests:       own.SQSRequests + float64(sub.Bundles+sub.Handshakes),
+		DynamoWriteUnits:  own.DynamoWriteUnits,
+		DynamoReadUnits:   own.DynamoReadUnits + float64(s.Env.Gateway.CallsBy(localaws.PrincipalAccessKeyID(string(iampolicy.PrepareChange)))["dynamodb:Query"]),
+		S3PutListRequests: own.S3PutListRequests,
+		S3GetRequests:     own.S3GetRequests,
+		LambdaArm64:       true,
+	}
+	if st, ok := s.Lambdas.Stats()[FnFastPath]; ok {
+		u.LambdaRequests = float64(st.Invocations)
+		u.LambdaGBSeconds = st.DurationMs / 1000 * lambdaMemoryGB(FnFastPath)
+	}
+	return u
+}
+
+// FastPathModel is the cost model's fast path as this stack deploys it
+// (cost.DeployedFastPath with the stack's batching window).
+func (s *Stack) FastPathModel() cost.FastPathModel {
+	m := cost.DeployedFastPath()
+	m.BatchingWindowSeconds = s.deployedConfig().FastPathBatchingWindow.Seconds()
+	return m
 }

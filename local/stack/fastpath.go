@@ -135,17 +135,25 @@ func (s *Stack) registerFastPath() error {
 	if !s.opts.FastPath {
 		return nil
 	}
-	init := func() (lambdas.Environment, error) {
+	build := func() (*fastpath.Handler, error) {
 		h, err := fastpath.NewFromEnv(s.getenv(stackconfig.FastPath), s.runtime(iampolicy.FastPath))
 		if err != nil {
-			return lambdas.Environment{}, fmt.Errorf("stack: fast path: %w", err)
+			return nil, fmt.Errorf("stack: fast path: %w", err)
+		}
+		return h, nil
+	}
+	init := func() (lambdas.Environment, error) {
+		h, err := build()
+		if err != nil {
+			return lambdas.Environment{}, err
 		}
 		return lambdas.Environment{Handler: h.Handle, Shutdown: h.Shutdown}, nil
 	}
-	if _, err := init(); err != nil {
+	checked, err := build()
+	if err != nil {
 		return err
 	}
-	if err := s.Lambdas.RegisterEnvironments(FnFastPath, init); err != nil {
+	if err := s.Lambdas.RegisterEnvironments(FnFastPath, init, lambdas.WithDeadlineMargin(checked.DeadlineMargin())); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -288,5 +289,45 @@ func TestFastPathMappingWaitsAtVeryLowTrafficByDefault(t *testing.T) {
 		if _, err := esm.New(sqs.NewFromConfig(aws.Config{Region: "us-east-1"}), inv, cfg); err != nil {
 			t.Errorf("option %s: the mapping refused the deployed settings: %v", c.opt, err)
 		}
+	}
+}
+
+// TestFastPathUsageCountsWhatItsDeliveriesUsed: FastPathUsage, the
+// simulation's measured fast-path cost, grows with three notified upserts
+// by a send each, the mapping's receives and deletes, one invocation and
+// one record item (a write) per batch, and the next window's read of the
+// record; without the fast path it is zero.
+func TestFastPathUsageCountsWhatItsDeliveriesUsed(t *testing.T) {
+	t.Parallel()
+	if u := (&Stack{}).FastPathUsage(); u != (cost.Usage{}) {
+		t.Errorf("without the fast path: %+v", u)
+	}
+	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{})
+	committed(t, st)
+	waitActive(t, st)
+	committed(t, st)
+	time.Sleep(time.Second) // the probes' batches answered
+	before, sent := st.FastPathUsage(), st.HealthLake.SubscriptionStats().Bundles
+	for i := range 3 {
+		id := fmt.Sprintf("fp-cost-%d", i)
+		waitDelivered(t, st, events.EventID("Patient", id, putPatient(t, st, id)), 1)
+	}
+	committed(t, st)
+	time.Sleep(time.Second)
+	after := st.FastPathUsage()
+	d := func(f func(cost.Usage) float64) float64 { return f(after) - f(before) }
+	invocations := d(func(u cost.Usage) float64 { return u.LambdaRequests })
+	if invocations < 1 || invocations > 3 || d(func(u cost.Usage) float64 { return u.LambdaGBSeconds }) <= 0 {
+		t.Errorf("Lambda: %v invocations, %v GB-s more; want 1–3 and some", invocations, d(func(u cost.Usage) float64 { return u.LambdaGBSeconds }))
+	}
+	if w := d(func(u cost.Usage) float64 { return u.DynamoWriteUnits }); w != invocations {
+		t.Errorf("%v record writes for %v invocations, want one each", w, invocations)
+	}
+	if r := d(func(u cost.Usage) float64 { return u.DynamoReadUnits }); r < 1 {
+		t.Errorf("the window read the record with %v queries", r)
+	}
+	sends := float64(st.HealthLake.SubscriptionStats().Bundles - sent)
+	if sqs := d(func(u cost.Usage) float64 { return u.SQSRequests }); sends != 3 || sqs < sends+2*invocations {
+		t.Errorf("SQS: %v requests more for %v sends and %v invocations; want at least a send each, a receive and a delete per batch", sqs, sends, invocations)
 	}
 }

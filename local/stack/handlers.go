@@ -13,6 +13,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runctl"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
 )
 
 // lambdaEnv is the environment the CDK app gives the named Lambda
@@ -105,7 +106,7 @@ func (s *Stack) registerHandlers(_ context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
-	if err := s.Lambdas.Register(FnPrepareChange, ph.Invoke); err != nil {
+	if err := s.Lambdas.Register(FnPrepareChange, ph.Invoke, lambdas.WithDeadlineMargin(ph.DeadlineMargin())); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 

@@ -8,6 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
@@ -73,4 +76,29 @@ func TestLatencyModelIsPartOfEachLambdasDuration(t *testing.T) {
 			t.Errorf("the window took %v, less than its run-lock invocations' overheads", took)
 		}
 	})
+}
+
+// TestFunctionsDeclareTheirInternalDeadlines: the functions that stop
+// themselves before their timeout report the margin their handler was
+// built with (so the reports' timeout warnings measure the time past it):
+// prepare-change's from CDC_DEADLINE_MARGIN, reconcile's and the fast
+// path's their defaults; the others have none.
+func TestFunctionsDeclareTheirInternalDeadlines(t *testing.T) {
+	st := startStack(t, func(o *Options) {
+		o.FastPath = true
+		o.LambdaEnv = map[string]string{stackconfig.EnvDeadlineMargin: "45s"}
+	})
+	d := st.Lambdas.Durations()
+	for fn, want := range map[string]float64{
+		FnPrepareChange: 45,
+		FnReconcile:     reconcile.DefaultDeadlineMargin.Seconds(),
+		FnFastPath:      fastpath.DefaultDeadlineMargin.Seconds(),
+		FnRunLock:       0,
+		FnStartExport:   0,
+		FnCheckExport:   0,
+	} {
+		if got := d[fn]; got.Margin != want || got.Timeout == 0 {
+			t.Errorf("%s = %+v, want margin %vs", fn, got, want)
+		}
+	}
 }

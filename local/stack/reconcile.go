@@ -18,6 +18,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
 	"github.com/healthlake-cdc/healthlake-cdc/local/iam"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas"
 	"github.com/healthlake-cdc/healthlake-cdc/statemachine"
 )
 
@@ -48,7 +49,7 @@ func (s *Stack) registerReconcile() error {
 	if err != nil {
 		return fmt.Errorf("stack: reconcile: %w", err)
 	}
-	if err := s.Lambdas.Register(FnReconcile, h.Handle); err != nil {
+	if err := s.Lambdas.Register(FnReconcile, h.Handle, lambdas.WithDeadlineMargin(h.DeadlineMargin())); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 	return nil

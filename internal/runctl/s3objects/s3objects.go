@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 // GetObjectAPI is the part of the S3 client Opener uses.
@@ -23,7 +23,7 @@ type Opener struct {
 }
 
 // Open returns the body of s3://bucket/key, read on past a connection S3
-// ends part way (internal/s3read); the caller closes it.
+// ends part way (pkg/s3read); the caller closes it.
 func (o Opener) Open(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
 	body, err := s3read.Object(ctx, o.Client, bucket, key)
 	if err != nil {

@@ -5,7 +5,7 @@
 //
 // A body S3 ends part way ("unexpected EOF", a reset) is read on from the
 // byte it reached, of the same object version, as the pipeline reads its
-// own objects (internal/s3read): the SDK's retries end when a response's
+// own objects (pkg/s3read): the SDK's retries end when a response's
 // headers arrive, and without this a large claim-checked resource would
 // fail its message on a cut connection.
 package s3getter
@@ -19,8 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 // ErrNotFound is wrapped when the object does not exist (S3 NoSuchKey): a

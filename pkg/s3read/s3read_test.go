@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/s3read"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws/localawstest"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
 const bucket, key = "art", "index/big.tsv"

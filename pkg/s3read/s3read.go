@@ -1,11 +1,12 @@
 // Package s3read opens S3 objects, whole or a byte range of them, as one
 // stream that survives a connection S3 ends part way: the body is read on
-// from the byte it reached, of the same object version (internal/resume).
+// from the byte it reached, of the same object version (pkg/resume).
 //
-// Every reader of the pipeline's own objects goes through it. The SDK's
-// retries end when a response's headers arrive, so before it a body cut
-// short ("unexpected EOF", a reset) failed the Lambda that read it, and
-// Step Functions ran the whole task again.
+// Every reader of the pipeline's own objects goes through it, and so do
+// consumers' claim-check reads (pkg/cdcevent/s3getter). The SDK's retries
+// end when a response's headers arrive, so before it a body cut short
+// ("unexpected EOF", a reset) failed the Lambda that read it, and Step
+// Functions ran the whole task again.
 package s3read
 
 import (
@@ -16,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/resume"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/resume"
 )
 
 // GetObjectAPI is the part of the S3 client a read uses.

@@ -16,7 +16,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/backoff"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
 
 // Opener opens the object at offset (bytes from where the first body
