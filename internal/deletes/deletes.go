@@ -30,7 +30,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/indexobject"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -44,7 +44,7 @@ const Action = "deletes"
 
 // HistoryAPI is the part of the HealthLake client the scan uses.
 type HistoryAPI interface {
-	TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]healthlake.HistoryEntry, string, error)
+	TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]fhirrest.HistoryEntry, string, error)
 }
 
 // S3API is the part of the S3 client the scan uses (the delivered index).
@@ -307,7 +307,7 @@ type scan struct {
 	pubCtx   context.Context // publishing may outlast the reading deadline
 	mu       sync.Mutex
 	seen     map[string]bool
-	found    []healthlake.HistoryEntry // deletes to publish, in the order found
+	found    []fhirrest.HistoryEntry // deletes to publish, in the order found
 	record   []delivered.Entry
 	totals   Totals
 	progress int64 // pages read by this invocation
@@ -375,7 +375,7 @@ func (s *scan) readType(ctx context.Context, tc *TypeCursor) bool {
 			s.settle(ts, false)
 			return false
 		}
-		var entries []healthlake.HistoryEntry
+		var entries []fhirrest.HistoryEntry
 		var link string
 		err := s.f.reads.Do(ctx, -1, func(ctx context.Context) (err error) {
 			if s.failed() {
@@ -428,17 +428,17 @@ func (s *scan) readType(ctx context.Context, tc *TypeCursor) bool {
 // resource with a DELETE in the window, its newest DELETE, and whether its
 // oldest version in the window (so far) created it.
 type typeScan struct {
-	deletes map[string]healthlake.HistoryEntry
+	deletes map[string]fhirrest.HistoryEntry
 	created map[string]bool
 	order   []string
 }
 
 func newTypeScan() *typeScan {
-	return &typeScan{deletes: map[string]healthlake.HistoryEntry{}, created: map[string]bool{}}
+	return &typeScan{deletes: map[string]fhirrest.HistoryEntry{}, created: map[string]bool{}}
 }
 
 // add takes one in-window entry; entries come newest first.
-func (ts *typeScan) add(e healthlake.HistoryEntry) {
+func (ts *typeScan) add(e fhirrest.HistoryEntry) {
 	if e.Deleted {
 		if _, ok := ts.deletes[e.ID]; !ok {
 			ts.deletes[e.ID] = e
@@ -491,7 +491,7 @@ func (s *scan) fail(err error) {
 // publish queues the delete event of one DELETE entry (once per
 // invocation); publishAll sends them after the reading, from one goroutine,
 // so no reader ever waits on the publisher's pacing while holding a lock.
-func (s *scan) publish(e healthlake.HistoryEntry) error {
+func (s *scan) publish(e fhirrest.HistoryEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := events.EventID(e.ResourceType, e.ID, e.VersionID)

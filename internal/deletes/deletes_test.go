@@ -21,7 +21,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/deletes"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
@@ -43,7 +43,7 @@ type rig struct {
 	sink  *fakeeventbridge.MemorySink
 	ds    *fakehealthlake.Datastore
 	hle   *fakehealthlake.Emulator
-	hc    *healthlake.Client
+	hc    *fhirrest.Client
 	eb    *eventbridge.Client
 	clock *clock
 }
@@ -76,7 +76,7 @@ func newRig(t *testing.T) *rig {
 	if _, err := s3c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
-	hc, err := healthlake.NewFromConfig(cfg, env.URL)
+	hc, err := fhirrest.NewFromConfig(cfg, env.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ type countingHistory struct {
 	calls int
 }
 
-func (c *countingHistory) TypeHistoryPage(ctx context.Context, ds, typ string, since time.Time, count int, next string) ([]healthlake.HistoryEntry, string, error) {
+func (c *countingHistory) TypeHistoryPage(ctx context.Context, ds, typ string, since time.Time, count int, next string) ([]fhirrest.HistoryEntry, string, error) {
 	c.mu.Lock()
 	c.calls++
 	c.mu.Unlock()
@@ -370,7 +370,7 @@ type failingHistory struct {
 	failType string
 }
 
-func (f *failingHistory) TypeHistoryPage(ctx context.Context, ds, typ string, since time.Time, count int, next string) ([]healthlake.HistoryEntry, string, error) {
+func (f *failingHistory) TypeHistoryPage(ctx context.Context, ds, typ string, since time.Time, count int, next string) ([]fhirrest.HistoryEntry, string, error) {
 	if typ == f.failType {
 		return nil, "", errors.New("history of " + typ + ": answer is not a JSON Bundle")
 	}
@@ -543,7 +543,7 @@ type slowPages struct {
 	pause time.Duration
 }
 
-func (s slowPages) TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]healthlake.HistoryEntry, string, error) {
+func (s slowPages) TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]fhirrest.HistoryEntry, string, error) {
 	entries, link, err := s.HistoryAPI.TypeHistoryPage(ctx, datastoreID, resourceType, since, count, next)
 	time.Sleep(s.pause)
 	return entries, link, err

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -57,7 +57,7 @@ func (c *Canceller) CancelRunExport(ctx context.Context, runID string) error {
 		return fmt.Errorf("cancel export of run %s: %w", runID, err)
 	}
 	for _, j := range jobs {
-		if j.id == entry.JobID || !healthlake.Running(j.status) {
+		if j.id == entry.JobID || !fhirrest.Running(j.status) {
 			continue
 		}
 		if _, err := c.cancelJob(ctx, runID, j.id); err != nil && firstErr == nil {
@@ -71,18 +71,18 @@ func (c *Canceller) CancelRunExport(ctx context.Context, runID string) error {
 // record ("" when the job is unknown).
 func (c *Canceller) cancelJob(ctx context.Context, runID, jobID string) (string, error) {
 	job, err := c.d.Export.DescribeExport(ctx, c.cfg.DatastoreID, jobID)
-	if healthlake.IsNotFound(err) {
+	if fhirrest.IsNotFound(err) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("cancel export of run %s: %w", runID, err)
 	}
-	if !healthlake.Running(job.JobStatus) {
+	if !fhirrest.Running(job.JobStatus) {
 		return job.JobStatus, nil
 	}
 	if err := c.d.Export.CancelExport(ctx, c.cfg.DatastoreID, jobID); err != nil {
 		return "", fmt.Errorf("cancel export job %s of run %s: %w", jobID, runID, err)
 	}
 	c.log.InfoContext(ctx, "export cancelled", "runId", runID, "jobId", jobID)
-	return healthlake.StatusCancelSubmitted, nil
+	return fhirrest.StatusCancelSubmitted, nil
 }

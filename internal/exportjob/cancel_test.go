@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 func (w *world) canceller() *exportjob.Canceller {
@@ -69,7 +69,7 @@ func TestCancelRunExportFindsAnUnrecordedJobByName(t *testing.T) {
 	w := newWorld(t, nil)
 	ctx := context.Background()
 	putLedger(t, w, "run-c3", map[string]string{"status": "CLAIMED", "claimant": "m1", "claimedAt": "2026-11-21T10:04:00.000Z"})
-	out, err := w.deps.Export.StartExport(ctx, healthlake.StartExportInput{
+	out, err := w.deps.Export.StartExport(ctx, fhirrest.StartExportInput{
 		DatastoreID: dsID, JobName: exportjob.JobName("run-c3"), S3URI: "s3://artifacts/exports/", DataAccessRoleARN: "arn:aws:iam::0:role/r",
 	})
 	if err != nil {

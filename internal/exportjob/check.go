@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -96,7 +96,7 @@ func (h *CheckHandler) check(ctx context.Context, msg RecheckMessage, requeue bo
 
 	job, err := h.d.Export.DescribeExport(ctx, msg.DatastoreID, msg.JobID)
 	if err != nil {
-		if healthlake.IsRetryable(err) {
+		if fhirrest.IsRetryable(err) {
 			return fmt.Errorf("describe export job %s: %w", msg.JobID, err)
 		}
 		log.ErrorContext(ctx, "export job cannot be described", "error", err.Error())
@@ -105,24 +105,24 @@ func (h *CheckHandler) check(ctx context.Context, msg RecheckMessage, requeue bo
 	log = log.With("status", job.JobStatus)
 
 	switch job.JobStatus {
-	case healthlake.StatusCompleted:
+	case fhirrest.StatusCompleted:
 		return h.complete(ctx, msg, job)
-	case healthlake.StatusCompletedWithErrors:
+	case fhirrest.StatusCompletedWithErrors:
 		if h.cfg.ErrorsPolicy == ErrorsStrict {
 			return h.failRun(ctx, msg, job.JobStatus, ErrExportCompletedWithErrors, completedWithErrorsCause(job))
 		}
 		log.WarnContext(ctx, "export completed with errors; publishing the good files and quarantining the errors", "errorFiles", len(job.Errors))
 		return h.complete(ctx, msg, job)
-	case healthlake.StatusFailed:
+	case fhirrest.StatusFailed:
 		return h.failRun(ctx, msg, job.JobStatus, ErrExportFailed, jobCause(job))
-	case healthlake.StatusCancelSubmitted, healthlake.StatusCancelInProgress, healthlake.StatusCancelCompleted:
+	case fhirrest.StatusCancelSubmitted, fhirrest.StatusCancelInProgress, fhirrest.StatusCancelCompleted:
 		return h.failRun(ctx, msg, job.JobStatus, ErrExportCancelled, jobCause(job))
-	case healthlake.StatusCancelFailed:
+	case fhirrest.StatusCancelFailed:
 		return h.failRun(ctx, msg, job.JobStatus, ErrExportCancelFailed, jobCause(job))
 	}
 
 	// SUBMITTED, QUEUED, IN_PROGRESS (and any status AWS may add): wait more.
-	if job.JobStatus == healthlake.StatusQueued {
+	if job.JobStatus == fhirrest.StatusQueued {
 		// Behind another job of the account in HealthLake's one export slot.
 		log.InfoContext(ctx, "export queued behind another job of the account", "waitedSeconds", int(waited.Seconds()))
 		_ = h.d.Metrics.Emit([]metrics.Value{metrics.Seconds(metrics.ExportQueuedSeconds, waited)}, nil,
@@ -191,7 +191,7 @@ func (h *CheckHandler) failRun(ctx context.Context, msg RecheckMessage, status, 
 	if err != nil {
 		return err
 	}
-	if stale && (status == "" || healthlake.Running(status)) && !h.superseded(ctx, msg.RunID, msg.TaskToken) {
+	if stale && (status == "" || fhirrest.Running(status)) && !h.superseded(ctx, msg.RunID, msg.TaskToken) {
 		h.cancelIfRunning(ctx, msg.RunID, msg.DatastoreID, msg.JobID)
 	}
 	logging.Run(h.log, msg.ExecutionID, msg.RunID, msg.JobID, msg.Window.String()).InfoContext(ctx, "run failed", "error", name, "staleToken", stale)
@@ -203,7 +203,7 @@ func (h *CheckHandler) failRun(ctx context.Context, msg RecheckMessage, status, 
 	return nil
 }
 
-func jobCause(job *healthlake.ExportJob) string {
+func jobCause(job *fhirrest.ExportJob) string {
 	msg := job.Message
 	if msg == "" {
 		msg = "no message"
@@ -211,7 +211,7 @@ func jobCause(job *healthlake.ExportJob) string {
 	return fmt.Sprintf("export job %s is %s: %s", job.JobID, job.JobStatus, msg)
 }
 
-func completedWithErrorsCause(job *healthlake.ExportJob) string {
+func completedWithErrorsCause(job *fhirrest.ExportJob) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "export job %s is COMPLETED_WITH_ERRORS", job.JobID)
 	if job.Message != "" {
@@ -233,8 +233,8 @@ func completedWithErrorsCause(job *healthlake.ExportJob) string {
 // complete quarantines the entries of the job's error files (a job that
 // completed with errors), plans the manifest, writes its parts and answers
 // SendTaskSuccess with the first part (contract C2).
-func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *healthlake.ExportJob) error {
-	withErrors := job.JobStatus == healthlake.StatusCompletedWithErrors
+func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *fhirrest.ExportJob) error {
+	withErrors := job.JobStatus == fhirrest.StatusCompletedWithErrors
 	var errorEntries int64
 	if withErrors {
 		n, err := h.quarantineExportErrors(ctx, msg.RunID, job)

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -283,10 +283,10 @@ func (c Config) require(names ...string) error {
 // Small interfaces over the AWS clients, satisfied by the SDK v2 clients.
 
 // ExportAPI starts, describes and cancels HealthLake exports
-// (*healthlake.Client satisfies it).
+// (*fhirrest.Client satisfies it).
 type ExportAPI interface {
-	StartExport(ctx context.Context, in healthlake.StartExportInput) (*healthlake.StartExportOutput, error)
-	DescribeExport(ctx context.Context, datastoreID, jobID string) (*healthlake.ExportJob, error)
+	StartExport(ctx context.Context, in fhirrest.StartExportInput) (*fhirrest.StartExportOutput, error)
+	DescribeExport(ctx context.Context, datastoreID, jobID string) (*fhirrest.ExportJob, error)
 	CancelExport(ctx context.Context, datastoreID, jobID string) error
 }
 
@@ -388,7 +388,7 @@ func NewCancellerFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Canc
 // NewDeps builds the real clients from an AWS configuration. The HealthLake
 // REST client and the SDK client both use cfg.HealthLakeEndpoint when set.
 func NewDeps(awsCfg aws.Config, cfg Config) (Deps, error) {
-	hl, err := healthlake.NewFromConfig(awsCfg, cfg.HealthLakeEndpoint)
+	hl, err := fhirrest.NewFromConfig(awsCfg, cfg.HealthLakeEndpoint)
 	if err != nil {
 		return Deps{}, fmt.Errorf("build HealthLake client: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 // IsStaleToken reports whether a Step Functions answer says the task is gone:
@@ -120,7 +120,7 @@ func (c *core) superseded(ctx context.Context, runID, token string) bool {
 // job's status when the job had already ended (nothing to cancel), else "".
 func (c *core) cancelIfRunning(ctx context.Context, runID, datastoreID, jobID string) (ended string) {
 	job, err := c.d.Export.DescribeExport(ctx, datastoreID, jobID)
-	if err == nil && !healthlake.Running(job.JobStatus) {
+	if err == nil && !fhirrest.Running(job.JobStatus) {
 		_ = c.ledger.SetStatus(ctx, runID, job.JobStatus)
 		return job.JobStatus
 	}
@@ -129,7 +129,7 @@ func (c *core) cancelIfRunning(ctx context.Context, runID, datastoreID, jobID st
 		return ""
 	}
 	c.log.InfoContext(ctx, "export cancelled", "runId", runID, "jobId", jobID)
-	if err := c.ledger.SetStatus(ctx, runID, healthlake.StatusCancelSubmitted); err != nil {
+	if err := c.ledger.SetStatus(ctx, runID, fhirrest.StatusCancelSubmitted); err != nil {
 		c.log.WarnContext(ctx, "ledger status not recorded", "runId", runID, "error", err.Error())
 	}
 	return ""

@@ -16,7 +16,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
 
@@ -82,7 +82,7 @@ func fhirCode(s string) bool {
 // entries it quarantined. S3 errors are returned for a retry (the objects are
 // rewritten whole, so a retry never duplicates records); an error file that
 // does not exist is a *ManifestError.
-func (h *CheckHandler) quarantineExportErrors(ctx context.Context, runID string, job *healthlake.ExportJob) (int64, error) {
+func (h *CheckHandler) quarantineExportErrors(ctx context.Context, runID string, job *fhirrest.ExportJob) (int64, error) {
 	var total int64
 	for _, f := range job.Errors {
 		bucket, key, err := ParseS3URL(f.URL)

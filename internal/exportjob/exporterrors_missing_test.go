@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/local/iam"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -91,7 +91,7 @@ func TestAnOutputFileOutsideTheListingIsSizedByItsKey(t *testing.T) {
 	outside := iampolicy.PrefixExports + "moved/Observation/Observation-1-1-0.ndjson"
 	putObject(t, admin, inside, "{}\n")
 	putObject(t, admin, outside, strings.Repeat("{}\n", 20_000))
-	job := &healthlake.ExportJob{JobID: "j1", DatastoreID: "ds", S3URI: "s3://" + bucket + "/" + iampolicy.PrefixExports, Output: []healthlake.OutputFile{
+	job := &fhirrest.ExportJob{JobID: "j1", DatastoreID: "ds", S3URI: "s3://" + bucket + "/" + iampolicy.PrefixExports, Output: []fhirrest.OutputFile{
 		{Type: "Patient", URL: "s3://" + bucket + "/" + inside},
 		{Type: "Observation", URL: "s3://" + bucket + "/" + outside},
 	}}
@@ -106,7 +106,7 @@ func TestAnOutputFileOutsideTheListingIsSizedByItsKey(t *testing.T) {
 		"a file S3 does not hold":           iampolicy.PrefixExports + "moved/Observation/Observation-2-1-0.ndjson",
 		"a file outside the listing prefix": "elsewhere/Observation/Observation-1-1-0.ndjson",
 	} {
-		job.Output = []healthlake.OutputFile{{Type: "Observation", URL: "s3://" + bucket + "/" + key}}
+		job.Output = []fhirrest.OutputFile{{Type: "Observation", URL: "s3://" + bucket + "/" + key}}
 		_, err := BuildManifest(ctx, role, job, 0)
 		var me *ManifestError
 		if !errors.As(err, &me) {

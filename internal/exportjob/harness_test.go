@@ -28,7 +28,7 @@ import (
 
 	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
@@ -118,7 +118,7 @@ func newWorld(t *testing.T, mutate func(*exportjob.Config)) *world {
 	}
 	w.queueURL = aws.ToString(q.QueueUrl)
 
-	hl, err := healthlake.New(healthlake.Options{
+	hl, err := fhirrest.New(fhirrest.Options{
 		Endpoint: env.URL, Region: env.Region, Credentials: awsCfg.Credentials, MaxAttempts: 3,
 		Sleep: func(context.Context, time.Duration) error { return nil },
 	})

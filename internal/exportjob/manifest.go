@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
@@ -47,7 +47,7 @@ func ParseS3URL(raw string) (bucket, key string, err error) {
 // that a large one is still cut into ranges (manifest.Plan); one S3 does
 // not hold, or that check-export may not list, is a *ManifestError.
 // Without a store (or an s3Uri) sizes are 0, unknown.
-func BuildManifest(ctx context.Context, store ObjectStore, job *healthlake.ExportJob, pageSize int32) ([]manifest.File, error) {
+func BuildManifest(ctx context.Context, store ObjectStore, job *fhirrest.ExportJob, pageSize int32) ([]manifest.File, error) {
 	errorKeys := map[string]bool{}
 	for _, f := range job.Errors {
 		if b, k, err := ParseS3URL(f.URL); err == nil {
@@ -124,7 +124,7 @@ func listKey(ctx context.Context, store ObjectStore, bucket, key string) (size i
 
 // listJobFolder lists the job's folder: its resource files (sorted by key)
 // and the size of every object by "bucket/key".
-func listJobFolder(ctx context.Context, store ObjectStore, job *healthlake.ExportJob, pageSize int32, skip map[string]bool) ([]manifest.File, map[string]int64, error) {
+func listJobFolder(ctx context.Context, store ObjectStore, job *fhirrest.ExportJob, pageSize int32, skip map[string]bool) ([]manifest.File, map[string]int64, error) {
 	files := []manifest.File{}
 	sizes := map[string]int64{}
 	bucket, prefix, err := jobPrefix(job)
@@ -164,7 +164,7 @@ func listJobFolder(ctx context.Context, store ObjectStore, job *healthlake.Expor
 
 // jobPrefix is the job's folder: the job's s3Uri, with
 // "{datastoreId}-FHIR_EXPORT-{jobId}/" appended unless it already ends there.
-func jobPrefix(job *healthlake.ExportJob) (bucket, prefix string, err error) {
+func jobPrefix(job *fhirrest.ExportJob) (bucket, prefix string, err error) {
 	bucket, prefix, err = ParseS3URL(job.S3URI)
 	if err != nil {
 		return "", "", err

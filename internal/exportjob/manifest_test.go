@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 func TestBuildManifestListsTheJobFolderPageByPage(t *testing.T) {
@@ -31,7 +31,7 @@ func TestBuildManifestListsTheJobFolderPageByPage(t *testing.T) {
 	put(t, w, folder+"Observation/Observation-5-1-0.ndjson")
 	put(t, w, folder+"manifest.json")                                     // not an NDJSON file
 	put(t, w, "exports/ds1-FHIR_EXPORT-j10/Patient/Patient-1-1-0.ndjson") // another job
-	job := &healthlake.ExportJob{JobID: "j9", DatastoreID: dsID, JobStatus: "COMPLETED", S3URI: "s3://artifacts/exports/"}
+	job := &fhirrest.ExportJob{JobID: "j9", DatastoreID: dsID, JobStatus: "COMPLETED", S3URI: "s3://artifacts/exports/"}
 	before := w.calls("s3:ListObjects")
 	items, err := exportjob.BuildManifest(ctx, w.s3, job, 2)
 	if err != nil {
@@ -72,7 +72,7 @@ func put(t *testing.T, w *world, key string) {
 }
 
 func TestBuildManifestUsesOutputURLsWithoutSplittingWords(t *testing.T) {
-	job := &healthlake.ExportJob{JobID: "j", Output: []healthlake.OutputFile{
+	job := &fhirrest.ExportJob{JobID: "j", Output: []fhirrest.OutputFile{
 		{Type: "Patient", URL: "s3://my-bucket/exports/ds-FHIR_EXPORT-j/Patient/Patient-1-1-0.ndjson"},
 		{Type: "Observation", URL: "s3://my-bucket/a%20b/s3:/Observation/Observation-1-1-0.ndjson"},
 	}}
@@ -85,7 +85,7 @@ func TestBuildManifestUsesOutputURLsWithoutSplittingWords(t *testing.T) {
 	if mustJSON(items) != want {
 		t.Errorf("items = %s", mustJSON(items))
 	}
-	job.Output = []healthlake.OutputFile{{Type: "Patient", URL: "https://my-bucket.s3.amazonaws.com/x.ndjson"}}
+	job.Output = []fhirrest.OutputFile{{Type: "Patient", URL: "https://my-bucket.s3.amazonaws.com/x.ndjson"}}
 	_, err = exportjob.BuildManifest(context.Background(), nil, job, 0)
 	var me *exportjob.ManifestError
 	if !errors.As(err, &me) {
@@ -104,7 +104,7 @@ func TestCheckBadOutputURLFailsWithManifestFailed(t *testing.T) {
 			`"output":[{"type":"Patient","url":"https://artifacts.s3.amazonaws.com/exports/Patient-1.ndjson"}]}`, m.JobID)
 	}))
 	defer srv.Close()
-	hl, err := healthlake.New(healthlake.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: w.env.Config().Credentials})
+	hl, err := fhirrest.New(fhirrest.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: w.env.Config().Credentials})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 // A POST $export that HealthLake accepted but answered with a 5xx, retried
@@ -56,7 +56,7 @@ func TestCancelRunExportCancelsByNameEvenAfterStartFailed(t *testing.T) {
 	w := newWorld(t, nil)
 	ctx := context.Background()
 	putLedger(t, w, "run-sf", map[string]string{"status": "START_FAILED", "claimant": "m1", "claimedAt": "2026-11-21T10:04:00.000Z"})
-	out, err := w.deps.Export.StartExport(ctx, healthlake.StartExportInput{
+	out, err := w.deps.Export.StartExport(ctx, fhirrest.StartExportInput{
 		DatastoreID: dsID, JobName: exportjob.JobName("run-sf"), S3URI: "s3://artifacts/exports/", DataAccessRoleARN: "arn:aws:iam::000000000000:role/r",
 	})
 	if err != nil {
@@ -76,7 +76,7 @@ func TestCancelRunExportCancelsTheRecordedJobAndItsSiblings(t *testing.T) {
 	w := newWorld(t, nil)
 	ctx := context.Background()
 	_, m := w.startedRun("run-two")
-	other, err := w.deps.Export.StartExport(ctx, healthlake.StartExportInput{
+	other, err := w.deps.Export.StartExport(ctx, fhirrest.StartExportInput{
 		DatastoreID: dsID, JobName: exportjob.JobName("run-two"), S3URI: "s3://artifacts/exports/", DataAccessRoleARN: "arn:aws:iam::000000000000:role/r",
 	})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
@@ -167,7 +167,7 @@ func (h *StartHandler) claim(ctx context.Context, runID, messageID string) error
 // with HealthLake. ok is false when the record is done with; err is then what
 // handleRecord returns.
 func (h *StartHandler) exportJob(ctx context.Context, log *slog.Logger, msg StartMessage, found bool) (job startedJob, ok bool, err error) {
-	job = startedJob{name: JobName(msg.RunID), status: healthlake.StatusSubmitted, startedAt: h.d.Now().UTC()}
+	job = startedJob{name: JobName(msg.RunID), status: fhirrest.StatusSubmitted, startedAt: h.d.Now().UTC()}
 	if found {
 		if err = h.adoptJob(ctx, log, &job); err != nil {
 			return job, false, err
@@ -204,7 +204,7 @@ func (h *StartHandler) adoptJob(ctx context.Context, log *slog.Logger, job *star
 // fills in job's id, status and retried. ok is false when the export did not
 // start: err is then the retryable error, or the outcome of the refusal path.
 func (h *StartHandler) startExport(ctx context.Context, log *slog.Logger, msg StartMessage, job *startedJob) (ok bool, err error) {
-	out, err := h.d.Export.StartExport(ctx, healthlake.StartExportInput{
+	out, err := h.d.Export.StartExport(ctx, fhirrest.StartExportInput{
 		DatastoreID:       h.cfg.DatastoreID,
 		JobName:           job.name,
 		Since:             exportSince(msg.Window),
@@ -214,7 +214,7 @@ func (h *StartHandler) startExport(ctx context.Context, log *slog.Logger, msg St
 		DataAccessRoleARN: h.cfg.ExportRoleARN,
 	})
 	if err != nil {
-		if healthlake.IsRetryable(err) {
+		if fhirrest.IsRetryable(err) {
 			// The record goes back to SQS; its next delivery finds a job
 			// an ambiguous attempt started by name and adopts it, and the
 			// run's failure path cancels it by name.
@@ -224,7 +224,7 @@ func (h *StartHandler) startExport(ctx context.Context, log *slog.Logger, msg St
 	}
 	job.id, job.status, job.retried = out.JobID, out.JobStatus, out.Retried
 	if job.status == "" {
-		job.status = healthlake.StatusSubmitted
+		job.status = fhirrest.StatusSubmitted
 	}
 	log.InfoContext(ctx, "export started", "jobId", job.id)
 	return true, nil
@@ -238,7 +238,7 @@ func (h *StartHandler) exportRefused(ctx context.Context, log *slog.Logger, msg 
 	if serr := h.ledger.SetStatus(ctx, msg.RunID, LedgerStartFailed); serr != nil {
 		log.WarnContext(ctx, "ledger status not recorded", "error", serr.Error())
 	}
-	if healthlake.MayHaveActed(err) {
+	if fhirrest.MayHaveActed(err) {
 		// A retried POST ended in a refusal, but an earlier attempt
 		// may have started a job nobody will poll: cancel it.
 		h.cancelSiblings(ctx, log, jobName, "")
@@ -320,7 +320,7 @@ func (h *StartHandler) cancelSiblings(ctx context.Context, log *slog.Logger, job
 		return
 	}
 	for _, j := range jobs {
-		if j.id == keep || !healthlake.Running(j.status) {
+		if j.id == keep || !fhirrest.Running(j.status) {
 			continue
 		}
 		if err := h.d.Export.CancelExport(ctx, h.cfg.DatastoreID, j.id); err != nil {

@@ -16,7 +16,7 @@ import (
 
 	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 func TestStartStartsExportRecordsItAndQueuesFirstRecheck(t *testing.T) {
@@ -137,7 +137,7 @@ func TestStartRecoversExportStartedBeforeACrash(t *testing.T) {
 	// An earlier invocation claimed the run 10 minutes ago, started the
 	// export, and died before recording it.
 	putLedger(t, w, "run-crash", map[string]string{"status": "CLAIMED", "claimant": "m-old", "claimedAt": "2026-11-21T09:55:00.000Z"})
-	out, err := w.deps.Export.StartExport(ctx, healthlake.StartExportInput{
+	out, err := w.deps.Export.StartExport(ctx, fhirrest.StartExportInput{
 		DatastoreID: dsID, JobName: exportjob.JobName("run-crash"), S3URI: "s3://artifacts/exports/", DataAccessRoleARN: "arn:aws:iam::0:role/r",
 	})
 	if err != nil {
@@ -358,7 +358,7 @@ func TestJobNameIsDeterministicAndValid(t *testing.T) {
 func TestStartCancelsAnotherRunningJobWithTheRunsName(t *testing.T) {
 	w := newWorld(t, nil)
 	ctx := context.Background()
-	orphan, err := w.deps.Export.StartExport(ctx, healthlake.StartExportInput{
+	orphan, err := w.deps.Export.StartExport(ctx, fhirrest.StartExportInput{
 		DatastoreID: dsID, JobName: exportjob.JobName("run-dup"), Since: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
 		S3URI: "s3://" + bucket + "/exports/", DataAccessRoleARN: w.cfg.ExportRoleARN,
 	})
@@ -379,7 +379,7 @@ func TestStartCancelsAnotherRunningJobWithTheRunsName(t *testing.T) {
 	if j, _ := w.hl.Job(orphan.JobID); j.Status != "CANCEL_SUBMITTED" {
 		t.Errorf("orphan job status %q, want CANCEL_SUBMITTED", j.Status)
 	}
-	if j, _ := w.hl.Job(kept); !healthlake.Running(j.Status) {
+	if j, _ := w.hl.Job(kept); !fhirrest.Running(j.Status) {
 		t.Errorf("the run's own job is %q, want it running", j.Status)
 	}
 	if !contains(w.logs.String(), "cancelled a duplicate export job", orphan.JobID) {

@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 // When Step Functions retries WaitForExport (its sqs:sendMessage failed with
@@ -51,7 +51,7 @@ func TestStartMessageWithANewTokenMovesThePollingToIt(t *testing.T) {
 	}
 
 	// The first chain's check finds its token dead; the export still runs.
-	if err := w.hl.SetJobStatus(r1.JobID, healthlake.StatusInProgress, ""); err != nil {
+	if err := w.hl.SetJobStatus(r1.JobID, fhirrest.StatusInProgress, ""); err != nil {
 		t.Fatal(err)
 	}
 	if resp := w.invoke(w.checkHandler().Handle, record("c1", r1)); len(resp.BatchItemFailures) != 0 {
@@ -101,7 +101,7 @@ func TestStartWithADeadTokenAfterTheRetryKeepsTheExport(t *testing.T) {
 	if msgs := w.newMessages(); len(msgs) != 0 {
 		t.Fatalf("a dead token got a re-check chain")
 	}
-	if job, _ := w.hl.Job(r2.JobID); !healthlake.Running(job.Status) {
+	if job, _ := w.hl.Job(r2.JobID); !fhirrest.Running(job.Status) {
 		t.Fatalf("job = %s", job.Status)
 	}
 }

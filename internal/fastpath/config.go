@@ -16,7 +16,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -145,9 +145,9 @@ type S3API interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 }
 
-// VersionReader reads one version of a resource (*healthlake.Client
-// satisfies it): its bytes, or an error matching healthlake.ErrVersionGone
-// (a *healthlake.VersionGoneError) for a 410 or 404 answer.
+// VersionReader reads one version of a resource (*fhirrest.Client
+// satisfies it): its bytes, or an error matching fhirrest.ErrVersionGone
+// (a *fhirrest.VersionGoneError) for a 410 or 404 answer.
 type VersionReader interface {
 	VRead(ctx context.Context, datastoreID, resourceType, id, versionID string) ([]byte, error)
 }
@@ -162,7 +162,7 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 		return nil, err
 	}
 	cfg.Logger, cfg.Metrics, cfg.Now = rt.Logger, rt.Metrics, rt.Now
-	hl, err := healthlake.NewFromConfig(rt.AWS, cfg.HealthLakeEndpoint)
+	hl, err := fhirrest.NewFromConfig(rt.AWS, cfg.HealthLakeEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("fast-path configuration: %w", err)
 	}

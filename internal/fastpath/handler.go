@@ -37,7 +37,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/readpace"
@@ -308,7 +308,7 @@ func (inv *invocation) change(ctx context.Context, m *message, c Change, exp eve
 		return inv.publishUpsert(ctx, m, c, c.LastUpdated, c.Resource, exp)
 	}
 	body, err := inv.vread(ctx, c)
-	var gone *healthlake.VersionGoneError
+	var gone *fhirrest.VersionGoneError
 	switch {
 	case errors.As(err, &gone) && gone.Deleted():
 		// HealthLake keeps a deletion as a version of the history: the

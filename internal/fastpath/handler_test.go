@@ -36,7 +36,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -70,7 +70,7 @@ type rig struct {
 	eb      *eventbridge.Client
 	hle     *fakehealthlake.Emulator
 	ds      *fakehealthlake.Datastore
-	hl      *healthlake.Client
+	hl      *fhirrest.Client
 	logs    *loggingtest.Buffer
 	metrics *metrics.Recorder
 }
@@ -110,7 +110,7 @@ func newRigHealthLake(t *testing.T, hlMutate func(*fakehealthlake.Options)) *rig
 		t.Fatal(err)
 	}
 	hc, _ := cfg.HTTPClient.(*http.Client)
-	hl, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region, Credentials: cfg.Credentials, HTTPClient: hc,
+	hl, err := fhirrest.New(fhirrest.Options{Endpoint: env.URL, Region: env.Region, Credentials: cfg.Credentials, HTTPClient: hc,
 		MaxAttempts: 2, Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -928,7 +928,7 @@ func TestIDOnlyReadsSlowDownWhenHealthLakeThrottles(t *testing.T) {
 		o.Quotas = true
 		o.DatastoreCreatedAt = fakehealthlake.LegacyBefore.AddDate(0, -1, 0)
 	})
-	hl, err := healthlake.NewFromConfig(r.env.Config(), r.env.URL) // the Lambda's client: its retries and backoff
+	hl, err := fhirrest.NewFromConfig(r.env.Config(), r.env.URL) // the Lambda's client: its retries and backoff
 	if err != nil {
 		t.Fatal(err)
 	}

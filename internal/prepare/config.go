@@ -16,7 +16,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -216,7 +216,7 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 	if err != nil {
 		return nil, err
 	}
-	hl, err := healthlake.NewFromConfig(rt.AWS, strings.TrimSpace(getenv(stackconfig.EnvHealthLakeEndpoint)))
+	hl, err := fhirrest.NewFromConfig(rt.AWS, strings.TrimSpace(getenv(stackconfig.EnvHealthLakeEndpoint)))
 	if err != nil {
 		return nil, fmt.Errorf("prepare-change configuration: %w", err)
 	}

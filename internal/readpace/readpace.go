@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/tokenbucket"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
@@ -70,9 +70,9 @@ func New(rate float64, now func() time.Time) *Pace {
 }
 
 // Traced returns ctx reporting to p each throttled attempt of the
-// HealthLake calls made with it (healthlake.WithTrace).
+// HealthLake calls made with it (fhirrest.WithTrace).
 func (p *Pace) Traced(ctx context.Context) context.Context {
-	return healthlake.WithTrace(ctx, &healthlake.Trace{Throttled: p.Throttled})
+	return fhirrest.WithTrace(ctx, &fhirrest.Trace{Throttled: p.Throttled})
 }
 
 // Wait waits for the next read's turn; it fails only when ctx ends first.
@@ -106,7 +106,7 @@ func (p *Pace) Do(ctx context.Context, rounds int, read func(context.Context) er
 			return err
 		}
 		err := read(ctx)
-		if !healthlake.IsThrottled(err) || ctx.Err() != nil || rounds >= 0 && i >= rounds {
+		if !fhirrest.IsThrottled(err) || ctx.Err() != nil || rounds >= 0 && i >= rounds {
 			return err
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 // clock is a settable clock; a Pace's waits go through backoff.Sleep, so the
@@ -136,11 +136,11 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 // most rounds more times, or until its context ends when rounds < 0; any
 // other outcome ends it at once.
 func TestDoReadsAgainWhileThrottled(t *testing.T) {
-	throttle := &healthlake.APIError{Operation: "VRead", StatusCode: 429, Code: "ThrottlingException"}
+	throttle := &fhirrest.APIError{Operation: "VRead", StatusCode: 429, Code: "ThrottlingException"}
 	calls := 0
 	p := New(0, nil)
 	err := p.Do(context.Background(), 2, func(context.Context) error { calls++; return throttle })
-	if calls != 3 || !healthlake.IsThrottled(err) {
+	if calls != 3 || !fhirrest.IsThrottled(err) {
 		t.Fatalf("rounds 2: %d calls, err %v; want 3 calls and the throttle", calls, err)
 	}
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 // ChangedConcurrency is how many types' history the plan reads at once.
@@ -49,7 +49,7 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 			for typ := range work {
 				next := ""
 				for {
-					var entries []healthlake.HistoryEntry
+					var entries []fhirrest.HistoryEntry
 					var link string
 					err := reads.Do(ctx, ThrottledPageRounds, func(ctx context.Context) (err error) {
 						entries, link, err = h.hl.TypeHistoryPage(ctx, pl.Export.DatastoreID, typ, since, h.cfg.PageSize, next)

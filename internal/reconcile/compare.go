@@ -12,7 +12,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/readpace"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
@@ -246,7 +246,7 @@ func (h *Handler) confirm(ctx context.Context, pl *Plan, next []delivered.Entry,
 				switch {
 				case err != nil && ctx.Err() != nil:
 					// the confirm deadline: deferred
-				case healthlake.IsThrottled(err):
+				case fhirrest.IsThrottled(err):
 					// Still throttled after the client's retries (the
 					// pace has slowed down): deferred, as at the deadline.
 				case err != nil:
@@ -292,7 +292,7 @@ func (h *Handler) confirmOne(ctx context.Context, reads *readpace.Pace, pl *Plan
 	}
 	hist, err := h.hl.History(ctx, pl.Export.DatastoreID, k.Type, k.ID)
 	switch {
-	case errors.Is(err, healthlake.ErrNoHistory):
+	case errors.Is(err, fhirrest.ErrNoHistory):
 		if err := reads.Wait(ctx); err != nil {
 			return confirmation{}, err
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
@@ -86,7 +86,7 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*Handler, erro
 		return nil, err
 	}
 	cfg.Logger, cfg.Metrics = rt.Logger, rt.Metrics
-	hl, err := healthlake.NewFromConfig(rt.AWS, strings.TrimSpace(getenv(stackconfig.EnvHealthLakeEndpoint)))
+	hl, err := fhirrest.NewFromConfig(rt.AWS, strings.TrimSpace(getenv(stackconfig.EnvHealthLakeEndpoint)))
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}

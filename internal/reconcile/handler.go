@@ -28,7 +28,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 )
@@ -58,14 +58,14 @@ type DynamoAPI interface {
 }
 
 // HealthLakeAPI is the part of the HealthLake client the handler uses
-// (healthlake.Client): counts and pages of a type's search by
+// (fhirrest.Client): counts and pages of a type's search by
 // `_lastUpdated` range, a resource's instance history (newest first;
-// healthlake.ErrNoHistory when it is gone) and a read of the resource.
+// fhirrest.ErrNoHistory when it is gone) and a read of the resource.
 type HealthLakeAPI interface {
 	Count(ctx context.Context, datastoreID, resourceType string, after, until time.Time) (int64, error)
 	SearchPage(ctx context.Context, datastoreID, resourceType string, after, until time.Time, count int, next string) ([]json.RawMessage, string, error)
-	History(ctx context.Context, datastoreID, resourceType, id string) ([]healthlake.HistoryEntry, error)
-	TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]healthlake.HistoryEntry, string, error)
+	History(ctx context.Context, datastoreID, resourceType, id string) ([]fhirrest.HistoryEntry, error)
+	TypeHistoryPage(ctx context.Context, datastoreID, resourceType string, since time.Time, count int, next string) ([]fhirrest.HistoryEntry, string, error)
 	// Exists reads the resource: a history that is gone is a hard delete
 	// only when the resource is gone too.
 	Exists(ctx context.Context, datastoreID, resourceType, id string) (bool, error)

@@ -23,7 +23,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
@@ -105,7 +105,7 @@ func newRigHealthLake(t *testing.T, partitions int, mutate func(*reconcile.Confi
 	if err := runlock.CreateTable(ctx, db, table); err != nil {
 		t.Fatal(err)
 	}
-	hc, err := healthlake.NewFromConfig(cfg, env.URL)
+	hc, err := fhirrest.NewFromConfig(cfg, env.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
@@ -27,7 +27,7 @@ import (
 type exportWorld struct {
 	*fixture
 	hl     *fakehealthlake.Emulator
-	client *healthlake.Client
+	client *fhirrest.Client
 	ledger *exportjob.Ledger
 	table  string
 }
@@ -65,7 +65,7 @@ func newExportWorld(t *testing.T) *exportWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.client, err = healthlake.NewFromConfig(awsCfg, env.URL)
+	w.client, err = fhirrest.NewFromConfig(awsCfg, env.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func newExportWorld(t *testing.T) *exportWorld {
 func (w *exportWorld) startExport(t *testing.T, runID string) string {
 	t.Helper()
 	ctx := context.Background()
-	out, err := w.client.StartExport(ctx, healthlake.StartExportInput{DatastoreID: "ds1", JobName: exportjob.JobName(runID),
+	out, err := w.client.StartExport(ctx, fhirrest.StartExportInput{DatastoreID: "ds1", JobName: exportjob.JobName(runID),
 		Since: t0.Add(-time.Hour), S3URI: "s3://artifacts/exports/", DataAccessRoleARN: "arn:aws:iam::000000000000:role/export"})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func (w *exportWorld) startExport(t *testing.T, runID string) string {
 	if err := w.hl.Advance(ctx); err != nil { // SUBMITTED → IN_PROGRESS
 		t.Fatal(err)
 	}
-	if j, _ := w.hl.Job(out.JobID); j.Status != healthlake.StatusInProgress {
+	if j, _ := w.hl.Job(out.JobID); j.Status != fhirrest.StatusInProgress {
 		t.Fatalf("job %s is %s, want IN_PROGRESS", out.JobID, j.Status)
 	}
 	return out.JobID
@@ -119,7 +119,7 @@ func TestTakeOverCancelsTheAbandonedRunsExport(t *testing.T) {
 	if err != nil || got["acquired"] != true {
 		t.Fatalf("take-over = %v, %v", got, err)
 	}
-	if j, _ := w.hl.Job(job); healthlake.Running(j.Status) {
+	if j, _ := w.hl.Job(job); fhirrest.Running(j.Status) {
 		t.Fatalf("the abandoned run's export %s is still %s after run-2 took the lock", job, j.Status)
 	}
 	// A retried acquire (lost Lambda response) is harmless: nothing more to cancel.
@@ -162,14 +162,14 @@ func TestNextRunCancelsTheExportAFailedOrUnlockedRunLeftRunning(t *testing.T) {
 			}
 			job := w.startExport(t, "run-1")
 			tc.end(t, w)
-			if j, _ := w.hl.Job(job); !healthlake.Running(j.Status) {
+			if j, _ := w.hl.Job(job); !fhirrest.Running(j.Status) {
 				t.Fatalf("setup: job is %s, want it still running", j.Status)
 			}
 			w.owners.set(arn("run-2"), "RUNNING")
 			if got, err := w.invoke(t, acquirePayload("run-2")); err != nil || got["acquired"] != true {
 				t.Fatalf("acquire = %v, %v", got, err)
 			}
-			if j, _ := w.hl.Job(job); healthlake.Running(j.Status) {
+			if j, _ := w.hl.Job(job); fhirrest.Running(j.Status) {
 				t.Fatalf("run-1's export %s is still %s after run-2 acquired", job, j.Status)
 			}
 		})

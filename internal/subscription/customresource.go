@@ -16,7 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/cfn"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
@@ -167,9 +167,9 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*CustomResourc
 		if rt.AWS.Region == "" {
 			return nil, fmt.Errorf("fast-path-setup: neither %s nor an AWS region is set", stackconfig.EnvHealthLakeEndpoint)
 		}
-		endpoint = healthlake.DefaultEndpoint(rt.AWS.Region)
+		endpoint = fhirrest.DefaultEndpoint(rt.AWS.Region)
 	}
-	hc, err := healthlake.NewFromConfig(rt.AWS, endpoint)
+	hc, err := fhirrest.NewFromConfig(rt.AWS, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("fast-path-setup: build the HealthLake client: %w", err)
 	}

@@ -44,7 +44,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 // Payload contents HealthLake documents for channel._payload.
@@ -83,11 +83,11 @@ const (
 var interactions = []string{"create", "update", "delete"}
 
 // API is the HealthLake FHIR client the package uses
-// (*healthlake.Client satisfies it).
+// (*fhirrest.Client satisfies it).
 type API interface {
-	CreateResource(ctx context.Context, datastoreID, resourceType string, body []byte) (*healthlake.Written, error)
+	CreateResource(ctx context.Context, datastoreID, resourceType string, body []byte) (*fhirrest.Written, error)
 	ReadResource(ctx context.Context, datastoreID, resourceType, id string) ([]byte, error)
-	UpdateResource(ctx context.Context, datastoreID, resourceType, id string, body []byte) (*healthlake.Written, error)
+	UpdateResource(ctx context.Context, datastoreID, resourceType, id string, body []byte) (*fhirrest.Written, error)
 	DeleteResource(ctx context.Context, datastoreID, resourceType, id string) error
 	SearchResources(ctx context.Context, datastoreID, resourceType string, params url.Values) ([]json.RawMessage, error)
 }
@@ -451,7 +451,7 @@ func clip(s string) string {
 
 // deleteAbsentOK deletes a resource; one already absent is fine.
 func deleteAbsentOK(ctx context.Context, api API, datastoreID, typ, id string) error {
-	if err := api.DeleteResource(ctx, datastoreID, typ, id); err != nil && !healthlake.IsAbsent(err) {
+	if err := api.DeleteResource(ctx, datastoreID, typ, id); err != nil && !fhirrest.IsAbsent(err) {
 		return err
 	}
 	return nil
@@ -686,7 +686,7 @@ func (st *state) topicIDs() []string {
 // caller checks each result either way.
 func search(ctx context.Context, api API, datastoreID, typ string, params url.Values) ([]json.RawMessage, error) {
 	raws, err := api.SearchResources(ctx, datastoreID, typ, params)
-	var refused *healthlake.APIError
+	var refused *fhirrest.APIError
 	if errors.As(err, &refused) && refused.StatusCode == http.StatusBadRequest {
 		raws, err = api.SearchResources(ctx, datastoreID, typ, nil)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
@@ -133,7 +133,7 @@ func (h *handshakes) notify(n fakehealthlake.Notification) error {
 type fixture struct {
 	env   *localaws.Env
 	emu   *fakehealthlake.Emulator
-	hl    *healthlake.Client
+	hl    *fhirrest.Client
 	clock *clock
 	wire  *wire
 	notes *handshakes
@@ -170,7 +170,7 @@ func newFixture(t *testing.T) *fixture {
 	authz.AddIdentity(key, iam.Identity{Principal: iampolicy.FastPathSetup, ARN: "arn:aws:sts::" + env.AccountID + ":assumed-role/fast-path-setup/t", Statements: stmts})
 	authz.AddAdmin(localaws.AccessKeyID)
 	authz.Install(env.Gateway)
-	hl, err := healthlake.New(healthlake.Options{
+	hl, err := fhirrest.New(fhirrest.Options{
 		Endpoint: env.URL, Region: env.Region, Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""),
 		MaxAttempts: 3, Sleep: func(context.Context, time.Duration) error { return nil },
 	})
@@ -219,7 +219,7 @@ func (f *fixture) read(t *testing.T, typ, id string) map[string]any {
 
 func (f *fixture) absent(t *testing.T, typ, id string) {
 	t.Helper()
-	if _, err := f.hl.ReadResource(context.Background(), "ds1", typ, id); !healthlake.IsAbsent(err) {
+	if _, err := f.hl.ReadResource(context.Background(), "ds1", typ, id); !fhirrest.IsAbsent(err) {
 		t.Errorf("%s/%s: read answered %v, want absent", typ, id, err)
 	}
 }
@@ -588,13 +588,13 @@ func TestEnsureOnUnknownDatastoreFails(t *testing.T) {
 	spec := f.spec()
 	spec.DatastoreID, spec.BaseURL = "nope", subscription.FHIRBase(f.env.URL, "nope")
 	// An administrator: the role may touch ds1 only.
-	admin, err := healthlake.New(healthlake.Options{Endpoint: f.env.URL, Region: f.env.Region,
+	admin, err := fhirrest.New(fhirrest.Options{Endpoint: f.env.URL, Region: f.env.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, localaws.SecretAccessKey, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = subscription.Ensure(context.Background(), admin, spec)
-	if !healthlake.IsNotFound(err) || !strings.Contains(err.Error(), "find the SubscriptionTopic") {
+	if !fhirrest.IsNotFound(err) || !strings.Contains(err.Error(), "find the SubscriptionTopic") {
 		t.Fatalf("ensure on an unknown data store: %v", err)
 	}
 }

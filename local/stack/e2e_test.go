@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
@@ -801,7 +801,7 @@ func TestTakeOverCancelsTheAbandonedExportBeforeStartingAnother(t *testing.T) {
 			t.Fatalf("the second export was started while the abandoned one (%s) still ran", first.JobID)
 		}
 	}
-	if j, _ := st.HealthLake.Job(first.JobID); healthlake.Running(j.Status) {
+	if j, _ := st.HealthLake.Job(first.JobID); fhirrest.Running(j.Status) {
 		t.Fatalf("abandoned export %s is still %s", first.JobID, j.Status)
 	}
 }

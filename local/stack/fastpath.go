@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
@@ -161,8 +161,8 @@ func (s *Stack) registerFastPath() error {
 
 // setupClient is the HealthLake client of the fast-path-setup role (the
 // custom resource's and the scheduled check's).
-func (s *Stack) setupClient() (*healthlake.Client, error) {
-	hc, err := healthlake.NewFromConfig(s.principalConfig(iampolicy.FastPathSetup), s.Res.HealthLakeEndpoint)
+func (s *Stack) setupClient() (*fhirrest.Client, error) {
+	hc, err := fhirrest.NewFromConfig(s.principalConfig(iampolicy.FastPathSetup), s.Res.HealthLakeEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("stack: fast path setup: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
 	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
@@ -167,7 +167,7 @@ func TestScheduledCheckRepairsADeletedSubscription(t *testing.T) {
 	st := fastPathStack(t, fakehealthlake.SubscriptionOptions{})
 	ctx := context.Background()
 	waitActive(t, st)
-	hc, err := healthlake.NewFromConfig(st.Config, st.Res.HealthLakeEndpoint)
+	hc, err := fhirrest.NewFromConfig(st.Config, st.Res.HealthLakeEndpoint)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/local/iam"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
@@ -512,7 +512,7 @@ func TestIAMDenialsInEachServicesWireFormat(t *testing.T) {
 	wantCode(t, "HealthLake ListFHIRExportJobs", err, "AccessDeniedException")
 
 	// HealthLake's FHIR REST API, through the project's client.
-	hc, err := healthlake.NewFromConfig(cfg, st.Res.HealthLakeEndpoint)
+	hc, err := fhirrest.NewFromConfig(cfg, st.Res.HealthLakeEndpoint)
 	if err != nil {
 		t.Fatal(err)
 	}

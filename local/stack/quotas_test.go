@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 )
 
@@ -60,7 +60,7 @@ func TestHealthLakeQuotasOption(t *testing.T) {
 					switch {
 					case resp.StatusCode == http.StatusOK:
 						n++
-					case !healthlake.ThrottledAnswer(resp.StatusCode, resp.Header, b):
+					case !fhirrest.ThrottledAnswer(resp.StatusCode, resp.Header, b):
 						t.Fatalf("GET %s: HTTP %d", path, resp.StatusCode)
 					}
 				}

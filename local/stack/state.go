@@ -19,7 +19,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
@@ -29,7 +29,7 @@ import (
 //
 //	DIR/checkpoint                 lastRunTime, RFC 3339 with milliseconds
 //	DIR/datastore.snapshot.ndjson  the data store's whole state: every version
-//	                               of every resource (healthlake.Datastore.Snapshot)
+//	                               of every resource (fhirrest.Datastore.Snapshot)
 //
 // On start a state directory that holds a snapshot replaces --seed and the
 // generated sample: the data store is restored exactly (version ids, bytes,
@@ -196,7 +196,7 @@ func writeAtomic(path string, b []byte) error {
 // API: path is relative to /datastore/{id}/r4/ (e.g. "Patient/123"). As a
 // well-behaved client of HealthLake, it retries a throttled answer (the
 // request-rate quotas: docs/LOCAL.md, "HealthLake limits"; recognised as
-// internal/healthlake's client recognises one) with capped exponential
+// internal/fhirrest's client recognises one) with capped exponential
 // backoff, up to fhirAttempts; any other answer is returned.
 func (s *Stack) FHIR(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
@@ -210,7 +210,7 @@ func (s *Stack) FHIR(ctx context.Context, method, path string, body []byte) (*ht
 			return nil, fmt.Errorf("fhir %s %s: read the HTTP %d answer: %w", method, path, resp.StatusCode, err)
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(b))
-		if attempt == fhirAttempts || !healthlake.ThrottledAnswer(resp.StatusCode, resp.Header, b) {
+		if attempt == fhirAttempts || !fhirrest.ThrottledAnswer(resp.StatusCode, resp.Header, b) {
 			return resp, nil
 		}
 		if err := backoff.Sleep(ctx, backoff.Ceiling(50*time.Millisecond, 2*time.Second, attempt)); err != nil {

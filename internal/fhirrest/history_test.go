@@ -1,4 +1,4 @@
-package healthlake_test
+package fhirrest_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
@@ -49,12 +49,12 @@ func TestHistoryReadsVersionsAndDeletionsNewestFirst(t *testing.T) {
 	}
 	// Hard delete: the history is gone.
 	ds.HardDelete("Patient", "p1")
-	if _, err := f.client.History(ctx, "ds1", "Patient", "p1"); !errors.Is(err, healthlake.ErrNoHistory) {
+	if _, err := f.client.History(ctx, "ds1", "Patient", "p1"); !errors.Is(err, fhirrest.ErrNoHistory) {
 		t.Fatalf("history after hard delete: %v", err)
 	} else if strings.Contains(err.Error(), "p1") {
 		t.Errorf("error names the resource: %v", err)
 	}
-	if _, err := f.client.History(ctx, "ds1", "Patient", "never"); !errors.Is(err, healthlake.ErrNoHistory) {
+	if _, err := f.client.History(ctx, "ds1", "Patient", "never"); !errors.Is(err, fhirrest.ErrNoHistory) {
 		t.Fatalf("history of an absent resource: %v", err)
 	}
 }
@@ -71,7 +71,7 @@ func TestHistoryRetriesThrottlingAndIsSigned(t *testing.T) {
 		t.Fatalf("history after throttling = %+v, %v", got, err)
 	}
 	bad := newFixture(t, "wrong-secret", 1)
-	if _, err := bad.client.History(context.Background(), "ds1", "Patient", "p1"); err == nil || errors.Is(err, healthlake.ErrNoHistory) {
+	if _, err := bad.client.History(context.Background(), "ds1", "Patient", "p1"); err == nil || errors.Is(err, fhirrest.ErrNoHistory) {
 		t.Fatalf("wrongly signed history: %v", err)
 	}
 }
@@ -104,7 +104,7 @@ func TestHistoryFollowsNextLinks(t *testing.T) {
 		_, _ = w.Write([]byte(strings.ReplaceAll(pages[page], "SRV", srv.URL)))
 	}))
 	defer srv.Close()
-	c, err := healthlake.New(healthlake.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestHistoryFollowsNextLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []healthlake.HistoryEntry{
+	want := []fhirrest.HistoryEntry{
 		{VersionID: "3", LastUpdated: "2026-11-21T10:00:02.000Z", Deleted: true, ResourceType: "Patient", ID: "p1"},
 		{VersionID: "2", LastUpdated: "2026-11-21T10:00:01.000Z", ResourceType: "Patient", ID: "p1"},
 		{VersionID: "1", LastUpdated: "2026-11-21T10:00:00.000Z", ResourceType: "Patient", ID: "p1"},
@@ -139,7 +139,7 @@ func TestHistoryRefusesWhatIsNotAHistoryBundle(t *testing.T) {
 		"resource not an object": `{"resourceType":"Bundle","type":"history","entry":[{"resource":"secret-id","response":{"etag":"W/\\"1\\"","lastModified":"2026-11-21T10:00:00Z"}}]}`,
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(body)) }))
-		c, err := healthlake.New(healthlake.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
+		c, err := fhirrest.New(fhirrest.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
 		if err != nil {
 			t.Fatal(err)
 		}

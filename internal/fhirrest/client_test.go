@@ -1,4 +1,4 @@
-package healthlake_test
+package fhirrest_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
@@ -38,7 +38,7 @@ func (s *sleeps) sleep(_ context.Context, d time.Duration) error {
 type fixture struct {
 	env    *localaws.Env
 	emu    *fakehealthlake.Emulator
-	client *healthlake.Client
+	client *fhirrest.Client
 	sleeps *sleeps
 	s3     *s3.Client
 }
@@ -50,7 +50,7 @@ func newFixture(t *testing.T, secret string, maxAttempts int) *fixture {
 	emu := fakehealthlake.New(fakehealthlake.Options{S3: s3c, Datastores: []string{"ds1"}, Manual: true})
 	env.Gateway.Handle(localaws.ServiceHealthLake, emu)
 	sl := &sleeps{}
-	c, err := healthlake.New(healthlake.Options{
+	c, err := fhirrest.New(fhirrest.Options{
 		Endpoint:    env.URL,
 		Region:      env.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, secret, ""),
@@ -63,8 +63,8 @@ func newFixture(t *testing.T, secret string, maxAttempts int) *fixture {
 	return &fixture{env: env, emu: emu, client: c, sleeps: sl, s3: s3c}
 }
 
-func startInput() healthlake.StartExportInput {
-	return healthlake.StartExportInput{
+func startInput() fhirrest.StartExportInput {
+	return fhirrest.StartExportInput{
 		DatastoreID:       "ds1",
 		JobName:           "cdc-run-1",
 		Since:             time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
@@ -196,11 +196,11 @@ func TestServerErrorsExhaustRetries(t *testing.T) {
 	f := newFixture(t, localaws.SecretAccessKey, 3)
 	f.emu.FailNextCalls(10, http.StatusServiceUnavailable)
 	_, err := f.client.DescribeExport(context.Background(), "ds1", "job-x")
-	var api *healthlake.APIError
+	var api *fhirrest.APIError
 	if !errors.As(err, &api) || api.StatusCode != 503 || api.Code != "InternalServerException" {
 		t.Fatalf("err = %v, want a 503 APIError", err)
 	}
-	if !healthlake.IsRetryable(err) {
+	if !fhirrest.IsRetryable(err) {
 		t.Errorf("503 should be retryable")
 	}
 	if n := len(f.emu.RequestsFor("DescribeExport")); n != 3 {
@@ -216,7 +216,7 @@ func TestClientErrorIsNotRetriedAndCarriesOutcomeText(t *testing.T) {
 	in := startInput()
 	in.JobName = strings.Repeat("x", 70)
 	_, err := f.client.StartExport(context.Background(), in)
-	var api *healthlake.APIError
+	var api *fhirrest.APIError
 	if !errors.As(err, &api) {
 		t.Fatalf("err = %v, want APIError", err)
 	}
@@ -226,7 +226,7 @@ func TestClientErrorIsNotRetriedAndCarriesOutcomeText(t *testing.T) {
 	if !strings.Contains(err.Error(), "HTTP 400") {
 		t.Errorf("error text %q lacks the status", err)
 	}
-	if healthlake.IsRetryable(err) {
+	if fhirrest.IsRetryable(err) {
 		t.Errorf("400 must not be retryable")
 	}
 	if n := len(f.emu.RequestsFor("StartExport")); n != 1 || len(f.sleeps.d) != 0 {
@@ -237,7 +237,7 @@ func TestClientErrorIsNotRetriedAndCarriesOutcomeText(t *testing.T) {
 func TestWrongSecretIsRefused(t *testing.T) {
 	f := newFixture(t, "not-the-secret", 3)
 	_, err := f.client.StartExport(context.Background(), startInput())
-	var api *healthlake.APIError
+	var api *fhirrest.APIError
 	if !errors.As(err, &api) || api.StatusCode != http.StatusForbidden || !strings.Contains(api.Message, "signature") {
 		t.Fatalf("err = %v, want a 403 naming the signature", err)
 	}
@@ -263,7 +263,7 @@ func TestDescribeAndCancelAgainstEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if job.JobStatus != healthlake.StatusSubmitted || job.JobName != "cdc-run-1" || job.SubmitTime.IsZero() || len(job.Output) != 0 {
+	if job.JobStatus != fhirrest.StatusSubmitted || job.JobName != "cdc-run-1" || job.SubmitTime.IsZero() || len(job.Output) != 0 {
 		t.Errorf("submitted job = %+v", job)
 	}
 	if err := f.emu.RunJobs(ctx); err != nil {
@@ -274,13 +274,13 @@ func TestDescribeAndCancelAgainstEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantURI := "s3://artifacts/exports/ds1-FHIR_EXPORT-" + out.JobID + "/"
-	if job.JobStatus != healthlake.StatusCompleted || job.S3URI != wantURI || len(job.Output) != 1 || job.Output[0].Type != "Patient" ||
+	if job.JobStatus != fhirrest.StatusCompleted || job.S3URI != wantURI || len(job.Output) != 1 || job.Output[0].Type != "Patient" ||
 		!strings.HasPrefix(job.Output[0].URL, wantURI+"Patient/Patient-") || job.EndTime.IsZero() {
 		t.Errorf("completed job = %+v", job)
 	}
 	// A finished job cannot be cancelled: a 400, not retried.
 	err = f.client.CancelExport(ctx, "ds1", out.JobID)
-	var api *healthlake.APIError
+	var api *fhirrest.APIError
 	if !errors.As(err, &api) || api.StatusCode != 400 {
 		t.Errorf("cancel of a completed job: %v", err)
 	}
@@ -320,7 +320,7 @@ func TestDescribeParsesRealShape(t *testing.T) {
 		_, _ = w.Write([]byte(realStatus))
 	}))
 	defer srv.Close()
-	c, err := healthlake.New(healthlake.Options{Endpoint: srv.URL, Region: "us-west-2",
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: srv.URL, Region: "us-west-2",
 		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", "")})
 	if err != nil {
 		t.Fatal(err)
@@ -332,15 +332,15 @@ func TestDescribeParsesRealShape(t *testing.T) {
 	if gotPath != "/datastore/ds9/r4/export/a1b2" || !strings.Contains(gotAuth, "/us-west-2/healthlake/aws4_request") {
 		t.Errorf("path %q auth %q", gotPath, gotAuth)
 	}
-	want := &healthlake.ExportJob{
+	want := &fhirrest.ExportJob{
 		JobID: "a1b2", JobName: "cdc-x", JobStatus: "COMPLETED", DatastoreID: "ds9",
 		SubmitTime: time.Date(2023, 7, 18, 20, 53, 26, 0, time.UTC), EndTime: time.Date(2023, 7, 18, 20, 55, 1, 0, time.UTC),
 		S3URI: "s3://bucket/prefix/ds9-FHIR_EXPORT-a1b2/", KMSKeyID: "arn:aws:kms:k", DataAccessRoleARN: "arn:aws:iam::1:role/r",
 		TransactionTime: "2023-07-25T15:09:37.951Z",
 		Request:         "https://healthlake.us-west-2.amazonaws.com/datastore/ds9/r4/$export?_type&_since=2023-07-18T00:00:00.461Z&_outputFormat=application/fhir+ndjson",
-		Output: []healthlake.OutputFile{{Type: "AllergyIntolerance",
+		Output: []fhirrest.OutputFile{{Type: "AllergyIntolerance",
 			URL: "s3://bucket/prefix/ds9-FHIR_EXPORT-a1b2/AllergyIntolerance/AllergyIntolerance-2139805480920260259-3-0.ndjson"}},
-		Errors: []healthlake.OutputFile{},
+		Errors: []fhirrest.OutputFile{},
 	}
 	if mustJSON(job) != mustJSON(want) {
 		t.Errorf("job = %s\nwant  %s", mustJSON(job), mustJSON(want))
@@ -361,7 +361,7 @@ func TestParseJobTime(t *testing.T) {
 		{"yesterday", time.Time{}, false},
 	}
 	for _, c := range cases {
-		got, err := healthlake.ParseJobTime(c.in)
+		got, err := fhirrest.ParseJobTime(c.in)
 		if (err == nil) != c.ok || !got.Equal(c.want) {
 			t.Errorf("ParseJobTime(%q) = %v, %v; want %v ok=%v", c.in, got, err, c.want, c.ok)
 		}
@@ -370,12 +370,12 @@ func TestParseJobTime(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	creds := aws.CredentialsProvider(credentials.NewStaticCredentialsProvider("a", "b", ""))
-	for name, o := range map[string]healthlake.Options{
+	for name, o := range map[string]fhirrest.Options{
 		"no region":      {Credentials: creds},
 		"no credentials": {Region: "us-east-1"},
 		"bad endpoint":   {Region: "us-east-1", Credentials: creds, Endpoint: "not a url"},
 	} {
-		if _, err := healthlake.New(o); err == nil {
+		if _, err := fhirrest.New(o); err == nil {
 			t.Errorf("%s: New accepted %+v", name, o)
 		}
 	}
@@ -388,8 +388,8 @@ func TestMayHaveActedAfterAnAmbiguousAttempt(t *testing.T) {
 	f.emu.AcceptThenFailNext(1, http.StatusBadGateway)
 	f.emu.RefuseNextStarts(1, http.StatusBadRequest, "refused after the retry")
 	_, err := f.client.StartExport(context.Background(), startInput())
-	var api *healthlake.APIError
-	if !errors.As(err, &api) || api.StatusCode != 400 || healthlake.IsRetryable(err) || !healthlake.MayHaveActed(err) {
+	var api *fhirrest.APIError
+	if !errors.As(err, &api) || api.StatusCode != 400 || fhirrest.IsRetryable(err) || !fhirrest.MayHaveActed(err) {
 		t.Errorf("5xx then 400: err = %v, want a non-retryable 400 that may have acted", err)
 	}
 	if len(f.emu.Jobs()) != 1 {
@@ -397,11 +397,11 @@ func TestMayHaveActedAfterAnAmbiguousAttempt(t *testing.T) {
 	}
 
 	f.emu.RefuseNextStarts(1, http.StatusBadRequest, "refused")
-	if _, err := f.client.StartExport(context.Background(), startInput()); err == nil || healthlake.MayHaveActed(err) {
+	if _, err := f.client.StartExport(context.Background(), startInput()); err == nil || fhirrest.MayHaveActed(err) {
 		t.Errorf("plain 400: err = %v, want one that did not act", err)
 	}
 	f.emu.ThrottleNext(10)
-	if _, err := f.client.StartExport(context.Background(), startInput()); err == nil || healthlake.MayHaveActed(err) {
+	if _, err := f.client.StartExport(context.Background(), startInput()); err == nil || fhirrest.MayHaveActed(err) {
 		t.Errorf("throttled: err = %v, want one that did not act", err)
 	}
 }
@@ -447,8 +447,8 @@ func TestThrottlingAnsweredWith400IsRetried(t *testing.T) {
 			// Throttled past the attempts: retryable, and nothing was done.
 			calls = -10
 			_, err := c.DescribeExport(context.Background(), "ds9", "a1b2")
-			var api *healthlake.APIError
-			if !errors.As(err, &api) || api.StatusCode != 400 || !api.Throttled() || !healthlake.IsRetryable(err) || healthlake.MayHaveActed(err) {
+			var api *fhirrest.APIError
+			if !errors.As(err, &api) || api.StatusCode != 400 || !api.Throttled() || !fhirrest.IsRetryable(err) || fhirrest.MayHaveActed(err) {
 				t.Errorf("err = %v, want a retryable 400 throttle that did not act", err)
 			}
 		})
@@ -463,15 +463,15 @@ func TestThrottlingAnsweredWith400IsRetried(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, err := plainClient(t, srv.URL, 3).DescribeExport(context.Background(), "ds9", "a1b2")
-	if calls != 1 || err == nil || healthlake.IsRetryable(err) {
+	if calls != 1 || err == nil || fhirrest.IsRetryable(err) {
 		t.Errorf("ValidationException: %d calls, err %v; want one final answer", calls, err)
 	}
 }
 
 // plainClient is a client of srv that retries at once.
-func plainClient(t *testing.T, endpoint string, attempts int) *healthlake.Client {
+func plainClient(t *testing.T, endpoint string, attempts int) *fhirrest.Client {
 	t.Helper()
-	c, err := healthlake.New(healthlake.Options{Endpoint: endpoint, Region: "us-west-2", MaxAttempts: attempts,
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: endpoint, Region: "us-west-2", MaxAttempts: attempts,
 		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", ""),
 		Sleep:       func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
@@ -505,7 +505,7 @@ func TestTraceReportsEachThrottledAttempt(t *testing.T) {
 	defer srv.Close()
 	c := plainClient(t, srv.URL, 4)
 	var throttles int
-	ctx := healthlake.WithTrace(context.Background(), &healthlake.Trace{Throttled: func() { throttles++ }})
+	ctx := fhirrest.WithTrace(context.Background(), &fhirrest.Trace{Throttled: func() { throttles++ }})
 	if _, err := c.DescribeExport(ctx, "ds9", "a1b2"); err != nil || calls != 4 {
 		t.Fatalf("err = %v after %d calls, want success at the fourth", err, calls)
 	}
@@ -534,7 +534,7 @@ func TestCallsOfAOnePerSecondQuotaAtOnceAllSucceed(t *testing.T) {
 	stores := []string{"ds1", "ds2", "ds3"}
 	emu := fakehealthlake.New(fakehealthlake.Options{S3: s3c, Datastores: stores, Manual: true, Quotas: true})
 	env.Gateway.Handle(localaws.ServiceHealthLake, emu)
-	c, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region,
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: env.URL, Region: env.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, localaws.SecretAccessKey, "")})
 	if err != nil {
 		t.Fatal(err)

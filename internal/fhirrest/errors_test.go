@@ -1,10 +1,10 @@
-package healthlake_test
+package fhirrest_test
 
 import (
 	"net/http"
 	"testing"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 // TestThrottledAnswerReadsAnAnswerAsTheClientDoes: 429, an AWS throttle
@@ -32,7 +32,7 @@ func TestThrottledAnswerReadsAnAnswerAsTheClientDoes(t *testing.T) {
 		"403 forbidden":               {403, "", `{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"forbidden"}]}`, false},
 		"200 naming a throttle error": {200, "ThrottlingException", "", false},
 	} {
-		if got := healthlake.ThrottledAnswer(c.status, hdr(c.errType), []byte(c.body)); got != c.want {
+		if got := fhirrest.ThrottledAnswer(c.status, hdr(c.errType), []byte(c.body)); got != c.want {
 			t.Errorf("%s: ThrottledAnswer = %v, want %v", name, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package healthlake
+package fhirrest
 
 import (
 	"context"

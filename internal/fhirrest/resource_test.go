@@ -1,4 +1,4 @@
-package healthlake_test
+package fhirrest_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
@@ -35,7 +35,7 @@ type wireReq struct {
 
 func (l *wireLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
-	l.reqs = append(l.reqs, wireReq{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Prefer"), r.Header.Get(healthlake.HistoryConsistencyHeader)})
+	l.reqs = append(l.reqs, wireReq{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Prefer"), r.Header.Get(fhirrest.HistoryConsistencyHeader)})
 	l.mu.Unlock()
 	l.next.ServeHTTP(w, r)
 }
@@ -87,8 +87,8 @@ func TestResourceCreateReadUpdateDelete(t *testing.T) {
 		t.Fatalf("delete: %v", err)
 	}
 	_, err = f.client.ReadResource(ctx, "ds1", "Patient", w.ID)
-	var api *healthlake.APIError
-	if !errors.As(err, &api) || api.StatusCode != http.StatusGone || !healthlake.IsAbsent(err) {
+	var api *fhirrest.APIError
+	if !errors.As(err, &api) || api.StatusCode != http.StatusGone || !fhirrest.IsAbsent(err) {
 		t.Fatalf("read after delete: %v", err)
 	}
 	if strings.Contains(err.Error(), w.ID) {
@@ -114,7 +114,7 @@ func TestResourceCreateReadUpdateDelete(t *testing.T) {
 func TestReadAbsentResourceIsAbsent(t *testing.T) {
 	f := newFixture(t, localaws.SecretAccessKey, 3)
 	_, err := f.client.ReadResource(context.Background(), "ds1", "Patient", "nobody")
-	if !healthlake.IsAbsent(err) || !healthlake.IsNotFound(err) {
+	if !fhirrest.IsAbsent(err) || !fhirrest.IsNotFound(err) {
 		t.Fatalf("read of an absent resource: %v", err)
 	}
 	if strings.Contains(err.Error(), "nobody") {
@@ -136,7 +136,7 @@ func TestUpdateResourceCreatesWhenAbsent(t *testing.T) {
 func TestCreateResourceRefusalCarriesTheOutcomeNotTheBody(t *testing.T) {
 	f := newFixture(t, localaws.SecretAccessKey, 3)
 	_, err := f.client.CreateResource(context.Background(), "ds1", "Patient", []byte(`{"resourceType":"Observation","note":"secret-text"}`))
-	var api *healthlake.APIError
+	var api *fhirrest.APIError
 	if !errors.As(err, &api) || api.StatusCode != http.StatusBadRequest || api.Operation != "CreateResource" {
 		t.Fatalf("create of a mismatched body: %v", err)
 	}
@@ -153,7 +153,7 @@ func TestCreateResourceReadsLocationWithoutBody(t *testing.T) {
 		w.Header().Set("Location", env.URL+"/datastore/ds1/r4/Subscription/abc-123/_history/7")
 		w.WriteHeader(http.StatusCreated)
 	}))
-	c, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region,
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: env.URL, Region: env.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, localaws.SecretAccessKey, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestCreateResourceWithoutIDFails(t *testing.T) {
 		w.Header().Set("ETag", `W/"1"`)
 		w.WriteHeader(http.StatusCreated)
 	}))
-	c, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region,
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: env.URL, Region: env.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, localaws.SecretAccessKey, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -240,13 +240,13 @@ func TestDeleteResourceIsRetriedAndAbsentIsReported(t *testing.T) {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"not-found","diagnostics":"Patient/x9 not found"}]}`))
 	}))
-	c, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region,
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: env.URL, Region: env.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, localaws.SecretAccessKey, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = c.DeleteResource(ctx, "ds1", "Patient", "x9")
-	if !healthlake.IsAbsent(err) || strings.Contains(err.Error(), "x9") {
+	if !fhirrest.IsAbsent(err) || strings.Contains(err.Error(), "x9") {
 		t.Fatalf("delete answered 404: %v", err)
 	}
 }
@@ -256,7 +256,7 @@ func TestSearchResourcesFollowsNextLinks(t *testing.T) {
 	emu := fakehealthlake.New(fakehealthlake.Options{Datastores: []string{"ds1"}, Manual: true, SearchMaxCount: 2, HistoryLag: 1 << 40})
 	l := &wireLog{next: emu}
 	env.Gateway.Handle(localaws.ServiceHealthLake, l)
-	c, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region,
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: env.URL, Region: env.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, localaws.SecretAccessKey, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestSearchResourcesRefusesForeignNextLink(t *testing.T) {
 		w.Header().Set("Content-Type", "application/fhir+json")
 		_, _ = w.Write([]byte(`{"resourceType":"Bundle","type":"searchset","link":[{"relation":"next","url":"https://elsewhere.example/x"}],"entry":[]}`))
 	}))
-	c, err := healthlake.New(healthlake.Options{Endpoint: env.URL, Region: env.Region,
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: env.URL, Region: env.Region,
 		Credentials: credentials.NewStaticCredentialsProvider(localaws.AccessKeyID, localaws.SecretAccessKey, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +329,7 @@ func TestReadRefusalsCarryTheCodeNotTheOutcomeText(t *testing.T) {
 		_, _ = w.Write([]byte(outcome))
 	}))
 	t.Cleanup(srv.Close)
-	c, err := healthlake.New(healthlake.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
+	c, err := fhirrest.New(fhirrest.Options{Endpoint: srv.URL, Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestReadRefusalsCarryTheCodeNotTheOutcomeText(t *testing.T) {
 	}
 	for name, call := range calls {
 		err := call()
-		var api *healthlake.APIError
+		var api *fhirrest.APIError
 		if !errors.As(err, &api) || api.StatusCode != http.StatusForbidden || api.Code != "forbidden" {
 			t.Errorf("%s: err = %v, want an APIError 403 forbidden", name, err)
 			continue

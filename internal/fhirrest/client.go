@@ -1,4 +1,4 @@
-// Package healthlake is a small client for the AWS HealthLake FHIR REST
+// Package fhirrest is a small client for the AWS HealthLake FHIR REST
 // export API: start (`POST …/r4/$export`), describe (`GET …/r4/export/{jobId}`)
 // and cancel (`DELETE …/r4/export/{jobId}`), plus a resource's instance
 // history (`GET …/r4/{type}/{id}/_history`). Requests are signed with SigV4
@@ -8,7 +8,7 @@
 //
 // The SDK's service/healthlake StartFHIRExportJob cannot filter by `_since`,
 // which is why this package speaks the FHIR REST API directly.
-package healthlake
+package fhirrest
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package healthlake_test
+package fhirrest_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/healthlake"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
@@ -40,7 +40,7 @@ func TestVReadReturnsEachVersionsBytes(t *testing.T) {
 	if cur, _ := ds.Read("Patient", "p1"); !bytes.Equal(v2, cur) {
 		t.Errorf("version 2 = %s, want the stored bytes %s", v2, cur)
 	}
-	if got, want := healthlake.VersionPath("ds1", "Patient", "p1", "2"), "/datastore/ds1/r4/Patient/p1/_history/2"; got != want {
+	if got, want := fhirrest.VersionPath("ds1", "Patient", "p1", "2"), "/datastore/ds1/r4/Patient/p1/_history/2"; got != want {
 		t.Errorf("VersionPath = %s, want %s", got, want)
 	}
 }
@@ -53,8 +53,8 @@ func TestVReadOfADeletionIsGone(t *testing.T) {
 	}
 	del, _ := ds.Delete("Patient", "p1")
 	_, err := f.client.VRead(context.Background(), "ds1", "Patient", "p1", del)
-	var gone *healthlake.VersionGoneError
-	if !errors.Is(err, healthlake.ErrVersionGone) || !errors.As(err, &gone) || !gone.Deleted() || gone.StatusCode != http.StatusGone {
+	var gone *fhirrest.VersionGoneError
+	if !errors.Is(err, fhirrest.ErrVersionGone) || !errors.As(err, &gone) || !gone.Deleted() || gone.StatusCode != http.StatusGone {
 		t.Fatalf("vread of the deletion: %v, want a 410 VersionGoneError", err)
 	}
 	if strings.Contains(err.Error(), "p1") {
@@ -74,17 +74,17 @@ func TestVReadOfAnUnknownVersionIsNotFound(t *testing.T) {
 	}
 	for _, c := range []struct{ id, vid string }{{"p1", "7"}, {"never", "1"}} {
 		_, err := f.client.VRead(context.Background(), "ds1", "Patient", c.id, c.vid)
-		var gone *healthlake.VersionGoneError
-		if !errors.Is(err, healthlake.ErrVersionGone) || !errors.As(err, &gone) || gone.Deleted() || gone.StatusCode != http.StatusNotFound {
+		var gone *fhirrest.VersionGoneError
+		if !errors.Is(err, fhirrest.ErrVersionGone) || !errors.As(err, &gone) || gone.Deleted() || gone.StatusCode != http.StatusNotFound {
 			t.Errorf("vread %s version %s: %v, want a 404 VersionGoneError", c.id, c.vid, err)
 		}
 	}
 	// Erased: every version is gone.
 	ds.HardDelete("Patient", "p1")
-	if _, err := f.client.VRead(context.Background(), "ds1", "Patient", "p1", "1"); !errors.Is(err, healthlake.ErrVersionGone) {
+	if _, err := f.client.VRead(context.Background(), "ds1", "Patient", "p1", "1"); !errors.Is(err, fhirrest.ErrVersionGone) {
 		t.Errorf("vread after an erase: %v", err)
 	}
-	if _, err := f.client.VRead(context.Background(), "ds1", "Patient", "p1", ""); err == nil || errors.Is(err, healthlake.ErrVersionGone) {
+	if _, err := f.client.VRead(context.Background(), "ds1", "Patient", "p1", ""); err == nil || errors.Is(err, fhirrest.ErrVersionGone) {
 		t.Errorf("vread without a version: %v, want an argument error", err)
 	}
 }
@@ -104,11 +104,11 @@ func TestVReadRetriesThrottlingAndServerErrors(t *testing.T) {
 	}
 	f.emu.FailNextCalls(10, http.StatusServiceUnavailable)
 	_, err := f.client.VRead(context.Background(), "ds1", "Patient", "p1", "1")
-	var api *healthlake.APIError
-	if !errors.As(err, &api) || api.StatusCode != http.StatusServiceUnavailable || errors.Is(err, healthlake.ErrVersionGone) {
+	var api *fhirrest.APIError
+	if !errors.As(err, &api) || api.StatusCode != http.StatusServiceUnavailable || errors.Is(err, fhirrest.ErrVersionGone) {
 		t.Fatalf("vread through 503s: %v, want a 503 APIError", err)
 	}
-	if !healthlake.IsRetryable(err) {
+	if !fhirrest.IsRetryable(err) {
 		t.Errorf("a 503 should be retryable")
 	}
 	bad := newFixture(t, "wrong-secret", 1)
@@ -116,7 +116,7 @@ func TestVReadRetriesThrottlingAndServerErrors(t *testing.T) {
 	if _, err := bds.Load("Patient", "p1", []byte(`{"resourceType":"Patient","id":"p1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bad.client.VRead(context.Background(), "ds1", "Patient", "p1", "1"); err == nil || errors.Is(err, healthlake.ErrVersionGone) {
+	if _, err := bad.client.VRead(context.Background(), "ds1", "Patient", "p1", "1"); err == nil || errors.Is(err, fhirrest.ErrVersionGone) {
 		t.Fatalf("wrongly signed vread: %v", err)
 	}
 }
