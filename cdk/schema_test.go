@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
 // The stack registers the change event's schema: one registry, one OpenAPI 3
-// schema in it whose content is events.RegistrySchema of the source and
+// schema in it whose content is envelope.RegistrySchema of the source and
 // detail type prepare-change publishes with, named source@DetailComponent.
 func TestEventSchemaRegistered(t *testing.T) {
 	regID, reg := oneOfType(t, "AWS::EventSchemas::Registry", "SchemaRegistry")
@@ -36,12 +36,12 @@ func TestEventSchemaRegistered(t *testing.T) {
 		t.Errorf("schema name = %v", p["SchemaName"])
 	}
 	content, _ := p["Content"].(string)
-	want, err := events.RegistrySchema(source, detailType)
+	want, err := envelope.RegistrySchema(source, detailType)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if content != string(want) {
-		t.Errorf("schema content is not events.RegistrySchema(%q, %q)", source, detailType)
+		t.Errorf("schema content is not envelope.RegistrySchema(%q, %q)", source, detailType)
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(content), &doc); err != nil {

@@ -19,7 +19,7 @@ import (
 	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/asl"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakesfn"
@@ -215,7 +215,7 @@ func (h *harness) putManifest(runID string, fs []manifest.File, perBatch, batche
 			h.t.Fatal(err)
 		}
 	}
-	ew := events.Window{Since: mustTime(h.t, exportWindow["since"]), Until: mustTime(h.t, exportWindow["until"])}
+	ew := envelope.Window{Since: mustTime(h.t, exportWindow["since"]), Until: mustTime(h.t, exportWindow["until"])}
 	ex := manifest.Export{Bucket: bucket, ManifestKey: manifest.PartKey(runID, 0), ManifestRunID: runID, Part: 0, Parts: len(parts),
 		PartFiles: manifest.PartFiles(parts), FileCount: manifest.FileCount(parts[0]), BatchCount: len(parts[0]),
 		JobID: "job1", DatastoreID: "ds", Window: ew}
@@ -227,7 +227,7 @@ func (h *harness) putManifest(runID string, fs []manifest.File, perBatch, batche
 
 func mustTime(t *testing.T, v any) time.Time {
 	t.Helper()
-	tm, err := events.ParseTime(fmt.Sprint(v))
+	tm, err := envelope.ParseTime(fmt.Sprint(v))
 	if err != nil {
 		t.Fatal(err)
 	}

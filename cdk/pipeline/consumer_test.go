@@ -14,8 +14,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/eventpattern"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -67,13 +67,13 @@ func js(v any) string {
 }
 
 // changeEvent is an event as the pipeline publishes it: envelope and a
-// detail built by internal/events.
+// detail built by internal/envelope.
 func changeEvent(t *testing.T, source, resourceType string) []byte {
 	t.Helper()
-	r := events.Resource{ResourceType: resourceType, ID: "x1", VersionID: "3", LastUpdated: "2026-11-21T10:01:00.000Z",
+	r := envelope.Resource{ResourceType: resourceType, ID: "x1", VersionID: "3", LastUpdated: "2026-11-21T10:01:00.000Z",
 		Raw: []byte(`{"resourceType":"` + resourceType + `","id":"x1"}`)}
-	w := events.Window{Since: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)}
-	detail := events.AppendDetail(nil, r, w, events.ExportRef{DatastoreID: "d", JobID: "j"}, nil)
+	w := envelope.Window{Since: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)}
+	detail := envelope.AppendDetail(nil, r, w, envelope.ExportRef{DatastoreID: "d", JobID: "j"}, nil)
 	ev, err := json.Marshal(map[string]any{"version": "0", "id": "e1", "detail-type": cdcevent.DefaultDetailType,
 		"source": source, "account": "111122223333", "time": "2026-11-21T10:05:00Z", "region": "eu-west-1",
 		"resources": []string{}, "detail": json.RawMessage(detail)})

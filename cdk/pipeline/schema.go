@@ -7,7 +7,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // SchemaRegistryName is the name of the EventBridge schema registry the
@@ -18,7 +18,7 @@ func SchemaRegistryName(pipeline string) string { return pipeline + "-events" }
 // "{source}@{detail component}", as EventBridge names discovered schemas
 // (e.g. "healthlake.cdc@FHIRResourceChanged").
 func EventSchemaName(source, detailType string) string {
-	return source + "@" + events.RegistryDetailComponent(detailType)
+	return source + "@" + envelope.RegistryDetailComponent(detailType)
 }
 
 // maxSchemaDescription is the longest description of a registry schema.
@@ -31,9 +31,9 @@ type eventSchema struct {
 }
 
 // registryContent returns the OpenAPI 3.0 document registered for the
-// change events of source and detailType (events.RegistrySchema).
+// change events of source and detailType (envelope.RegistrySchema).
 func registryContent(source, detailType string) (string, error) {
-	doc, err := events.RegistrySchema(source, detailType)
+	doc, err := envelope.RegistrySchema(source, detailType)
 	if err != nil {
 		return "", fmt.Errorf("event schema for the registry: %w", err)
 	}
@@ -52,14 +52,14 @@ func newEventSchema(scope constructs.Construct, pipeline, source, detailType, co
 	// A schema's description has at most 256 characters: a long source
 	// and detail type (up to 256 and 128) are left out of it.
 	desc := fmt.Sprintf("The event of source %s, detail-type %s: detail schema version %s (docs/EVENTS.md)",
-		source, detailType, events.SchemaVersion)
+		source, detailType, envelope.SchemaVersion)
 	if len(desc) > maxSchemaDescription {
-		desc = fmt.Sprintf("The change event: detail schema version %s (docs/EVENTS.md)", events.SchemaVersion)
+		desc = fmt.Sprintf("The change event: detail schema version %s (docs/EVENTS.md)", envelope.SchemaVersion)
 	}
 	sch := awseventschemas.NewCfnSchema(scope, jsii.String("EventSchema"), &awseventschemas.CfnSchemaProps{
 		RegistryName: reg.AttrRegistryName(),
 		SchemaName:   jsii.String(EventSchemaName(source, detailType)),
-		Type:         jsii.String(events.RegistrySchemaType),
+		Type:         jsii.String(envelope.RegistrySchemaType),
 		Content:      jsii.String(content),
 		Description:  jsii.String(desc),
 	})

@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -81,12 +81,12 @@ type dlqView struct {
 
 // dlqBody holds the only fields of a start or re-check message cdcctl reads.
 type dlqBody struct {
-	TaskToken   string         `json:"taskToken"`
-	ExecutionID string         `json:"executionId"`
-	RunID       string         `json:"runId"`
-	JobID       string         `json:"jobId"`
-	Attempt     int            `json:"attempt"`
-	Window      *events.Window `json:"window"`
+	TaskToken   string           `json:"taskToken"`
+	ExecutionID string           `json:"executionId"`
+	RunID       string           `json:"runId"`
+	JobID       string           `json:"jobId"`
+	Attempt     int              `json:"attempt"`
+	Window      *envelope.Window `json:"window"`
 }
 
 // queueSQS is the part of the SQS client `cdcctl dlq` uses.
@@ -413,7 +413,7 @@ func (d *dlqRun) purge(ctx context.Context) ([]dlqMessage, error) {
 func (d *dlqRun) describe(ctx context.Context, m sqstypes.Message) dlqMessage {
 	v := dlqMessage{MessageID: aws.ToString(m.MessageId), Kind: "unknown"}
 	if ms, err := strconv.ParseInt(m.Attributes[string(sqstypes.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
-		v.SentAt = events.FormatTime(time.UnixMilli(ms))
+		v.SentAt = envelope.FormatTime(time.UnixMilli(ms))
 	}
 	v.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)])
 	var b dlqBody

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -71,7 +71,7 @@ type inspectConfig struct {
 	typeFromName bool
 	declaredType string
 	maxLine      int
-	export       events.ExportRef
+	export       envelope.ExportRef
 	defaultLU    string // lastUpdated for lines without one ("" = none)
 	fileTimeLU   bool   // with no window given: assume the file's modification time
 	maxEntry     int
@@ -134,7 +134,7 @@ func parseInspect(args []string, stderr io.Writer) (cfg inspectConfig, files []s
 		typeFromName: *typeFromName,
 		declaredType: *declared,
 		maxLine:      *maxLine,
-		export:       events.ExportRef{DatastoreID: *datastore, JobID: *job},
+		export:       envelope.ExportRef{DatastoreID: *datastore, JobID: *job},
 		maxEntry:     *maxEntry,
 		bucket:       *bucket,
 	}
@@ -151,14 +151,14 @@ func parseInspect(args []string, stderr io.Writer) (cfg inspectConfig, files []s
 	if *maxLine < 0 || *maxEntry < 0 {
 		return usageErr("--max-line-bytes and --max-entry-bytes must not be negative")
 	}
-	w := events.Window{Since: time.Time{}, Until: inspectFarFuture}
+	w := envelope.Window{Since: time.Time{}, Until: inspectFarFuture}
 	if *since != "" {
-		if w.Since, err = events.ParseTime(*since); err != nil {
+		if w.Since, err = envelope.ParseTime(*since); err != nil {
 			return usageErr("--since: want an RFC 3339 time such as 2026-11-21T10:00:00Z")
 		}
 	}
 	if *until != "" {
-		if w.Until, err = events.ParseTime(*until); err != nil {
+		if w.Until, err = envelope.ParseTime(*until); err != nil {
 			return usageErr("--until: want an RFC 3339 time such as 2026-11-21T10:05:00Z")
 		}
 	}
@@ -166,11 +166,11 @@ func parseInspect(args []string, stderr io.Writer) (cfg inspectConfig, files []s
 		return usageErr("--since must be before --until")
 	}
 	if *defaultLU != "" {
-		t, err := events.ParseTime(*defaultLU)
+		t, err := envelope.ParseTime(*defaultLU)
 		if err != nil {
 			return usageErr("--default-last-updated: want an RFC 3339 time")
 		}
-		cfg.defaultLU = events.FormatTime(t)
+		cfg.defaultLU = envelope.FormatTime(t)
 	}
 	// Without a window, a line lacking meta.lastUpdated cannot fall outside
 	// it: it is an event as of the export file's time. With a window it is
@@ -214,10 +214,10 @@ func inspectFiles(ctx context.Context, files []string, stdin io.Reader, cfg insp
 		}
 		fileCfg := cfg
 		if cfg.fileTimeLU {
-			fileCfg.defaultLU = events.FormatTime(time.Now())
+			fileCfg.defaultLU = envelope.FormatTime(time.Now())
 			if f, ok := src.(*os.File); ok && name != "-" {
 				if st, err := f.Stat(); err == nil {
-					fileCfg.defaultLU = events.FormatTime(st.ModTime())
+					fileCfg.defaultLU = envelope.FormatTime(st.ModTime())
 				}
 			}
 		}
@@ -312,7 +312,7 @@ func inspectFile(name string, src io.Reader, cfg inspectConfig, out io.Writer, c
 		}
 		kind, reason := cfg.classifier.Classify(l)
 		if kind == change.KindEvent {
-			res := events.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}
+			res := envelope.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}
 			_, err := em.Emit(ctx, res, nil)
 			var tooLarge *publish.EntryTooLargeError
 			var invalid *publish.InvalidResourceError

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 )
 
@@ -20,7 +20,7 @@ const syntheaDir = "../../../shared/fhir-samples/synthea-10-patients"
 
 type inspectResult struct {
 	code    int
-	details []events.Detail
+	details []envelope.Detail
 	raw     [][]byte
 	summary map[string]int64
 	records []quarantineRecord
@@ -35,7 +35,7 @@ func runInspectTest(t *testing.T, args ...string) inspectResult {
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		var d events.Detail
+		var d envelope.Detail
 		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
 			t.Fatalf("stdout line is not a detail: %v", err)
 		}
@@ -105,7 +105,7 @@ func TestInspectSynthea(t *testing.T) {
 		t.Fatalf("no window: exit %d, summary %v; want %d events, all with an assumed lastUpdated", res.code, res.summary, resources)
 	}
 	for _, d := range res.details {
-		if _, err := events.ParseTime(d.LastUpdated); err != nil {
+		if _, err := envelope.ParseTime(d.LastUpdated); err != nil {
 			t.Fatalf("assumed lastUpdated %q is not an instant", d.LastUpdated)
 		}
 	}
@@ -141,7 +141,7 @@ func TestInspectSynthea(t *testing.T) {
 		if d.SchemaVersion != "1" || d.Export.DatastoreID != "local" || d.Export.JobID != "inspect" || d.LastUpdated != "2026-11-21T10:00:00.000Z" {
 			t.Fatalf("detail %+v", d)
 		}
-		if !strings.HasPrefix(d.VersionID, "h-") || d.EventID != events.EventID(d.ResourceType, d.ResourceID, d.VersionID) {
+		if !strings.HasPrefix(d.VersionID, "h-") || d.EventID != envelope.EventID(d.ResourceType, d.ResourceID, d.VersionID) {
 			t.Fatalf("Synthea resources have no versionId; want content-hash versions, got %q / %q", d.VersionID, d.EventID)
 		}
 		if ids[d.EventID] {

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
@@ -107,7 +107,7 @@ func runQuarantine(ctx context.Context, args []string, _ io.Reader, stdout, stde
 	}
 	var since time.Time
 	if *sinceFlag != "" {
-		t, err := events.ParseTime(*sinceFlag)
+		t, err := envelope.ParseTime(*sinceFlag)
 		if err != nil {
 			fmt.Fprintf(stderr, "cdcctl quarantine: --since: %v; use RFC 3339 such as 2026-11-21T08:00:00Z\n", err)
 			return exitUsage
@@ -128,7 +128,7 @@ func runQuarantine(ctx context.Context, args []string, _ io.Reader, stdout, stde
 	}
 	v := quarantineView{Bucket: *bucket, Prefix: prefix, Records: []quarantineEntry{}, Runs: []quarantineRun{}}
 	if !since.IsZero() {
-		v.Since = events.FormatTime(since)
+		v.Since = envelope.FormatTime(since)
 	}
 	// Quarantine objects written by prepare-change carry no checksum the SDK
 	// could validate; do not log a line about it for every object.
@@ -204,7 +204,7 @@ func readQuarantineObject(ctx context.Context, c *s3.Client, v *quarantineView, 
 			return true, nil
 		}
 		var r quarantineFields
-		e := quarantineEntry{RunID: run, Object: key, WrittenAt: events.FormatTime(written)}
+		e := quarantineEntry{RunID: run, Object: key, WrittenAt: envelope.FormatTime(written)}
 		if err := json.Unmarshal(b, &r); err != nil {
 			e.Reason = fmt.Sprintf("record %d of the quarantine object is not JSON (not shown)", n)
 		} else {
@@ -261,8 +261,8 @@ func addWindows(ctx context.Context, f *awsFlags, runs []quarantineRun) {
 	for i := range runs {
 		for _, h := range hist {
 			if h.RunID == runs[i].RunID {
-				runs[i].WindowSince = events.FormatTime(h.Window.Since)
-				runs[i].WindowUntil = events.FormatTime(h.Window.Until)
+				runs[i].WindowSince = envelope.FormatTime(h.Window.Since)
+				runs[i].WindowUntil = envelope.FormatTime(h.Window.Until)
 				runs[i].Outcome = string(h.Outcome)
 				break
 			}

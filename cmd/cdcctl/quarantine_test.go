@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
@@ -50,7 +50,7 @@ func TestQuarantineListsWhereAndWhyNeverTheLine(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"run-1", file, "7", "duplicate top-level key", "run-2", "id is missing", big, "3 after byte 2147483648",
-		"cdcctl replay --since " + events.FormatTime(a.Window.Since), "not JSON (not shown)"} {
+		"cdcctl replay --since " + envelope.FormatTime(a.Window.Since), "not JSON (not shown)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("listing lacks %q:\n%s", want, out)
 		}
@@ -63,7 +63,7 @@ func TestQuarantineListsWhereAndWhyNeverTheLine(t *testing.T) {
 	var v quarantineView
 	decodeJSON(t, out, &v)
 	if code != exitOK || len(v.Records) != 3 || v.Records[0].Line != 7 || v.Records[0].Offset != 900 || v.Records[1].Line != 9 ||
-		len(v.Runs) != 1 || v.Runs[0].Records != 3 || v.Runs[0].Outcome != "SUCCEEDED" || v.Runs[0].WindowSince != events.FormatTime(a.Window.Since) {
+		len(v.Runs) != 1 || v.Runs[0].Records != 3 || v.Runs[0].Outcome != "SUCCEEDED" || v.Runs[0].WindowSince != envelope.FormatTime(a.Window.Since) {
 		t.Fatalf("--run run-1 --json = %+v", v)
 	}
 	if strings.Contains(out, "Secretname") || strings.Contains(out, "raw") {
@@ -75,7 +75,7 @@ func TestQuarantineListsWhereAndWhyNeverTheLine(t *testing.T) {
 	if code != exitOK || len(v.Records) != 1 || !v.Truncated {
 		t.Fatalf("--max 1 = %+v", v)
 	}
-	future := events.FormatTime(time.Now().Add(time.Hour))
+	future := envelope.FormatTime(time.Now().Add(time.Hour))
 	code, out, _ = s.cdcctl(t, "quarantine", "--bucket", bucket, "--since", future)
 	if code != exitOK || !strings.Contains(out, "no quarantined records") {
 		t.Fatalf("--since in the future: exit %d\n%s", code, out)

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
@@ -48,7 +48,7 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		fmt.Fprintln(stderr, "cdcctl replay: --since T is required, e.g. --since 2026-11-21T08:00:00Z")
 		return exitUsage
 	}
-	t, err := events.ParseTime(*since)
+	t, err := envelope.ParseTime(*since)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdcctl replay: --since: %v; use RFC 3339 such as 2026-11-21T08:00:00Z\n", err)
 		return exitUsage
@@ -84,10 +84,10 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	}
 	r := res.Record
 	if f.json {
-		v := replayView{Table: f.table, To: events.FormatTime(r.To), At: events.FormatTime(r.At), By: r.By, Reason: r.Reason, Created: res.Created,
+		v := replayView{Table: f.table, To: envelope.FormatTime(r.To), At: envelope.FormatTime(r.At), By: r.By, Reason: r.Reason, Created: res.Created,
 			DroppedPending: res.DroppedPending}
 		if !r.From.IsZero() {
-			v.From = events.FormatTime(r.From)
+			v.From = envelope.FormatTime(r.From)
 		}
 		if err := writeJSON(stdout, v); err != nil {
 			return fail(stderr, "replay", err.Error())
@@ -95,9 +95,9 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		return exitOK
 	}
 	if res.Created {
-		fmt.Fprintf(stdout, "checkpoint set to %s (new RUN record) by %s\n", events.FormatTime(r.To), r.By)
+		fmt.Fprintf(stdout, "checkpoint set to %s (new RUN record) by %s\n", envelope.FormatTime(r.To), r.By)
 	} else {
-		fmt.Fprintf(stdout, "checkpoint moved back from %s to %s by %s\n", events.FormatTime(r.From), events.FormatTime(r.To), r.By)
+		fmt.Fprintf(stdout, "checkpoint moved back from %s to %s by %s\n", envelope.FormatTime(r.From), envelope.FormatTime(r.To), r.By)
 	}
 	if p := res.DroppedPending; p != nil {
 		fmt.Fprintf(stdout, "dropped the pending export (parts %d-%d of %d of job %s): the next run exports afresh\n",

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
 
 func TestReplayRefusedWhileARunHoldsTheLock(t *testing.T) {
 	s := newCtlStack(t)
 	arn, a := s.acquire(t, "run-1")
-	since := events.FormatTime(time.Now().Add(-5 * time.Hour))
+	since := envelope.FormatTime(time.Now().Add(-5 * time.Hour))
 	code, out, stderr := s.cdcctl(t, "replay", "--since", since, "--reason", "test")
 	if code != exitFailure || !strings.Contains(stderr, "run-1") || !strings.Contains(stderr, "wait") {
 		t.Fatalf("replay while running: exit %d\n%s%s", code, out, stderr)
@@ -38,13 +38,13 @@ func TestReplayMovesTheCheckpointBackAndRecordsWhoWhenAndFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := time.Now().Add(-30 * time.Hour).UTC().Truncate(time.Millisecond)
-	code, out, stderr := s.cdcctl(t, "replay", "--since", events.FormatTime(to), "--reason", "consumer outage", "--json")
+	code, out, stderr := s.cdcctl(t, "replay", "--since", envelope.FormatTime(to), "--reason", "consumer outage", "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var v replayView
 	decodeJSON(t, out, &v)
-	if v.From != events.FormatTime(a.Window.Until) || v.To != events.FormatTime(to) || v.By != "tester" || v.Reason != "consumer outage" {
+	if v.From != envelope.FormatTime(a.Window.Until) || v.To != envelope.FormatTime(to) || v.By != "tester" || v.Reason != "consumer outage" {
 		t.Fatalf("replay = %+v", v)
 	}
 	st, _ := s.store.Status(ctx, 0)
@@ -56,7 +56,7 @@ func TestReplayMovesTheCheckpointBackAndRecordsWhoWhenAndFrom(t *testing.T) {
 		t.Fatalf("audit = %+v, %v", rs, err)
 	}
 	// Forward is refused, and the text output says why.
-	code, _, stderr = s.cdcctl(t, "replay", "--since", events.FormatTime(time.Now().Add(-time.Minute)))
+	code, _, stderr = s.cdcctl(t, "replay", "--since", envelope.FormatTime(time.Now().Add(-time.Minute)))
 	if code != exitFailure || !strings.Contains(stderr, "back only") {
 		t.Fatalf("forward replay: exit %d: %s", code, stderr)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
 
@@ -24,7 +24,7 @@ func TestReplayWaitWaitsForTheRunningWindow(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, stderr := s.cdcctl(t, "replay", "--since", events.FormatTime(to), "--wait", "--wait-poll", "20ms", "--json")
+		code, out, stderr := s.cdcctl(t, "replay", "--since", envelope.FormatTime(to), "--wait", "--wait-poll", "20ms", "--json")
 		done <- result{code, out, stderr}
 	}()
 	// The replay is still waiting: the lock is held and the checkpoint unmoved.
@@ -42,8 +42,8 @@ func TestReplayWaitWaitsForTheRunningWindow(t *testing.T) {
 	}
 	var v replayView
 	decodeJSON(t, r.out, &v)
-	if v.From != events.FormatTime(a.Window.Until) || v.To != events.FormatTime(to) {
-		t.Fatalf("replay = %+v, want from the committed checkpoint %s", v, events.FormatTime(a.Window.Until))
+	if v.From != envelope.FormatTime(a.Window.Until) || v.To != envelope.FormatTime(to) {
+		t.Fatalf("replay = %+v, want from the committed checkpoint %s", v, envelope.FormatTime(a.Window.Until))
 	}
 	st, _ := s.store.Status(ctx, 0)
 	if !st.Checkpoint.Equal(to) {
@@ -54,7 +54,7 @@ func TestReplayWaitWaitsForTheRunningWindow(t *testing.T) {
 func TestReplayWaitGivesUpAndLeavesTheCheckpoint(t *testing.T) {
 	s := newCtlStack(t)
 	_, a := s.acquire(t, "run-1")
-	code, _, stderr := s.cdcctl(t, "replay", "--since", events.FormatTime(a.Window.Since.Add(-time.Hour)), "--wait", "--wait-timeout", "100ms", "--wait-poll", "20ms")
+	code, _, stderr := s.cdcctl(t, "replay", "--since", envelope.FormatTime(a.Window.Since.Add(-time.Hour)), "--wait", "--wait-timeout", "100ms", "--wait-poll", "20ms")
 	if code != exitFailure || !strings.Contains(stderr, "still holds the lock") || !strings.Contains(stderr, "not moved") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -65,11 +65,11 @@ func TestReplayWaitGivesUpAndLeavesTheCheckpoint(t *testing.T) {
 	// A stale lock is not waited for: it needs `cdcctl unlock`.
 	arn := s.env.ARN("states", "execution:cdc:run-1")
 	s.sfn.Set(t, arn, "FAILED")
-	code, _, stderr = s.cdcctl(t, "replay", "--since", events.FormatTime(a.Window.Since.Add(-time.Hour)), "--wait", "--wait-timeout", "10s")
+	code, _, stderr = s.cdcctl(t, "replay", "--since", envelope.FormatTime(a.Window.Since.Add(-time.Hour)), "--wait", "--wait-timeout", "10s")
 	if code != exitFailure || !strings.Contains(stderr, "cdcctl unlock") {
 		t.Fatalf("stale lock: exit %d: %s", code, stderr)
 	}
-	if code, _, stderr := s.cdcctl(t, "replay", "--since", events.FormatTime(a.Window.Since), "--wait-poll", "0s"); code != exitUsage {
+	if code, _, stderr := s.cdcctl(t, "replay", "--since", envelope.FormatTime(a.Window.Since), "--wait-poll", "0s"); code != exitUsage {
 		t.Fatalf("zero poll: exit %d: %s", code, stderr)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
@@ -334,8 +334,8 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 		t.Fatalf("status does not show the window to replay from:\n%s", out)
 	}
 	rb.run(t, `cdcctl replay --since $SINCE --reason "$REASON"`, vars{"SINCE": w1.Window.Since, "REASON": "runbook test: consumer outage"}, exitOK)
-	if cp := status().Checkpoint; events.FormatTime(cp) != w1.Window.Since {
-		t.Fatalf("replay left the checkpoint at %s, want %s", events.FormatTime(cp), w1.Window.Since)
+	if cp := status().Checkpoint; envelope.FormatTime(cp) != w1.Window.Since {
+		t.Fatalf("replay left the checkpoint at %s, want %s", envelope.FormatTime(cp), w1.Window.Since)
 	}
 	w2, ids2 := cdcctlRun()
 	if w2.Outcome != report.OutcomeCommitted || strings.Join(ids2, " ") != strings.Join(ids1, " ") {
@@ -343,7 +343,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	}
 
 	// --- Re-run quarantined records after a fix --------------------------------
-	quarantineSince := events.FormatTime(time.Now().Add(-time.Second).Truncate(time.Second))
+	quarantineSince := envelope.FormatTime(time.Now().Add(-time.Second).Truncate(time.Second))
 	const secret = "Zqphimarker"
 	bad := []byte(`{"resourceType":"Patient","id":"rb-bad","name":[{"family":"` + secret + `"}],"gender":"female","gender":"male"}`)
 	if _, err := st.PutResource(ctx, "Patient", "rb-bad", bad); err != nil {
@@ -491,7 +491,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 	jsonOut, _ = rb.run(t, "cdcctl status --json", nil, exitOK)
 	var sv statusView
 	decodeJSON(t, jsonOut, &sv)
-	if sv.Lock != nil || sv.Checkpoint != events.FormatTime(checkpoint) || len(sv.History) == 0 || sv.History[0].RunID != executionName(arn) {
+	if sv.Lock != nil || sv.Checkpoint != envelope.FormatTime(checkpoint) || len(sv.History) == 0 || sv.History[0].RunID != executionName(arn) {
 		t.Fatalf("status --json after the failed run: %+v", sv)
 	}
 	// CheckpointLagAlarm: the next run retries the window and moves on
@@ -500,7 +500,7 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	w5, _ := cdcctlRun()
-	if w5.Outcome != report.OutcomeCommitted || w5.Window.Since != events.FormatTime(checkpoint) || !status().Checkpoint.After(checkpoint) {
+	if w5.Outcome != report.OutcomeCommitted || w5.Window.Since != envelope.FormatTime(checkpoint) || !status().Checkpoint.After(checkpoint) {
 		t.Fatalf("the run after the failure: %+v", w5)
 	}
 

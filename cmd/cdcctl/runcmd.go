@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
@@ -222,7 +222,7 @@ func startExecution(ctx context.Context, c StartExecutionAPI, stateMachineARN, n
 				st.ARN = arn
 			}
 			if d.StartDate != nil {
-				st.StartDate = events.FormatTime(*d.StartDate)
+				st.StartDate = envelope.FormatTime(*d.StartDate)
 			}
 			return st, nil
 		}
@@ -240,7 +240,7 @@ func startExecution(ctx context.Context, c StartExecutionAPI, stateMachineARN, n
 	}
 	st := started{ARN: aws.ToString(out.ExecutionArn)}
 	if out.StartDate != nil {
-		st.StartDate = events.FormatTime(*out.StartDate)
+		st.StartDate = envelope.FormatTime(*out.StartDate)
 	}
 	return st, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
 
@@ -85,8 +85,8 @@ type lockView struct {
 	RunID        string           `json:"runId"`
 	LockedAt     string           `json:"lockedAt"`
 	LeaseUntil   string           `json:"leaseUntil"`
-	Window       events.Window    `json:"window"`
-	ExportWindow events.Window    `json:"exportWindow"`
+	Window       envelope.Window  `json:"window"`
+	ExportWindow envelope.Window  `json:"exportWindow"`
 	OwnerStatus  string           `json:"ownerStatus,omitempty"`
 	Live         bool             `json:"live"`
 	Liveness     runlock.Liveness `json:"liveness"`
@@ -110,15 +110,15 @@ func runStatus(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	if err != nil {
 		return fail(stderr, "status", f.explain(err))
 	}
-	v := statusView{Table: f.table, Exists: st.Exists, Now: events.FormatTime(st.Now), LagSeconds: st.Lag.Seconds(),
+	v := statusView{Table: f.table, Exists: st.Exists, Now: envelope.FormatTime(st.Now), LagSeconds: st.Lag.Seconds(),
 		ExportJob: st.ExportJob, LastRun: st.LastRun, LastReplay: st.LastReplay, SkippedRuns: st.SkippedRuns,
 		Takeovers: st.Takeovers, History: st.History, Pending: st.Pending}
 	if st.Exists {
-		v.Checkpoint = events.FormatTime(st.Checkpoint)
+		v.Checkpoint = envelope.FormatTime(st.Checkpoint)
 	}
 	if l := st.Lock; l != nil {
-		v.Lock = &lockView{Owner: l.Owner, RunID: l.RunID, LockedAt: events.FormatTime(l.LockedAt),
-			LeaseUntil: events.FormatTime(l.LeaseUntil), Window: l.Window, ExportWindow: l.ExportWindow, OwnerStatus: l.Liveness.Status,
+		v.Lock = &lockView{Owner: l.Owner, RunID: l.RunID, LockedAt: envelope.FormatTime(l.LockedAt),
+			LeaseUntil: envelope.FormatTime(l.LeaseUntil), Window: l.Window, ExportWindow: l.ExportWindow, OwnerStatus: l.Liveness.Status,
 			Live: l.Liveness.Live, Liveness: l.Liveness}
 	}
 	sfnc := sfn.NewFromConfig(cfg)
@@ -156,16 +156,16 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 		printExecutions(w, v)
 		return
 	}
-	fmt.Fprintf(w, "checkpoint   %s (lag %s)\n", events.FormatTime(st.Checkpoint), roundDur(st.Lag))
+	fmt.Fprintf(w, "checkpoint   %s (lag %s)\n", envelope.FormatTime(st.Checkpoint), roundDur(st.Lag))
 	if l := st.Lock; l != nil {
 		state := "live"
 		if !l.Liveness.Live {
 			state = "STALE: the next run takes it over, or run `cdcctl unlock`"
 		}
-		fmt.Fprintf(w, "lock         held by %s since %s (%s; %s)\n", l.RunID, events.FormatTime(l.LockedAt), l.Liveness.Why, state)
+		fmt.Fprintf(w, "lock         held by %s since %s (%s; %s)\n", l.RunID, envelope.FormatTime(l.LockedAt), l.Liveness.Why, state)
 		fmt.Fprintf(w, "  owner      %s\n", l.Owner)
 		fmt.Fprintf(w, "  window     %s (exports %s)\n", l.Window, l.ExportWindow)
-		fmt.Fprintf(w, "  lease      until %s\n", events.FormatTime(l.LeaseUntil))
+		fmt.Fprintf(w, "  lease      until %s\n", envelope.FormatTime(l.LeaseUntil))
 	} else {
 		fmt.Fprintln(w, "lock         free")
 	}
@@ -173,20 +173,20 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 		n := p.Next
 		fmt.Fprintf(w, "pending      part %d of %d (%d files) of export job %s (run %s) over %s;\n", n.Part+1, n.Parts,
 			n.FileCount, orDash(n.JobID), n.ManifestRunID, n.Window)
-		fmt.Fprintf(w, "             the next run delivers it; the checkpoint moves to %s after the last part\n", events.FormatTime(p.Window.Until))
+		fmt.Fprintf(w, "             the next run delivers it; the checkpoint moves to %s after the last part\n", envelope.FormatTime(p.Window.Until))
 	}
 	if j := st.ExportJob; j != nil {
 		fmt.Fprintf(w, "export job   %s %s (run %s, started %s)\n", orDash(j.JobID), orDash(j.Status), j.RunID, orDash(j.StartedAt))
 	}
 	if r := st.LastRun; r != nil {
-		line := fmt.Sprintf("last run     %s %s at %s", r.RunID, r.Outcome, events.FormatTime(r.EndedAt))
+		line := fmt.Sprintf("last run     %s %s at %s", r.RunID, r.Outcome, envelope.FormatTime(r.EndedAt))
 		if r.Reason != "" {
 			line += ": " + r.Reason
 		}
 		fmt.Fprintln(w, line)
 	}
 	if r := st.LastReplay; r != nil {
-		line := fmt.Sprintf("last replay  %s by %s: %s -> %s", events.FormatTime(r.At), orDash(r.By), timeOrDash(r.From), events.FormatTime(r.To))
+		line := fmt.Sprintf("last replay  %s by %s: %s -> %s", envelope.FormatTime(r.At), orDash(r.By), timeOrDash(r.From), envelope.FormatTime(r.To))
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}
@@ -194,7 +194,7 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 	}
 	fmt.Fprintf(w, "skipped runs %d", st.SkippedRuns)
 	if !st.LastSkippedAt.IsZero() {
-		fmt.Fprintf(w, " (last %s)", events.FormatTime(st.LastSkippedAt))
+		fmt.Fprintf(w, " (last %s)", envelope.FormatTime(st.LastSkippedAt))
 	}
 	fmt.Fprintf(w, ", take-overs %d\n", st.Takeovers)
 	printReconciliationStatus(w, v.Reconciliation)
@@ -220,7 +220,7 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 		if h.Parts > 0 {
 			part = fmt.Sprintf("%d/%d", h.Part+1, h.Parts)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t", events.FormatTime(h.StartTime), h.RunID, h.Outcome, h.Window,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t", envelope.FormatTime(h.StartTime), h.RunID, h.Outcome, h.Window,
 			part, h.Counts.Files, h.Counts.Events, h.Counts.Quarantined)
 		if fast {
 			fmt.Fprintf(tw, "%d\t%d\t", h.Counts.FastPathSkipped, h.Counts.FastPathMissed)
@@ -248,7 +248,7 @@ func timeOrDash(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return events.FormatTime(t)
+	return envelope.FormatTime(t)
 }
 
 func oneLine(v string, n int) string {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
@@ -26,7 +26,7 @@ func TestStatusShowsAPendingExportAndReplayDropsIt(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"pending      part 2 of 3 (7 files) of export job job-77", "run-1 PARTIAL", "1/3",
-		"checkpoint moves to " + events.FormatTime(a.Window.Until)} {
+		"checkpoint moves to " + envelope.FormatTime(a.Window.Until)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -34,7 +34,7 @@ func TestStatusShowsAPendingExportAndReplayDropsIt(t *testing.T) {
 	_, out, _ = s.cdcctl(t, "status", "--json")
 	var pv struct {
 		Pending *struct {
-			Window events.Window   `json:"window"`
+			Window envelope.Window `json:"window"`
 			Next   manifest.Export `json:"next"`
 		} `json:"pending"`
 	}
@@ -52,7 +52,7 @@ func TestStatusShowsAPendingExportAndReplayDropsIt(t *testing.T) {
 		t.Fatalf("unlock: exit %d\n%s%s", code, out, stderr)
 	}
 
-	code, out, stderr = s.cdcctl(t, "replay", "--since", events.FormatTime(a.Window.Since), "--by", "ops")
+	code, out, stderr = s.cdcctl(t, "replay", "--since", envelope.FormatTime(a.Window.Since), "--by", "ops")
 	if code != exitOK || !strings.Contains(out, "dropped the pending export (parts 2-3 of 3 of job job-77)") {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, stderr)
 	}

@@ -1,7 +1,7 @@
 package change
 
 // Issue-2 benchmarks: the per-line work of prepare-change without AWS —
-// fhir.Reader → Classify → events.AppendDetail into a reused buffer — against
+// fhir.Reader → Classify → envelope.AppendDetail into a reused buffer — against
 // json.Valid over the same lines (the floor) and against the published
 // design's decode-into-map + json.Marshal. Run with -cpu 1 for MB/s per core;
 // docs/BENCHMARKS.md records the figures.
@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 )
@@ -31,12 +31,12 @@ const syntheaDir = "../../../shared/fhir-samples/synthea-10-patients"
 // quarantined and no envelope built.
 const benchLastUpdated = "2026-11-21T10:01:00.000Z"
 
-var benchWindow = events.Window{
+var benchWindow = envelope.Window{
 	Since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 	Until: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC),
 }
 
-var benchExport = events.ExportRef{DatastoreID: "0123456789abcdef0123456789abcdef", JobID: "fedcba9876543210fedcba9876543210"}
+var benchExport = envelope.ExportRef{DatastoreID: "0123456789abcdef0123456789abcdef", JobID: "fedcba9876543210fedcba9876543210"}
 
 // corpora loads the benchmark inputs. It is called per benchmark and never
 // cached, so that no corpus stays live into BenchmarkStream1GB's heap figure.
@@ -100,7 +100,7 @@ func pipeline(data []byte, level fhir.Validation, buf []byte) (int64, []byte, er
 		if k, _ := c.Classify(l); k != KindEvent {
 			continue
 		}
-		buf = events.AppendDetail(buf[:0], events.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}, benchWindow, benchExport, nil)
+		buf = envelope.AppendDetail(buf[:0], envelope.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}, benchWindow, benchExport, nil)
 		n++
 	}
 }
@@ -154,7 +154,7 @@ func BenchmarkJSONValid(b *testing.B) {
 // into map[string]any and json.Marshal an envelope map around it.
 func BenchmarkMapMarshal(b *testing.B) {
 	benchCorpora(b, func(b *testing.B, data []byte) {
-		w := map[string]any{"since": events.FormatTime(benchWindow.Since), "until": events.FormatTime(benchWindow.Until)}
+		w := map[string]any{"since": envelope.FormatTime(benchWindow.Since), "until": envelope.FormatTime(benchWindow.Until)}
 		exp := map[string]any{"datastoreId": benchExport.DatastoreID, "jobId": benchExport.JobID}
 		for b.Loop() {
 			rest := data
@@ -176,11 +176,11 @@ func BenchmarkMapMarshal(b *testing.B) {
 					lu = benchLastUpdated
 				}
 				if version == "" {
-					version = events.ContentVersion(rest[:i])
+					version = envelope.ContentVersion(rest[:i])
 				}
 				if _, err := json.Marshal(map[string]any{
-					"schemaVersion": events.SchemaVersion, "eventId": events.EventID(typ, id, version),
-					"operation": events.OperationUpsert, "resourceType": typ, "resourceId": id,
+					"schemaVersion": envelope.SchemaVersion, "eventId": envelope.EventID(typ, id, version),
+					"operation": envelope.OperationUpsert, "resourceType": typ, "resourceId": id,
 					"versionId": version, "lastUpdated": lu, "window": w, "export": exp, "resource": res,
 				}); err != nil {
 					b.Fatal(err)
@@ -256,7 +256,7 @@ func BenchmarkStream1GB(b *testing.B) {
 		s := gen.NewStream(gen.StreamSpec{Seed: 2, Bytes: total, LargeEvery: 2000, LargeSize: 300_000})
 		sampler := startPeakSampler()
 		r := fhir.NewReader(s, fhir.Options{Validation: fhir.ValidateJSON})
-		c := Classifier{Window: events.Window{Since: time.Time{}, Until: benchWindow.Until}}
+		c := Classifier{Window: envelope.Window{Since: time.Time{}, Until: benchWindow.Until}}
 		var buf []byte
 		var n int64
 		for {
@@ -270,7 +270,7 @@ func BenchmarkStream1GB(b *testing.B) {
 			if k, reason := c.Classify(l); k != KindEvent {
 				b.Fatalf("line %d: %v %s", l.Number, k, reason)
 			}
-			buf = events.AppendDetail(buf[:0], events.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}, benchWindow, benchExport, nil)
+			buf = envelope.AppendDetail(buf[:0], envelope.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}, benchWindow, benchExport, nil)
 			n++
 		}
 		h, inuse := sampler.Stop()

@@ -10,7 +10,7 @@ package change
 import (
 	"strings"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 )
 
@@ -120,7 +120,7 @@ func ParseTypeList(s string) []string {
 
 // Classifier applies a run's window and type filter to lines.
 type Classifier struct {
-	Window events.Window
+	Window envelope.Window
 	Filter Filter
 }
 
@@ -138,7 +138,7 @@ func (c Classifier) Classify(l *fhir.Line) (Kind, string) {
 	if l.LastUpdated == "" {
 		return KindQuarantined, ReasonLastUpdatedMissing
 	}
-	t, err := events.ParseTime(l.LastUpdated)
+	t, err := envelope.ParseTime(l.LastUpdated)
 	if err != nil {
 		return KindQuarantined, ReasonLastUpdatedInvalid
 	}

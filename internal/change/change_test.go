@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 )
 
-var window = events.Window{
+var window = envelope.Window{
 	Since: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
 	Until: time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC),
 }
@@ -216,7 +216,7 @@ func TestCountsUnknownKindUnbalances(t *testing.T) {
 }
 
 func TestTrailingDataIsQuarantined(t *testing.T) {
-	c := Classifier{Window: events.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}}
+	c := Classifier{Window: envelope.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}}
 	l := &fhir.Line{ResourceType: "Patient", ID: "p1", LastUpdated: "2026-11-21T09:30:00Z", TrailingData: true}
 	if kind, reason := c.Classify(l); kind != KindQuarantined || reason != ReasonTrailingData {
 		t.Fatalf("Classify = %v, %q", kind, reason)

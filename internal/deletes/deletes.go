@@ -29,7 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/indexobject"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
@@ -56,11 +56,11 @@ type S3API interface {
 // {"datastoreId","jobId"}, "runId", "executionId", "cursor"}. Cursor is null
 // on the first call and the previous Output's cursor after.
 type Input struct {
-	Action      string           `json:"action"`
-	Window      events.Window    `json:"window"`
-	Export      events.ExportRef `json:"export"`
-	RunID       string           `json:"runId"`
-	ExecutionID string           `json:"executionId,omitempty"`
+	Action      string             `json:"action"`
+	Window      envelope.Window    `json:"window"`
+	Export      envelope.ExportRef `json:"export"`
+	RunID       string             `json:"runId"`
+	ExecutionID string             `json:"executionId,omitempty"`
 	// Continues: the run continues the committed window before it
 	// (runlock's acquire), so the deletes the fast path published are
 	// skipped; after a replay they are published again on purpose.
@@ -241,7 +241,7 @@ func (f *Finder) find(parent context.Context, in Input) (Output, error) {
 	if in.reused() {
 		return Output{Done: true}, nil
 	}
-	if events.IsSnapshotSince(in.Window.Since) {
+	if envelope.IsSnapshotSince(in.Window.Since) {
 		// The first window publishes the store as it is: a deletion
 		// before it concerns a resource no consumer was told of.
 		return Output{Done: true}, nil
@@ -397,7 +397,7 @@ func (s *scan) readType(ctx context.Context, tc *TypeCursor) bool {
 		}
 		older := false
 		for i, e := range entries {
-			at, err := events.ParseTime(e.LastUpdated)
+			at, err := envelope.ParseTime(e.LastUpdated)
 			if err != nil {
 				s.fail(fmt.Errorf("delete scan: history of %s: entry %d: lastUpdated: %w", tc.Type, i+1, err))
 				return false
@@ -494,7 +494,7 @@ func (s *scan) fail(err error) {
 func (s *scan) publish(e fhirrest.HistoryEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := events.EventID(e.ResourceType, e.ID, e.VersionID)
+	id := envelope.EventID(e.ResourceType, e.ID, e.VersionID)
 	if s.seen[id] {
 		return nil
 	}
@@ -515,9 +515,9 @@ func (s *scan) publishAll() error {
 			}
 			s.totals.FastPathMissed++
 		}
-		d := events.Deletion{ResourceType: e.ResourceType, ResourceID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated,
+		d := envelope.Deletion{ResourceType: e.ResourceType, ResourceID: e.ID, VersionID: e.VersionID, LastUpdated: e.LastUpdated,
 			Window: s.in.Window, Export: s.in.Export}
-		s.detail = events.AppendDeleteDetail(s.detail[:0], d)
+		s.detail = envelope.AppendDeleteDetail(s.detail[:0], d)
 		if err := s.pub.Add(s.pubCtx, s.detail, nil); err != nil {
 			return fmt.Errorf("delete scan: publish a delete of a %s: %w", e.ResourceType, err)
 		}
@@ -574,7 +574,7 @@ func (f *Finder) observe(in Input, out Output, took time.Duration, err error) {
 		if in.Cursor != nil {
 			prev = in.Cursor.Totals.Deletes
 		}
-		props := map[string]any{"executionId": in.ExecutionID, "runId": in.RunID, "jobId": in.Export.JobID, "operation": events.OperationDelete}
+		props := map[string]any{"executionId": in.ExecutionID, "runId": in.RunID, "jobId": in.Export.JobID, "operation": envelope.OperationDelete}
 		_ = f.cfg.Metrics.Emit([]metrics.Value{metrics.Count(metrics.EventsPublished, out.Totals.Deletes-prev)}, nil, props)
 		if f.cfg.FastPath != nil && in.Continues {
 			var prevSkipped, prevMissed int64

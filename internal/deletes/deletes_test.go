@@ -20,7 +20,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/deletes"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
@@ -116,7 +116,7 @@ func (r *rig) mark() time.Time { return r.clock.now() }
 
 // published returns the delete events' eventIds, sorted, and checks each
 // detail against the v1 envelope.
-func (r *rig) published(w events.Window) []string {
+func (r *rig) published(w envelope.Window) []string {
 	r.t.Helper()
 	var out []string
 	for _, ev := range r.sink.Events() {
@@ -128,14 +128,14 @@ func (r *rig) published(w events.Window) []string {
 		if err := json.Unmarshal(ev.Event.Detail, &d); err != nil {
 			r.t.Fatal(err)
 		}
-		if d.Operation != events.OperationDelete || d.EventID != d.ResourceType+"/"+d.ResourceID+"/_history/"+d.VersionID {
+		if d.Operation != envelope.OperationDelete || d.EventID != d.ResourceType+"/"+d.ResourceID+"/_history/"+d.VersionID {
 			r.t.Errorf("event %s: operation %q, not a v1 delete", d.EventID, d.Operation)
 		}
-		at, err := events.ParseTime(d.LastUpdated)
+		at, err := envelope.ParseTime(d.LastUpdated)
 		if err != nil || !w.Contains(at) {
 			r.t.Errorf("event %s: lastUpdated %s outside the window %s", d.EventID, d.LastUpdated, w)
 		}
-		if d.Window["since"] != events.FormatTime(w.Since) || d.Export["jobId"] != "job1" {
+		if d.Window["since"] != envelope.FormatTime(w.Since) || d.Export["jobId"] != "job1" {
 			r.t.Errorf("event %s: window %v export %v", d.EventID, d.Window, d.Export)
 		}
 		out = append(out, d.EventID)
@@ -160,8 +160,8 @@ func (r *rig) recorded(runID string, seq int) []delivered.Entry {
 	return out
 }
 
-func input(w events.Window, cur *deletes.Cursor) deletes.Input {
-	return deletes.Input{Action: deletes.Action, Window: w, Export: events.ExportRef{DatastoreID: dsID, JobID: "job1"}, RunID: "run-1", Cursor: cur}
+func input(w envelope.Window, cur *deletes.Cursor) deletes.Input {
+	return deletes.Input{Action: deletes.Action, Window: w, Export: envelope.ExportRef{DatastoreID: dsID, JobID: "job1"}, RunID: "run-1", Cursor: cur}
 }
 
 // TestFindPublishesTheWindowsDeletes: every resource of every scanned type
@@ -197,7 +197,7 @@ func TestFindPublishesTheWindowsDeletes(t *testing.T) {
 	until := r.mark()
 	r.del("Patient", "p4") // after until: the next window's
 	r.del("Observation", "o1")
-	w := events.Window{Since: since, Until: until}
+	w := envelope.Window{Since: since, Until: until}
 
 	out, err := r.finder(r.hc, 2).Find(context.Background(), input(w, nil))
 	if err != nil {
@@ -232,7 +232,7 @@ func TestFindSkipsTheSnapshotWindow(t *testing.T) {
 	r.del("Patient", "p1")
 	until := r.mark()
 	calls := &countingHistory{api: r.hc}
-	out, err := r.finder(calls, 2).Find(context.Background(), input(events.Window{Since: events.SnapshotSince, Until: until}, nil))
+	out, err := r.finder(calls, 2).Find(context.Background(), input(envelope.Window{Since: envelope.SnapshotSince, Until: until}, nil))
 	if err != nil || !out.Done {
 		t.Fatalf("out %+v err %v", out, err)
 	}
@@ -250,7 +250,7 @@ func TestFindResumesFromItsCursor(t *testing.T) {
 	since := r.mark()
 	r.del("Patient", "p1")
 	obs := r.del("Observation", "o1")
-	w := events.Window{Since: since, Until: r.mark()}
+	w := envelope.Window{Since: since, Until: r.mark()}
 	cur := &deletes.Cursor{Pending: []deletes.TypeCursor{{Type: "Observation"}}, Seq: 3, Totals: deletes.Totals{Types: 2, Deletes: 1}}
 	out, err := r.finder(r.hc, 2).Find(context.Background(), input(w, cur))
 	if err != nil || !out.Done {
@@ -277,7 +277,7 @@ func TestFindFailsWithoutRecordingOnABadPage(t *testing.T) {
 	since := r.mark()
 	id := r.del("Patient", "secret-id-1")
 	r.del("Observation", "o1")
-	w := events.Window{Since: since, Until: r.mark()}
+	w := envelope.Window{Since: since, Until: r.mark()}
 	bad := &failingHistory{api: r.hc, failType: "Patient"}
 	_, err := r.finder(bad, 2).Find(context.Background(), input(w, nil))
 	var sf *deletes.ScanFailed
@@ -313,7 +313,7 @@ func TestFindReadsAThrottledPageAgain(t *testing.T) {
 	r.load("Observation", "o1")
 	since := r.mark()
 	want := []string{r.del("Observation", "o1"), r.del("Patient", "p1")}
-	w := events.Window{Since: since, Until: r.mark()}
+	w := envelope.Window{Since: since, Until: r.mark()}
 	// Each type has one page, read at once (Concurrency 2): 12 throttles
 	// are more than the 4 each page's 5 attempts can take and still succeed.
 	r.hle.ThrottleNext(12)
@@ -330,11 +330,11 @@ func TestFindReadsAThrottledPageAgain(t *testing.T) {
 func TestFindRefusesBadInput(t *testing.T) {
 	r := newRig(t)
 	f := r.finder(r.hc, 2)
-	w := events.Window{Since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)}
+	w := envelope.Window{Since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 1, 1, 0, 5, 0, 0, time.UTC)}
 	for name, in := range map[string]deletes.Input{
-		"no window":    {RunID: "r", Export: events.ExportRef{DatastoreID: dsID}},
-		"empty window": {Window: events.Window{Since: w.Since, Until: w.Since}, RunID: "r", Export: events.ExportRef{DatastoreID: dsID}},
-		"no run":       {Window: w, Export: events.ExportRef{DatastoreID: dsID}},
+		"no window":    {RunID: "r", Export: envelope.ExportRef{DatastoreID: dsID}},
+		"empty window": {Window: envelope.Window{Since: w.Since, Until: w.Since}, RunID: "r", Export: envelope.ExportRef{DatastoreID: dsID}},
+		"no run":       {Window: w, Export: envelope.ExportRef{DatastoreID: dsID}},
 		"no datastore": {Window: w, RunID: "r"},
 	} {
 		if _, err := f.Find(context.Background(), in); err == nil {
@@ -389,7 +389,7 @@ func TestFindSkipsTheDeletesTheFastPathPublished(t *testing.T) {
 	since := r.mark()
 	viaFast := r.del("Patient", "p1")
 	missed := r.del("Patient", "p2")
-	w := events.Window{Since: since, Until: r.mark()}
+	w := envelope.Window{Since: since, Until: r.mark()}
 	var asked []bool
 	fast := func(_ context.Context, from time.Time, continues bool) (*delivered.Set, error) {
 		asked = append(asked, continues)
@@ -445,7 +445,7 @@ func TestFastPathCreatedAndDeletedInsideTheWindowGetsItsDelete(t *testing.T) {
 	since := r.mark()
 	r.load("Patient", "brief")
 	del := r.del("Patient", "brief")
-	w := events.Window{Since: since, Until: r.mark()}
+	w := envelope.Window{Since: since, Until: r.mark()}
 	empty := func(context.Context, time.Time, bool) (*delivered.Set, error) { return &delivered.Set{}, nil }
 	f, err := deletes.New(r.hc, r.eb, r.s3, deletes.Config{
 		Types: []string{"Patient"}, Publish: publish.Config{EventBus: bus}, Bucket: bucket, FastPath: empty,
@@ -496,7 +496,7 @@ func TestFindTakesItsPartOfTheShareOnlyWhilePublishing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := events.Window{Since: since, Until: until}
+	w := envelope.Window{Since: since, Until: until}
 	if _, err := f.Find(context.Background(), input(w, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +506,7 @@ func TestFindTakesItsPartOfTheShareOnlyWhilePublishing(t *testing.T) {
 	if got := r.published(w); len(got) != 2 || (got[0] != want && got[1] != want) {
 		t.Fatalf("published %v", got)
 	}
-	quiet := events.Window{Since: until, Until: r.mark()}
+	quiet := envelope.Window{Since: until, Until: r.mark()}
 	if _, err := f.Find(context.Background(), input(quiet, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +523,7 @@ func TestFindIsDoneAtOnceForAReusedExport(t *testing.T) {
 	r.load("Patient", "p1")
 	since := r.mark()
 	r.del("Patient", "p1")
-	w := events.Window{Since: since, Until: r.mark()}
+	w := envelope.Window{Since: since, Until: r.mark()}
 	in := input(w, nil)
 	in.Reuse = json.RawMessage(`{"manifestKey":"manifests/run-0/part-00001.json","part":1}`)
 	out, err := r.finder(r.hc, 10).Find(context.Background(), in)
@@ -561,7 +561,7 @@ func TestFindReadsTheFastPathRecordAfterItsReadingDeadline(t *testing.T) {
 	since := r.mark()
 	p1 := r.del("Patient", "p1")
 	r.del("Observation", "o1")
-	w := events.Window{Since: since, Until: r.mark()}
+	w := envelope.Window{Since: since, Until: r.mark()}
 	var askedLive bool
 	fast := func(ctx context.Context, _ time.Time, _ bool) (*delivered.Set, error) {
 		if err := ctx.Err(); err != nil {

@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // Entry is one line of an index: a resource version. In the delivered
@@ -94,8 +94,8 @@ func Reduce(es []Entry) []Entry {
 // lastUpdated; at the same instant a delete beats an upsert, then a higher
 // version (numerically when both are numbers, else in byte order).
 func Newer(a, b Entry) bool {
-	ta, errA := events.ParseTime(a.LastUpdated)
-	tb, errB := events.ParseTime(b.LastUpdated)
+	ta, errA := envelope.ParseTime(a.LastUpdated)
+	tb, errB := envelope.ParseTime(b.LastUpdated)
 	switch {
 	case errA == nil && errB == nil:
 		if !ta.Equal(tb) {
@@ -134,7 +134,7 @@ func compareVersion(a, b string) int {
 
 // lastUpdatedAt parses an entry's lastUpdated.
 // LastUpdatedAt parses the entry's lastUpdated.
-func (e Entry) LastUpdatedAt() (time.Time, error) { return events.ParseTime(e.LastUpdated) }
+func (e Entry) LastUpdatedAt() (time.Time, error) { return envelope.ParseTime(e.LastUpdated) }
 
 // ErrBadField: a field holds a tab or a line break, which the text form cannot carry.
 var ErrBadField = errors.New("delivered: index field holds a tab or line break")
@@ -350,7 +350,7 @@ const OverlapPrefix = "overlap/"
 // checkpoint window ends at until: "overlap/{until}/", until in RFC 3339
 // with milliseconds — the next window's since, as stored.
 func OverlapDir(until time.Time) string {
-	return OverlapPrefix + events.FormatTime(until) + "/"
+	return OverlapPrefix + envelope.FormatTime(until) + "/"
 }
 
 // OverlapKey is the overlap object one invocation of run runID writes for

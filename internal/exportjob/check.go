@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
@@ -68,7 +68,7 @@ func (h *CheckHandler) handleRecord(ctx context.Context, rec events.SQSMessage) 
 // job needs nothing more.
 func (h *CheckHandler) check(ctx context.Context, msg RecheckMessage, requeue bool) error {
 	log := logging.Run(h.log, msg.ExecutionID, msg.RunID, msg.JobID, msg.Window.String()).With("attempt", msg.Attempt)
-	startedAt, _ := cdcevents.ParseTime(msg.StartedAt)
+	startedAt, _ := envelope.ParseTime(msg.StartedAt)
 	waited := h.d.Now().Sub(startedAt)
 
 	// Heartbeat first, whatever follows: a check that fails and is retried
@@ -315,6 +315,6 @@ func (h *CheckHandler) complete(ctx context.Context, msg RecheckMessage, job *fh
 }
 
 func mustTime(s string) time.Time {
-	t, _ := cdcevents.ParseTime(s)
+	t, _ := envelope.ParseTime(s)
 	return t
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -242,8 +242,8 @@ func record(id string, body any) events.SQSMessage {
 	return events.SQSMessage{MessageId: id, Body: s, EventSource: "aws:sqs", ReceiptHandle: "rh-" + id}
 }
 
-func window() cdcevents.Window {
-	return cdcevents.Window{
+func window() envelope.Window {
+	return envelope.Window{
 		Since: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
 		Until: time.Date(2026, 11, 21, 10, 3, 0, 0, time.UTC),
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -66,7 +66,7 @@ type LedgerEntry struct {
 	// can drive a check of the run.
 	TaskToken   string
 	ExecutionID string
-	Window      events.Window
+	Window      envelope.Window
 	// NoticeSeconds is how long after the job's end (HealthLake's endTime)
 	// check-export wrote the manifest; -1 when not known.
 	NoticeSeconds float64
@@ -110,7 +110,7 @@ func ledgerKey(runID string) map[string]ddbtypes.AttributeValue {
 
 func s(v string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: v} }
 
-func fmtTime(t time.Time) string { return events.FormatTime(t) }
+func fmtTime(t time.Time) string { return envelope.FormatTime(t) }
 
 func (l *Ledger) ttlValue() ddbtypes.AttributeValue {
 	return &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(l.now().Add(l.ttl).Unix(), 10)}
@@ -145,13 +145,13 @@ func (l *Ledger) Get(ctx context.Context, runID string) (LedgerEntry, bool, erro
 			e.NoticeSeconds = f
 		}
 	}
-	if since, err := events.ParseTime(str("windowSince")); err == nil {
-		if until, err := events.ParseTime(str("windowUntil")); err == nil {
-			e.Window = events.Window{Since: since, Until: until}
+	if since, err := envelope.ParseTime(str("windowSince")); err == nil {
+		if until, err := envelope.ParseTime(str("windowUntil")); err == nil {
+			e.Window = envelope.Window{Since: since, Until: until}
 		}
 	}
-	e.ClaimedAt, _ = events.ParseTime(str("claimedAt"))
-	e.StartedAt, _ = events.ParseTime(str("startedAt"))
+	e.ClaimedAt, _ = envelope.ParseTime(str("claimedAt"))
+	e.StartedAt, _ = envelope.ParseTime(str("startedAt"))
 	return e, true, nil
 }
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // Error names given to SendTaskFailure (each ≤ 256 characters).
@@ -31,22 +31,22 @@ const (
 // StartMessage is the body the state machine sends to the start queue.
 // Window is the export window: `_since` of the export is Window.Since.
 type StartMessage struct {
-	TaskToken   string        `json:"taskToken"`
-	ExecutionID string        `json:"executionId"`
-	RunID       string        `json:"runId"`
-	Window      events.Window `json:"window"`
+	TaskToken   string          `json:"taskToken"`
+	ExecutionID string          `json:"executionId"`
+	RunID       string          `json:"runId"`
+	Window      envelope.Window `json:"window"`
 }
 
 // RecheckMessage is the body of a delayed re-check message.
 type RecheckMessage struct {
-	TaskToken   string        `json:"taskToken"`
-	ExecutionID string        `json:"executionId"`
-	RunID       string        `json:"runId"`
-	Window      events.Window `json:"window"`
-	DatastoreID string        `json:"datastoreId"`
-	JobID       string        `json:"jobId"`
+	TaskToken   string          `json:"taskToken"`
+	ExecutionID string          `json:"executionId"`
+	RunID       string          `json:"runId"`
+	Window      envelope.Window `json:"window"`
+	DatastoreID string          `json:"datastoreId"`
+	JobID       string          `json:"jobId"`
 	// StartedAt is when the export was started (for the maximum wait),
-	// formatted by events.FormatTime.
+	// formatted by envelope.FormatTime.
 	StartedAt string `json:"startedAt"`
 	// Attempt numbers the checks, 1 for the first one sent by start-export.
 	Attempt int `json:"attempt"`
@@ -109,17 +109,17 @@ type wireMessage struct {
 // decodeMessage decodes a message body of the named schema, checks the
 // fields every message has, and returns the task token it read — also when
 // the rest of the body is unusable, so the run can be failed at once.
-func decodeMessage(body []byte, schema string) (wireMessage, events.Window, string, error) {
+func decodeMessage(body []byte, schema string) (wireMessage, envelope.Window, string, error) {
 	var m wireMessage
 	_, token, err := readToken(body)
 	if err != nil {
-		return m, events.Window{}, "", &MessageError{Problem: "body is not a JSON object: " + jsonProblem(err)}
+		return m, envelope.Window{}, "", &MessageError{Problem: "body is not a JSON object: " + jsonProblem(err)}
 	}
 	if token == "" {
-		return m, events.Window{}, "", &MessageError{Problem: "taskToken is missing or empty"}
+		return m, envelope.Window{}, "", &MessageError{Problem: "taskToken is missing or empty"}
 	}
 	if err := json.Unmarshal(body, &m); err != nil {
-		return m, events.Window{}, token, &MessageError{Problem: "body does not match the " + schema + " schema: " + jsonProblem(err), Token: token}
+		return m, envelope.Window{}, token, &MessageError{Problem: "body does not match the " + schema + " schema: " + jsonProblem(err), Token: token}
 	}
 	m.TaskToken = token
 	w, p := checkRunFields(m)
@@ -154,7 +154,7 @@ func ParseRecheckMessage(body []byte) (RecheckMessage, error) {
 	case m.Attempt < 1:
 		return out, &MessageError{Problem: "attempt must be a positive number", Token: token}
 	}
-	if _, err := events.ParseTime(m.StartedAt); err != nil {
+	if _, err := envelope.ParseTime(m.StartedAt); err != nil {
 		return out, &MessageError{Problem: "startedAt is not an RFC 3339 time", Token: token}
 	}
 	return out, nil
@@ -187,22 +187,22 @@ func messageKind(body []byte) string {
 	return k.Kind
 }
 
-func checkRunFields(m wireMessage) (events.Window, string) {
+func checkRunFields(m wireMessage) (envelope.Window, string) {
 	switch {
 	case m.RunID == "":
-		return events.Window{}, "runId is missing"
+		return envelope.Window{}, "runId is missing"
 	case len(m.RunID) > 80 || strings.ContainsAny(m.RunID, "/\\ \t\r\n"):
-		return events.Window{}, "runId is not an execution name (at most 80 characters, no slashes or spaces)"
+		return envelope.Window{}, "runId is not an execution name (at most 80 characters, no slashes or spaces)"
 	}
-	since, err := events.ParseTime(m.Window.Since)
+	since, err := envelope.ParseTime(m.Window.Since)
 	if err != nil {
-		return events.Window{}, "window.since is missing or not an RFC 3339 time"
+		return envelope.Window{}, "window.since is missing or not an RFC 3339 time"
 	}
-	until, err := events.ParseTime(m.Window.Until)
+	until, err := envelope.ParseTime(m.Window.Until)
 	if err != nil {
-		return events.Window{}, "window.until is missing or not an RFC 3339 time"
+		return envelope.Window{}, "window.until is missing or not an RFC 3339 time"
 	}
-	w := events.Window{Since: since, Until: until}
+	w := envelope.Window{Since: since, Until: until}
 	if w.Empty() {
 		return w, "window.since is not before window.until"
 	}
@@ -222,9 +222,9 @@ func jsonProblem(err error) string {
 
 // exportSince is the `_since` of the export of w: its since, or the zero
 // time (no `_since`, the whole store) for a snapshot window, which starts at
-// events.SnapshotSince or earlier.
-func exportSince(w events.Window) time.Time {
-	if events.IsSnapshotSince(w.Since) {
+// envelope.SnapshotSince or earlier.
+func exportSince(w envelope.Window) time.Time {
+	if envelope.IsSnapshotSince(w.Since) {
 		return time.Time{}
 	}
 	return w.Since

@@ -14,7 +14,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	cdcevents "github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
@@ -391,8 +391,8 @@ func TestStartCancelsAnotherRunningJobWithTheRunsName(t *testing.T) {
 // deployment) starts a full export: no `_since`.
 func TestStartOfASnapshotWindowOmitsSince(t *testing.T) {
 	for name, since := range map[string]time.Time{
-		"at SnapshotSince":   cdcevents.SnapshotSince,
-		"widened by overlap": cdcevents.SnapshotSince.Add(-time.Minute),
+		"at SnapshotSince":   envelope.SnapshotSince,
+		"widened by overlap": envelope.SnapshotSince.Add(-time.Minute),
 	} {
 		t.Run(name, func(t *testing.T) { startsWithoutSince(t, since) })
 	}

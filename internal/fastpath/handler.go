@@ -34,7 +34,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
@@ -271,7 +271,7 @@ func (inv *invocation) message(ctx context.Context, id string, p parsed) {
 	for _, r := range n.Unrecognized {
 		inv.skip(r)
 	}
-	exp := events.ExportRef{DatastoreID: cfg.DatastoreID, JobID: "Subscription/" + n.SubscriptionID}
+	exp := envelope.ExportRef{DatastoreID: cfg.DatastoreID, JobID: "Subscription/" + n.SubscriptionID}
 	for _, c := range n.Changes {
 		inv.c.changes++
 		if !cfg.Filter.Allows(c.ResourceType) {
@@ -295,7 +295,7 @@ func (inv *invocation) message(ctx context.Context, id string, p parsed) {
 
 // change publishes one announced version: a full resource as an upsert, a
 // deletion as a delete, an id-only version as what reading it shows.
-func (inv *invocation) change(ctx context.Context, m *message, c Change, exp events.ExportRef) error {
+func (inv *invocation) change(ctx context.Context, m *message, c Change, exp envelope.ExportRef) error {
 	if v, ok := inv.byID[c.EventID()]; ok {
 		v.msgs = append(v.msgs, m) // the same version in another message: one event
 		inv.c.duplicates++
@@ -335,28 +335,28 @@ func (inv *invocation) change(ctx context.Context, m *message, c Change, exp eve
 
 // publishUpsert emits the v1 upsert of one version whose resource is raw:
 // inline, or claim-checked when too large.
-func (inv *invocation) publishUpsert(ctx context.Context, m *message, c Change, lastUpdated string, raw []byte, exp events.ExportRef) error {
-	at, err := events.ParseTime(lastUpdated)
+func (inv *invocation) publishUpsert(ctx context.Context, m *message, c Change, lastUpdated string, raw []byte, exp envelope.ExportRef) error {
+	at, err := envelope.ParseTime(lastUpdated)
 	if err != nil { // checked by Parse and change: unreachable
 		inv.skip(ReasonEntryFields)
 		return nil
 	}
 	v := &version{entry: delivered.Entry{Type: c.ResourceType, ID: c.ID, VersionID: c.VersionID, LastUpdated: lastUpdated}, at: at, msgs: []*message{m}}
 	inv.em.Window, inv.em.Export = InstantWindow(at), exp
-	_, err = inv.em.Emit(ctx, events.Resource{ResourceType: c.ResourceType, ID: c.ID, VersionID: c.VersionID, LastUpdated: lastUpdated, Raw: raw}, v)
+	_, err = inv.em.Emit(ctx, envelope.Resource{ResourceType: c.ResourceType, ID: c.ID, VersionID: c.VersionID, LastUpdated: lastUpdated, Raw: raw}, v)
 	return inv.queued(v, err)
 }
 
 // publishDelete adds the v1 delete of one version: the deletion's version,
 // at its notification's timestamp.
-func (inv *invocation) publishDelete(ctx context.Context, m *message, c Change, exp events.ExportRef) error {
-	at, err := events.ParseTime(c.Timestamp)
+func (inv *invocation) publishDelete(ctx context.Context, m *message, c Change, exp envelope.ExportRef) error {
+	at, err := envelope.ParseTime(c.Timestamp)
 	if err != nil { // checked by Parse: unreachable
 		inv.skip(ReasonTimestamp)
 		return nil
 	}
 	v := &version{entry: delivered.Entry{Type: c.ResourceType, ID: c.ID, VersionID: c.VersionID, LastUpdated: c.Timestamp, Deleted: true}, at: at, msgs: []*message{m}}
-	inv.detail = events.AppendDeleteDetail(inv.detail[:0], events.Deletion{
+	inv.detail = envelope.AppendDeleteDetail(inv.detail[:0], envelope.Deletion{
 		ResourceType: c.ResourceType, ResourceID: c.ID, VersionID: c.VersionID, LastUpdated: c.Timestamp,
 		Window: InstantWindow(at), Export: exp,
 	})
@@ -371,7 +371,7 @@ func (inv *invocation) queued(v *version, err error) error {
 		inv.skip(ReasonTooLarge) // nothing stored or queued
 		return nil
 	}
-	inv.byID[events.EventID(v.entry.Type, v.entry.ID, v.entry.VersionID)] = v
+	inv.byID[envelope.EventID(v.entry.Type, v.entry.ID, v.entry.VersionID)] = v
 	inv.order = append(inv.order, v)
 	if err == nil {
 		return nil
@@ -476,12 +476,12 @@ const maxKept = 20000
 // InstantWindow is the window of a fast-path event: the instant of its
 // version, (until − 1 ms, until] with until = at rounded up to the
 // millisecond, so that at lies in it.
-func InstantWindow(at time.Time) events.Window {
+func InstantWindow(at time.Time) envelope.Window {
 	until := at.UTC().Truncate(time.Millisecond)
 	if until.Before(at) {
 		until = until.Add(time.Millisecond)
 	}
-	return events.Window{Since: until.Add(-time.Millisecond), Until: until}
+	return envelope.Window{Since: until.Add(-time.Millisecond), Until: until}
 }
 
 // tally is what an environment's invocations did between two reports.

@@ -32,7 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
@@ -230,14 +230,14 @@ func idOnly(ref, version, ts string) string {
 }
 
 // details returns the events on the bus, decoded, and checks each envelope.
-func (r *rig) details() []events.Detail {
+func (r *rig) details() []envelope.Detail {
 	r.t.Helper()
-	var out []events.Detail
+	var out []envelope.Detail
 	for _, d := range r.sink.Events() {
 		if d.Bus != bus || d.Event.Source != publish.DefaultSource || d.Event.DetailType != publish.DefaultDetailType {
 			r.t.Errorf("event on %s from %s / %s", d.Bus, d.Event.Source, d.Event.DetailType)
 		}
-		var det events.Detail
+		var det envelope.Detail
 		if err := json.Unmarshal(d.Event.Detail, &det); err != nil {
 			r.t.Fatal(err)
 		}
@@ -304,12 +304,12 @@ func TestFullResourceUpsertReachesTheBusWithTheExportPathsEventID(t *testing.T) 
 	}
 	// The eventId the export path gives the same line (prepare-change's
 	// versionOf: meta.versionId, else the content hash).
-	exportID := events.EventID(f.ResourceType, f.ID, events.VersionOf(events.Resource{VersionID: f.VersionID, Raw: body}))
+	exportID := envelope.EventID(f.ResourceType, f.ID, envelope.VersionOf(envelope.Resource{VersionID: f.VersionID, Raw: body}))
 	d := got[0]
-	if d.EventID != exportID || d.EventID != "Patient/pat-7f3a9/_history/1" || d.Operation != events.OperationUpsert || d.LastUpdated != f.LastUpdated {
+	if d.EventID != exportID || d.EventID != "Patient/pat-7f3a9/_history/1" || d.Operation != envelope.OperationUpsert || d.LastUpdated != f.LastUpdated {
 		t.Errorf("detail = %+v, want eventId %s", d, exportID)
 	}
-	at, _ := events.ParseTime(f.LastUpdated)
+	at, _ := envelope.ParseTime(f.LastUpdated)
 	w := fastpath.InstantWindow(at)
 	if !w.Contains(at) || w.Until.Sub(w.Since) != time.Millisecond || !d.Window.Until.Equal(w.Until) || !d.Window.Since.Equal(w.Since) {
 		t.Errorf("window %s (want %s) does not hold lastUpdated %s", d.Window, w, f.LastUpdated)
@@ -318,8 +318,8 @@ func TestFullResourceUpsertReachesTheBusWithTheExportPathsEventID(t *testing.T) 
 		t.Errorf("export = %+v", d.Export)
 	}
 	// The detail is the v1 builder's, byte for byte: the resource as received.
-	want := events.AppendDetail(nil, events.Resource{ResourceType: f.ResourceType, ID: f.ID, VersionID: f.VersionID, LastUpdated: f.LastUpdated, Raw: body},
-		w, events.ExportRef{DatastoreID: dsID, JobID: "Subscription/sub-1"}, nil)
+	want := envelope.AppendDetail(nil, envelope.Resource{ResourceType: f.ResourceType, ID: f.ID, VersionID: f.VersionID, LastUpdated: f.LastUpdated, Raw: body},
+		w, envelope.ExportRef{DatastoreID: dsID, JobID: "Subscription/sub-1"}, nil)
 	if det := r.sink.Events()[0].Event.Detail; !bytes.Equal(det, want) {
 		t.Errorf("detail\n%s\nwant\n%s", det, want)
 	}
@@ -354,7 +354,7 @@ func TestIDOnlyIsReadBackWithVRead(t *testing.T) {
 		t.Fatalf("failed = %v", failed)
 	}
 	got := r.details()
-	if len(got) != 1 || got[0].EventID != "Observation/obs-1/_history/1" || got[0].Operation != events.OperationUpsert {
+	if len(got) != 1 || got[0].EventID != "Observation/obs-1/_history/1" || got[0].Operation != envelope.OperationUpsert {
 		t.Fatalf("events = %+v", got)
 	}
 	// Version 1's bytes, not the current version's.
@@ -394,9 +394,9 @@ func TestVReadOfADeletedVersionPublishesADelete(t *testing.T) {
 	}
 	for i, want := range []struct{ id, ts string }{{"Patient/pat-2/_history/" + del, ts1}, {"Patient/pat-3/_history/" + del3, ts2}} {
 		d := got[i]
-		at, _ := events.ParseTime(want.ts)
-		if d.EventID != want.id || d.Operation != events.OperationDelete || d.Resource != nil || d.ResourceRef != nil || d.LastUpdated != want.ts ||
-			!(events.Window{Since: d.Window.Since, Until: d.Window.Until}).Contains(at) {
+		at, _ := envelope.ParseTime(want.ts)
+		if d.EventID != want.id || d.Operation != envelope.OperationDelete || d.Resource != nil || d.ResourceRef != nil || d.LastUpdated != want.ts ||
+			!(envelope.Window{Since: d.Window.Since, Until: d.Window.Until}).Contains(at) {
 			t.Errorf("event %d = %+v, want a delete %s at %s", i, d, want.id, want.ts)
 		}
 	}
@@ -660,7 +660,7 @@ func TestRecordIsWrittenByEveryInvocationBeforeItAnswers(t *testing.T) {
 	for _, it := range out.Items {
 		n, _ := it["ttl"].(*ddbtypes.AttributeValueMemberN)
 		sk := it["sk"].(*ddbtypes.AttributeValueMemberS).Value
-		written, err := events.ParseTime(sk[:strings.IndexByte(sk, '#')])
+		written, err := envelope.ParseTime(sk[:strings.IndexByte(sk, '#')])
 		if err != nil || n == nil || n.Value != strconv.FormatInt(written.Add(fastrecord.TTL).Unix(), 10) {
 			t.Errorf("item %s: ttl %v, want a day after its write", sk, n)
 		}
@@ -769,7 +769,7 @@ func TestConfigFromEnvRefusesBadValues(t *testing.T) {
 
 func TestInstantWindowHoldsTheVersion(t *testing.T) {
 	for _, s := range []string{"2025-09-05T00:18:43.219652906Z", "2025-09-05T00:18:43.219Z", "2025-09-05T00:18:43Z", "2025-09-05T02:18:43.0000001+02:00"} {
-		at, err := events.ParseTime(s)
+		at, err := envelope.ParseTime(s)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 )
 
@@ -29,8 +29,8 @@ const (
 
 // Operations of a Change (the values of the v1 detail's operation).
 const (
-	OperationUpsert = events.OperationUpsert
-	OperationDelete = events.OperationDelete
+	OperationUpsert = envelope.OperationUpsert
+	OperationDelete = envelope.OperationDelete
 )
 
 // Notification is one HealthLake Subscription notification as the fast
@@ -81,7 +81,7 @@ type Change struct {
 
 // EventID is the v1 eventId of the change's version:
 // {resourceType}/{id}/_history/{versionId}, the id the export path gives it.
-func (c Change) EventID() string { return events.EventID(c.ResourceType, c.ID, c.VersionID) }
+func (c Change) EventID() string { return envelope.EventID(c.ResourceType, c.ID, c.VersionID) }
 
 // NeedsRead reports whether the change is id-only: an announced version
 // whose content (or deletion) must be read from HealthLake.
@@ -547,9 +547,9 @@ func entryRef(s string) (typ, id, version string, ok bool) {
 	return parts[n-2], parts[n-1], version, true
 }
 
-// isInstant reports whether s is a FHIR instant (events.ParseTime).
+// isInstant reports whether s is a FHIR instant (envelope.ParseTime).
 func isInstant(s string) bool {
-	_, err := events.ParseTime(s)
+	_, err := envelope.ParseTime(s)
 	return err == nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 )
@@ -357,7 +357,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("eventId %q (repeated: %v)", id, seen[id])
 			}
 			seen[id] = true
-			if _, err := events.ParseTime(c.Timestamp); err != nil || c.NotificationID == "" {
+			if _, err := envelope.ParseTime(c.Timestamp); err != nil || c.NotificationID == "" {
 				t.Fatalf("timestamp %q, notification id %q", c.Timestamp, c.NotificationID)
 			}
 			switch {

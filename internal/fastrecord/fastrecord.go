@@ -39,7 +39,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -76,7 +76,7 @@ func PK(t time.Time, shard int) string {
 // SK is the sort key of part (0, 1, …) of what the invocation unique wrote
 // at t. Sort keys order by write time within a partition key.
 func SK(t time.Time, unique string, part int) string {
-	return events.FormatTime(t) + "#" + unique + "#" + strconv.Itoa(part)
+	return envelope.FormatTime(t) + "#" + unique + "#" + strconv.Itoa(part)
 }
 
 // Shard is the shard of the invocation unique.
@@ -178,7 +178,7 @@ func (r *Reader) Read(ctx context.Context, from, to time.Time) (*delivered.Set, 
 		wg       sync.WaitGroup
 		next     = make(chan string)
 	)
-	fromSK := events.FormatTime(from)
+	fromSK := envelope.FormatTime(from)
 	for range min(readers, len(pks)) {
 		wg.Add(1)
 		go func() {

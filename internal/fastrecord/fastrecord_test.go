@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -29,7 +29,7 @@ func TestKeysSortByWriteTimeAndPartitionsCoverTheSpan(t *testing.T) {
 	}
 	a := fastrecord.SK(t0.Add(100*time.Millisecond), "req-z", 0)
 	b := fastrecord.SK(t0.Add(200*time.Millisecond), "req-a", 0)
-	if a >= b || !strings.HasPrefix(a, events.FormatTime(t0.Add(100*time.Millisecond))+"#") {
+	if a >= b || !strings.HasPrefix(a, envelope.FormatTime(t0.Add(100*time.Millisecond))+"#") {
 		t.Errorf("sort keys %s, %s: want write-time order", a, b)
 	}
 	if s := fastrecord.Shard("req-a"); s < 0 || s >= fastrecord.Shards || s != fastrecord.Shard("req-a") {
@@ -56,7 +56,7 @@ func TestReadFindsWhatWasPutInItsSpan(t *testing.T) {
 	ctx := context.Background()
 	w := &fastrecord.Writer{DB: db, Table: "cdc"}
 	entry := func(id string) delivered.Entry {
-		return delivered.Entry{Type: "Observation", ID: id, VersionID: "1", LastUpdated: events.FormatTime(t0)}
+		return delivered.Entry{Type: "Observation", ID: id, VersionID: "1", LastUpdated: envelope.FormatTime(t0)}
 	}
 	var many []delivered.Entry
 	for i := range fastrecord.MaxEntriesPerItem + 5 {
@@ -68,7 +68,7 @@ func TestReadFindsWhatWasPutInItsSpan(t *testing.T) {
 		entries []delivered.Entry
 	}{
 		{t0.Add(-2 * time.Minute), "before", []delivered.Entry{entry("old")}},
-		{t0.Add(time.Second), "r1", []delivered.Entry{entry("a"), {Type: "Patient", ID: "b", VersionID: "3", LastUpdated: events.FormatTime(t0), Deleted: true}}},
+		{t0.Add(time.Second), "r1", []delivered.Entry{entry("a"), {Type: "Patient", ID: "b", VersionID: "3", LastUpdated: envelope.FormatTime(t0), Deleted: true}}},
 		{t0.Add(3 * time.Minute), "r2", many},
 		{t0.Add(7 * time.Minute), "r3", []delivered.Entry{entry("c")}},
 		{t0.Add(8 * time.Minute), "r4", nil}, // nothing published: nothing written
@@ -117,7 +117,7 @@ func TestReadPagesPastOneMegabyte(t *testing.T) {
 	for i := range invocations {
 		entries := make([]delivered.Entry, fastrecord.MaxEntriesPerItem)
 		for j := range entries {
-			entries[j] = delivered.Entry{Type: "Observation", ID: fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()), VersionID: "1", LastUpdated: events.FormatTime(t0)}
+			entries[j] = delivered.Entry{Type: "Observation", ID: fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()), VersionID: "1", LastUpdated: envelope.FormatTime(t0)}
 		}
 		if _, err := w.Put(ctx, t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("r%d", i), entries); err != nil {
 			t.Fatal(err)

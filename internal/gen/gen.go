@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // MaxSize is the largest line size Options.Size may ask for.
@@ -116,7 +116,7 @@ func (g *Generator) AppendResource(dst []byte, typ string, o Options) ([]byte, e
 		meta = append(meta, kv{"versionId", v})
 	}
 	if !o.OmitLastUpdated {
-		meta = append(meta, kv{"lastUpdated", events.FormatTime(lu)})
+		meta = append(meta, kv{"lastUpdated", envelope.FormatTime(lu)})
 	}
 	c := &ctx{g: g, id: id, at: lu.UTC()}
 	res := obj{{"resourceType", typ}, {"id", id}, {"meta", meta}}

@@ -13,7 +13,7 @@ import (
 
 	models "github.com/samply/golang-fhir-models/fhir-models/fhir"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 )
 
@@ -162,7 +162,7 @@ func TestClockAdvances(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		line, _ := g.Resource("Observation", Options{})
 		f, _ := fhir.Peek(line)
-		lu, err := events.ParseTime(f.LastUpdated)
+		lu, err := envelope.ParseTime(f.LastUpdated)
 		if err != nil {
 			t.Fatal(err)
 		}

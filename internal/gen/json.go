@@ -3,7 +3,7 @@ package gen
 import (
 	"strconv"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // kv is one member of an ordered JSON object.
@@ -24,7 +24,7 @@ type arr []any
 func appendValue(dst []byte, v any) []byte {
 	switch x := v.(type) {
 	case string:
-		return events.AppendString(dst, x)
+		return envelope.AppendString(dst, x)
 	case int:
 		return strconv.AppendInt(dst, int64(x), 10)
 	case int64:
@@ -39,7 +39,7 @@ func appendValue(dst []byte, v any) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = events.AppendString(dst, m.k)
+			dst = envelope.AppendString(dst, m.k)
 			dst = append(dst, ':')
 			dst = appendValue(dst, m.v)
 		}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // Export names one manifest part of a finished export job: the task output
@@ -31,8 +31,8 @@ type Export struct {
 	JobID       string `json:"jobId"`
 	DatastoreID string `json:"datastoreId"`
 	// Window is the export window the job was started with.
-	Window              events.Window `json:"window"`
-	CompletedWithErrors bool          `json:"completedWithErrors"`
+	Window              envelope.Window `json:"window"`
+	CompletedWithErrors bool            `json:"completedWithErrors"`
 }
 
 // Last reports whether Part is the export's last part.

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 func threeParts() Export {
 	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return Export{Bucket: "b", ManifestKey: PartKey("run-1", 0), ManifestRunID: "run-1", Part: 0, Parts: 3,
 		PartFiles: []int{10, 10, 3}, PartBatches: []int{2, 2, 1}, FileCount: 10, BatchCount: 2, JobID: "j", DatastoreID: "d",
-		Window: events.Window{Since: since, Until: since.Add(time.Hour)}}
+		Window: envelope.Window{Since: since, Until: since.Add(time.Hour)}}
 }
 
 func TestExportNextWalksTheParts(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -208,7 +208,7 @@ func (b *batch) file(ctx context.Context, fs *fileState) error {
 		if kind == change.KindEvent {
 			tok := b.token(fs, line, versionID)
 			fs.pending++
-			r := events.Resource{ResourceType: line.ResourceType, ID: line.ID, VersionID: line.VersionID, LastUpdated: line.LastUpdated, Raw: line.Raw}
+			r := envelope.Resource{ResourceType: line.ResourceType, ID: line.ID, VersionID: line.VersionID, LastUpdated: line.LastUpdated, Raw: line.Raw}
 			_, err := b.em.Emit(ctx, r, tok)
 			var tooLarge *publish.EntryTooLargeError
 			var invalid *publish.InvalidResourceError
@@ -241,7 +241,7 @@ func versionOf(line *fhir.Line) string {
 	if line.VersionID != "" {
 		return line.VersionID
 	}
-	return events.ContentVersion(line.Raw)
+	return envelope.ContentVersion(line.Raw)
 }
 
 // token returns the token of line's event (of version versionID), reusing

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
@@ -23,8 +23,8 @@ import (
 // manifest batch of keys.
 func batchInput(keys ...string) prepare.Input {
 	in := prepare.Input{
-		Window: events.Window{Since: since, Until: until},
-		Export: events.ExportRef{DatastoreID: "ds1", JobID: "job1"},
+		Window: envelope.Window{Since: since, Until: until},
+		Export: envelope.ExportRef{DatastoreID: "ds1", JobID: "job1"},
 		RunID:  "run-1", ExecutionID: "arn:aws:states:us-east-1:000000000000:execution:cdc:run-1",
 	}
 	for _, k := range keys {

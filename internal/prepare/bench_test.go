@@ -35,7 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
@@ -124,7 +124,7 @@ func (m *memS3) AbortMultipartUpload(context.Context, *s3.AbortMultipartUploadIn
 }
 
 // benchWindow admits every generated and stamped line.
-var benchWindow = events.Window{Since: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+var benchWindow = envelope.Window{Since: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 
 type benchFile struct {
 	key, typ string
@@ -266,7 +266,7 @@ func benchHandler(b *testing.B, files []benchFile, overHTTP, batched bool) {
 	b.ReportMetric(float64(claims)/float64(b.N), "claim-checks/op")
 }
 
-var benchExport = events.ExportRef{DatastoreID: "bench-ds", JobID: "bench-job"}
+var benchExport = envelope.ExportRef{DatastoreID: "bench-ds", JobID: "bench-job"}
 
 func BenchmarkHandler(b *testing.B) {
 	synthea := syntheaFilesForBench(b)

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastrecord"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -52,7 +52,7 @@ func TestWindowSkipsWhatTheFastPathDelivered(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	t1 := t0.Add(5 * time.Minute)
 	now := t1.Add(3 * time.Minute)
-	at := func(t time.Time) string { return events.FormatTime(t) }
+	at := func(t time.Time) string { return envelope.FormatTime(t) }
 	rd := fastPathTable(t, r)
 	on := func(c *prepare.Config) {
 		c.FastPath, c.FastPathRecord, c.Now = true, rd, func() time.Time { return now }
@@ -119,7 +119,7 @@ func TestLongWindowDoesNotReadTheFastPath(t *testing.T) {
 	r := newRig(t, 0)
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	t1 := t0.Add(prepare.FastPathMaxSpan + time.Hour)
-	at := events.FormatTime
+	at := envelope.FormatTime
 	rd := fastPathTable(t, r)
 	fastPathRecord(t, rd, t1.Add(-time.Minute), "req-1", delivered.Entry{Type: "Patient", ID: "a", VersionID: "1", LastUpdated: at(t1.Add(-2 * time.Minute))})
 	k := "exports/ds1-FHIR_EXPORT-job1/Patient/Patient-long.ndjson"
@@ -142,7 +142,7 @@ func TestFastPathRecordUnreadableFailsTheBatch(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	t1 := t0.Add(5 * time.Minute)
 	k := "exports/ds1-FHIR_EXPORT-job1/Patient/Patient-nt.ndjson"
-	r.put(t, k, []byte(patient("a", "1", events.FormatTime(t0.Add(time.Minute)), 0)+"\n"))
+	r.put(t, k, []byte(patient("a", "1", envelope.FormatTime(t0.Add(time.Minute)), 0)+"\n"))
 	missing := &fastrecord.Reader{DB: dynamodb.NewFromConfig(r.env.Config()), Table: "no-such-table"}
 	h := r.handler(t, func(c *prepare.Config) {
 		c.FastPath, c.FastPathRecord, c.Now = true, missing, func() time.Time { return t1.Add(3 * time.Minute) }

@@ -23,7 +23,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/deletes"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -36,11 +36,11 @@ import (
 // {"files": [{"bucket","key","resourceType","bytes"}...], "window",
 // "export": {"datastoreId","jobId"}, "runId", "executionId"}.
 type Input struct {
-	Files       []manifest.File  `json:"files"`
-	Window      events.Window    `json:"window"`
-	Export      events.ExportRef `json:"export"`
-	RunID       string           `json:"runId"`
-	ExecutionID string           `json:"executionId,omitempty"`
+	Files       []manifest.File    `json:"files"`
+	Window      envelope.Window    `json:"window"`
+	Export      envelope.ExportRef `json:"export"`
+	RunID       string             `json:"runId"`
+	ExecutionID string             `json:"executionId,omitempty"`
 	// BatchCount is the number of batches of the Map this invocation is an
 	// item of (the export part's batchCount): with fewer batches than the
 	// Map's MaxConcurrency each invocation may publish faster (RateFor).
@@ -54,7 +54,7 @@ type Input struct {
 	// Checkpoint is the run's checkpoint window (since, until]; Window
 	// reaches back before it by the overlap. Nil (an older payload): no
 	// overlap handling.
-	Checkpoint *events.Window `json:"checkpoint,omitempty"`
+	Checkpoint *envelope.Window `json:"checkpoint,omitempty"`
 	// Continues: the previous window was committed up to Checkpoint.Since
 	// (runlock.Acquisition.Continues), so the versions it published in this
 	// run's overlap are skipped, not published again.
@@ -273,7 +273,7 @@ func (in Input) childEnd() time.Time {
 	if in.ChildStartTime == "" {
 		return time.Time{}
 	}
-	t, err := events.ParseTime(in.ChildStartTime)
+	t, err := envelope.ParseTime(in.ChildStartTime)
 	if err != nil {
 		return time.Time{}
 	}
@@ -284,7 +284,7 @@ func (in Input) childEnd() time.Time {
 // one `cdcctl status` and the run history show (the export window when the
 // payload has none). A version the overlap delivers late has its
 // lastUpdated up to the overlap before its since.
-func (in Input) eventWindow() events.Window {
+func (in Input) eventWindow() envelope.Window {
 	if in.Checkpoint != nil {
 		return *in.Checkpoint
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
@@ -128,8 +128,8 @@ func invoke(t testing.TB, h *prepare.Handler, in prepare.Input) (prepare.Output,
 func input(key string) prepare.Input {
 	return prepare.Input{
 		Files:  []manifest.File{{Bucket: bucket, Key: key, ResourceType: "Patient"}},
-		Window: events.Window{Since: since, Until: until},
-		Export: events.ExportRef{DatastoreID: "ds1", JobID: "job1"},
+		Window: envelope.Window{Since: since, Until: until},
+		Export: envelope.ExportRef{DatastoreID: "ds1", JobID: "job1"},
 		RunID:  "run-1", ExecutionID: "arn:aws:states:us-east-1:000000000000:execution:cdc:run-1",
 	}
 }
@@ -146,7 +146,7 @@ func eventIDs(t testing.TB, sink *fakeeventbridge.MemorySink) []string {
 	t.Helper()
 	var ids []string
 	for _, ev := range sink.Events() {
-		var d events.Detail
+		var d envelope.Detail
 		if err := json.Unmarshal(ev.Event.Detail, &d); err != nil {
 			t.Fatalf("decode detail: %v", err)
 		}
@@ -202,14 +202,14 @@ func TestHandlerWindowQuarantineClaimCheckAndSummary(t *testing.T) {
 	if !reflect.DeepEqual(out, want) {
 		t.Fatalf("summary\n got %+v\nwant %+v", out, want)
 	}
-	contentVersion := events.ContentVersion([]byte(lines[10]))
+	contentVersion := envelope.ContentVersion([]byte(lines[10]))
 	ids := eventIDs(t, r.sink)
 	wantIDs := []string{"Patient/b/_history/2", "Patient/d/_history/1", "Patient/big/_history/3", "Patient/h/_history/" + contentVersion}
 	if fmt.Sprint(ids) != fmt.Sprint(wantIDs) {
 		t.Fatalf("events %v, want %v", ids, wantIDs)
 	}
 	// The inline events carry the line byte for byte; the large one a reference.
-	var d events.Detail
+	var d envelope.Detail
 	_ = json.Unmarshal(r.sink.Events()[0].Event.Detail, &d)
 	if string(d.Resource) != lines[1] || d.Window.Since != since || d.Export.JobID != "job1" || d.LastUpdated != "2026-11-21T10:00:00.000Z" {
 		t.Fatalf("detail = %+v", d)
@@ -442,7 +442,7 @@ func TestInvalidInputFails(t *testing.T) {
 	h := r.handler(t, nil)
 	for name, mod := range map[string]func(*prepare.Input){
 		"no key":       func(in *prepare.Input) { in.Files[0].Key = "" },
-		"no window":    func(in *prepare.Input) { in.Window = events.Window{} },
+		"no window":    func(in *prepare.Input) { in.Window = envelope.Window{} },
 		"empty window": func(in *prepare.Input) { in.Window.Until = in.Window.Since },
 		"no run":       func(in *prepare.Input) { in.RunID = "" },
 	} {

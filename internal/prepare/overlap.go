@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/s3read"
 )
@@ -84,7 +84,7 @@ func (ov *overlap) keep(typ, id, versionID, lastUpdated string) error {
 	if !ov.tailOn {
 		return nil
 	}
-	t, err := events.ParseTime(lastUpdated)
+	t, err := envelope.ParseTime(lastUpdated)
 	if err != nil || !t.After(ov.tailAfter) {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 )
 
@@ -21,9 +21,9 @@ import (
 func windowInput(runID, key string, cpSince, cpUntil time.Time, continues bool) prepare.Input {
 	in := input(key)
 	in.RunID = runID
-	cp := events.Window{Since: cpSince, Until: cpUntil}
+	cp := envelope.Window{Since: cpSince, Until: cpUntil}
 	in.Checkpoint = &cp
-	in.Window = events.Window{Since: cpSince.Add(-time.Minute), Until: cpUntil}
+	in.Window = envelope.Window{Since: cpSince.Add(-time.Minute), Until: cpUntil}
 	in.Continues = continues
 	return in
 }
@@ -61,7 +61,7 @@ func TestOverlapRepeatsAreSkipped(t *testing.T) {
 	h := r.handler(t, nil)
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	t1, t2 := t0.Add(5*time.Minute), t0.Add(10*time.Minute)
-	at := func(t time.Time) string { return events.FormatTime(t) }
+	at := func(t time.Time) string { return envelope.FormatTime(t) }
 
 	// Window 1 (t0, t1]: a at t1−30 s (in the next window's overlap), b at t1−2 min (not).
 	k1 := "exports/ds1-FHIR_EXPORT-job1/Patient/Patient-w1.ndjson"
@@ -134,7 +134,7 @@ func TestOverlapReadFailureFailsTheBatch(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	r.put(t, delivered.OverlapDir(t0)+"run-0/x.tsv.gz", []byte("not\tan index line with enough fields? no"))
 	k := "exports/ds1-FHIR_EXPORT-job1/Patient/Patient-x.ndjson"
-	r.put(t, k, []byte(patient("a", "1", events.FormatTime(t0.Add(time.Minute)), 0)+"\n"))
+	r.put(t, k, []byte(patient("a", "1", envelope.FormatTime(t0.Add(time.Minute)), 0)+"\n"))
 	_, err := invoke(t, h, windowInput("run-1", k, t0, t0.Add(5*time.Minute), true))
 	if err == nil || !strings.Contains(err.Error(), "overlap") || r.sink.Len() != 0 {
 		t.Fatalf("err %v, %d published; want a read failure naming the overlap objects and nothing published", err, r.sink.Len())

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 )
 
@@ -78,7 +78,7 @@ type quarantine struct {
 func (q *quarantine) add(ctx context.Context, l *fhir.Line, reason string) error {
 	b := q.buf.AvailableBuffer()
 	b = append(b, `{"file":`...)
-	b = events.AppendString(b, l.File)
+	b = envelope.AppendString(b, l.File)
 	b = append(b, `,"line":`...)
 	b = strconv.AppendInt(b, l.Number, 10)
 	if q.lineFrom > 0 {
@@ -92,7 +92,7 @@ func (q *quarantine) add(ctx context.Context, l *fhir.Line, reason string) error
 		b = strconv.AppendInt(b, int64(len(l.Raw)), 10)
 	}
 	b = append(b, `,"reason":`...)
-	b = events.AppendString(b, reason)
+	b = envelope.AppendString(b, reason)
 	if l.Raw != nil {
 		raw, truncated := l.Raw, false
 		if len(raw) > q.rawCap {
@@ -101,7 +101,7 @@ func (q *quarantine) add(ctx context.Context, l *fhir.Line, reason string) error
 		}
 		if utf8.Valid(raw) {
 			b = append(b, `,"raw":`...)
-			b = events.AppendString(b, string(raw))
+			b = envelope.AppendString(b, string(raw))
 		} else {
 			b = append(b, `,"rawBase64":"`...)
 			b = base64.StdEncoding.AppendEncode(b, raw)

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/prepare"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -177,7 +177,7 @@ func TestRetryInsideTheMapChildStopsBeforeTheChildEnds(t *testing.T) {
 	defer cancel()
 	in := input(exportKey)
 	// The child started 4 min 58.5 s ago: it ends in 1.5 s.
-	in.ChildStartTime = events.FormatTime(time.Now().Add(-prepare.ExpressLimit + 1500*time.Millisecond))
+	in.ChildStartTime = envelope.FormatTime(time.Now().Add(-prepare.ExpressLimit + 1500*time.Millisecond))
 	start := time.Now()
 	out, err := h.Handle(ctx, in)
 	var dl *prepare.BatchDeadlineExceeded

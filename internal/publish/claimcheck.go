@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // ClaimCheckPrefix is the S3 prefix of claim-checked resources.
@@ -47,14 +47,14 @@ type ClaimCheck struct {
 
 // Store writes raw, the exported line byte for byte, under its
 // content-addressed key and returns the reference an event carries.
-func (c *ClaimCheck) Store(ctx context.Context, resourceType string, raw []byte) (events.ResourceRef, error) {
+func (c *ClaimCheck) Store(ctx context.Context, resourceType string, raw []byte) (envelope.ResourceRef, error) {
 	if c == nil || c.S3 == nil && !c.DryRun || c.Bucket == "" {
-		return events.ResourceRef{}, errors.New("claim-check: no bucket configured")
+		return envelope.ResourceRef{}, errors.New("claim-check: no bucket configured")
 	}
 	sum := sha256.Sum256(raw)
 	digest := hex.EncodeToString(sum[:])
 	key := ClaimCheckKey(resourceType, digest)
-	ref := events.ResourceRef{Bucket: c.Bucket, Key: key, Size: int64(len(raw)), SHA256: digest}
+	ref := envelope.ResourceRef{Bucket: c.Bucket, Key: key, Size: int64(len(raw)), SHA256: digest}
 	if c.DryRun {
 		return ref, nil
 	}
@@ -71,7 +71,7 @@ func (c *ClaimCheck) Store(ctx context.Context, resourceType string, raw []byte)
 		in.SSEKMSKeyId = aws.String(c.KMSKeyID)
 	}
 	if _, err := c.S3.PutObject(ctx, in); err != nil {
-		return events.ResourceRef{}, fmt.Errorf("claim-check: put %d bytes under s3://%s/%s: %w", len(raw), c.Bucket, ClaimCheckPrefix, err)
+		return envelope.ResourceRef{}, fmt.Errorf("claim-check: put %d bytes under s3://%s/%s: %w", len(raw), c.Bucket, ClaimCheckPrefix, err)
 	}
 	return ref, nil
 }

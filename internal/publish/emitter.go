@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // Emitter turns exported resource versions into events (detail schema v1)
@@ -20,8 +20,8 @@ import (
 type Emitter struct {
 	Publisher  *Publisher
 	ClaimCheck *ClaimCheck // nil: an oversized resource is an *EntryTooLargeError
-	Window     events.Window
-	Export     events.ExportRef
+	Window     envelope.Window
+	Export     envelope.ExportRef
 	// CheckJSON makes Emit check that a resource it must claim-check is
 	// one JSON object before storing it, as EventBridge checks an inline
 	// detail (MalformedDetail); one that is not is an *InvalidResourceError
@@ -49,18 +49,18 @@ func (e *Emitter) ClaimChecked() int64 { return e.claimChecked }
 // (absurdly long ids), an *InvalidResourceError (CheckJSON) — for both
 // nothing was stored or queued —, a claim-check error, or the publisher's
 // send error for the batch the event completed. No error names the resource.
-func (e *Emitter) Emit(ctx context.Context, r events.Resource, token any) (Result, error) {
-	r.VersionID = events.VersionOf(r)
-	id := events.EventID(r.ResourceType, r.ID, r.VersionID)
+func (e *Emitter) Emit(ctx context.Context, r envelope.Resource, token any) (Result, error) {
+	r.VersionID = envelope.VersionOf(r)
+	id := envelope.EventID(r.ResourceType, r.ID, r.VersionID)
 	res := Result{EventID: id}
 
 	raw := r.Raw
 	r.Raw = nil
-	e.buf = events.AppendDetail(e.buf[:0], r, e.Window, e.Export, nil)
+	e.buf = envelope.AppendDetail(e.buf[:0], r, e.Window, e.Export, nil)
 	inline := len(e.buf) + len(raw) // the resource is copied verbatim after "resource":
 	if e.Publisher.Fits(inline) {
 		r.Raw = raw
-		e.buf = events.AppendDetail(e.buf[:0], r, e.Window, e.Export, nil)
+		e.buf = envelope.AppendDetail(e.buf[:0], r, e.Window, e.Export, nil)
 		return res, e.Publisher.Add(ctx, e.buf, token)
 	}
 	if e.ClaimCheck == nil {
@@ -70,8 +70,8 @@ func (e *Emitter) Emit(ctx context.Context, r events.Resource, token any) (Resul
 		return res, &InvalidResourceError{}
 	}
 	// Check that the reference fits before writing the object.
-	ref := events.ResourceRef{Bucket: e.ClaimCheck.Bucket, Key: ClaimCheckKey(r.ResourceType, zeroDigest), Size: int64(len(raw)), SHA256: zeroDigest}
-	e.buf = events.AppendDetail(e.buf[:0], r, e.Window, e.Export, &ref)
+	ref := envelope.ResourceRef{Bucket: e.ClaimCheck.Bucket, Key: ClaimCheckKey(r.ResourceType, zeroDigest), Size: int64(len(raw)), SHA256: zeroDigest}
+	e.buf = envelope.AppendDetail(e.buf[:0], r, e.Window, e.Export, &ref)
 	if !e.Publisher.Fits(len(e.buf)) {
 		return res, &EntryTooLargeError{Size: e.Publisher.EntrySize(len(e.buf)), Limit: e.Publisher.Config().MaxEntryBytes}
 	}
@@ -79,7 +79,7 @@ func (e *Emitter) Emit(ctx context.Context, r events.Resource, token any) (Resul
 	if err != nil {
 		return res, fmt.Errorf("emit: %w", err)
 	}
-	e.buf = events.AppendDetail(e.buf[:0], r, e.Window, e.Export, &stored)
+	e.buf = envelope.AppendDetail(e.buf[:0], r, e.Window, e.Export, &stored)
 	res.ClaimChecked = true
 	e.claimChecked++
 	return res, e.Publisher.Add(ctx, e.buf, token)

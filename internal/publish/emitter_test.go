@@ -18,7 +18,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -58,8 +58,8 @@ func newS3(t *testing.T, env *localaws.Env) (*s3.Client, *s3Headers) {
 }
 
 var (
-	testWindow = events.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	testExport = events.ExportRef{DatastoreID: "ds1", JobID: "job1"}
+	testWindow = envelope.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	testExport = envelope.ExportRef{DatastoreID: "ds1", JobID: "job1"}
 )
 
 func patientLine(id, version string, pad int) []byte {
@@ -70,8 +70,8 @@ func patientLine(id, version string, pad int) []byte {
 	return []byte(`{"resourceType":"Patient","id":"` + id + `",` + meta + `,"text":{"div":"` + strings.Repeat("ä", pad) + `"}}`)
 }
 
-func resourceOf(line []byte, id, version string) events.Resource {
-	return events.Resource{ResourceType: "Patient", ID: id, VersionID: version, LastUpdated: "2026-11-21T09:30:00.000Z", Raw: line}
+func resourceOf(line []byte, id, version string) envelope.Resource {
+	return envelope.Resource{ResourceType: "Patient", ID: id, VersionID: version, LastUpdated: "2026-11-21T09:30:00.000Z", Raw: line}
 }
 
 func TestEmitInlineIsTheByteExactDetail(t *testing.T) {
@@ -87,11 +87,11 @@ func TestEmitInlineIsTheByteExactDetail(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
-	wantID := "Patient/p1/_history/" + events.ContentVersion(line)
+	wantID := "Patient/p1/_history/" + envelope.ContentVersion(line)
 	if res.EventID != wantID || res.ClaimChecked {
 		t.Fatalf("result = %+v, want id %s", res, wantID)
 	}
-	want := events.AppendDetail(nil, resourceOf(line, "p1", ""), testWindow, testExport, nil)
+	want := envelope.AppendDetail(nil, resourceOf(line, "p1", ""), testWindow, testExport, nil)
 	got := r.sink.Events()
 	if len(got) != 1 || string(got[0].Event.Detail) != string(want) {
 		t.Fatalf("detail = %s\nwant     %s", got[0].Event.Detail, want)
@@ -111,7 +111,7 @@ func TestClaimCheckLargeResource(t *testing.T) {
 
 			big := patientLine("big-1", "7", 5000) // ~10 KB of two-byte characters
 			small := patientLine("small-1", "1", 10)
-			for _, rr := range []events.Resource{resourceOf(big, "big-1", "7"), resourceOf(small, "small-1", "1")} {
+			for _, rr := range []envelope.Resource{resourceOf(big, "big-1", "7"), resourceOf(small, "small-1", "1")} {
 				if _, err := em.Emit(ctx, rr, nil); err != nil {
 					t.Fatalf("Emit: %v", err)
 				}
@@ -131,20 +131,20 @@ func TestClaimCheckLargeResource(t *testing.T) {
 			if len(evs) != 3 {
 				t.Fatalf("delivered %d, want 3", len(evs))
 			}
-			var d events.Detail
+			var d envelope.Detail
 			if err := json.Unmarshal(evs[0].Event.Detail, &d); err != nil {
 				t.Fatalf("decode detail: %v", err)
 			}
 			sum := sha256.Sum256(big)
 			wantKey := "claim-check/Patient/" + hex.EncodeToString(sum[:]) + ".json"
 			if d.EventID != "Patient/big-1/_history/7" || d.Resource != nil || d.ResourceRef == nil ||
-				*d.ResourceRef != (events.ResourceRef{Bucket: "artifacts", Key: wantKey, Size: int64(len(big)), SHA256: hex.EncodeToString(sum[:])}) {
+				*d.ResourceRef != (envelope.ResourceRef{Bucket: "artifacts", Key: wantKey, Size: int64(len(big)), SHA256: hex.EncodeToString(sum[:])}) {
 				t.Fatalf("detail = %+v ref %+v", d, d.ResourceRef)
 			}
 			if string(evs[2].Event.Detail) != string(evs[0].Event.Detail) {
 				t.Fatal("the retried emit produced a different event")
 			}
-			var small1 events.Detail
+			var small1 envelope.Detail
 			_ = json.Unmarshal(evs[1].Event.Detail, &small1)
 			if small1.ResourceRef != nil || string(small1.Resource) != string(small) {
 				t.Fatalf("small resource was not inline: %+v", small1)
@@ -247,13 +247,13 @@ func TestEmitterInlineExactlyAtTheLimitAndOneByteOver(t *testing.T) {
 	// with multi-byte characters in it.
 	lineOfEntrySize := func(id string, size int) []byte {
 		base := patientLine(id, "1", 100) // 100 two-byte characters
-		entry := p.EntrySize(len(events.AppendDetail(nil, resourceOf(base, id, "1"), testWindow, testExport, nil)))
+		entry := p.EntrySize(len(envelope.AppendDetail(nil, resourceOf(base, id, "1"), testWindow, testExport, nil)))
 		pad := size - entry
 		if pad < 0 {
 			t.Fatalf("base entry %d > %d", entry, size)
 		}
 		line := []byte(strings.Replace(string(base), `"text":{"div":"`, `"text":{"div":"`+strings.Repeat("x", pad), 1))
-		if got := p.EntrySize(len(events.AppendDetail(nil, resourceOf(line, id, "1"), testWindow, testExport, nil))); got != size {
+		if got := p.EntrySize(len(envelope.AppendDetail(nil, resourceOf(line, id, "1"), testWindow, testExport, nil))); got != size {
 			t.Fatalf("built entry of %d bytes, want %d", got, size)
 		}
 		return line

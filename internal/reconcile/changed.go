@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
@@ -65,7 +65,7 @@ func (h *Handler) changedSince(ctx context.Context, pl *Plan) ([]string, error) 
 					}
 					mu.Lock()
 					for _, e := range entries {
-						if t, err := events.ParseTime(e.LastUpdated); err == nil && t.After(pl.Window.Until) {
+						if t, err := envelope.ParseTime(e.LastUpdated); err == nil && t.After(pl.Window.Until) {
 							seen[e.ResourceType+"/"+e.ID] = struct{}{}
 						}
 					}

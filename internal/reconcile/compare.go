@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -172,8 +172,8 @@ func (h *Handler) diff(ctx context.Context, in Input) (Result, error) {
 			res.HardDeletes++
 		}
 		e := next[i]
-		d := events.Deletion{ResourceType: e.Type, ResourceID: e.ID, VersionID: c.version, LastUpdated: c.at, Window: pl.Window, Export: pl.Export}
-		detail = events.AppendDeleteDetail(detail[:0], d)
+		d := envelope.Deletion{ResourceType: e.Type, ResourceID: e.ID, VersionID: c.version, LastUpdated: c.at, Window: pl.Window, Export: pl.Export}
+		detail = envelope.AppendDeleteDetail(detail[:0], d)
 		if err := pub.Add(ctx, detail, nil); err != nil {
 			return res, fmt.Errorf("diff partition %d: publish a delete: %w", p, err)
 		}
@@ -305,11 +305,11 @@ func (h *Handler) confirmOne(ctx context.Context, reads *readpace.Pace, pl *Plan
 			// history): never a delete.
 			return confirmation{outcome: deleteUnconfirmed}, nil
 		}
-		return confirmation{outcome: deleteHard, version: events.HardDeleteVersion(k.VersionID), at: pl.StartedAt}, nil
+		return confirmation{outcome: deleteHard, version: envelope.HardDeleteVersion(k.VersionID), at: pl.StartedAt}, nil
 	case err != nil:
 		return confirmation{}, err
 	case len(hist) > 0 && hist[0].Deleted:
-		if t, err := events.ParseTime(hist[0].LastUpdated); err == nil && t.After(pl.Window.Until) {
+		if t, err := envelope.ParseTime(hist[0].LastUpdated); err == nil && t.After(pl.Window.Until) {
 			return confirmation{outcome: deletePending}, nil
 		}
 		return confirmation{outcome: deleteSoft, version: hist[0].VersionID, at: hist[0].LastUpdated}, nil
@@ -346,7 +346,7 @@ func (h *Handler) repair(ctx context.Context, em *publish.Emitter, files []deliv
 	if err != nil || line.Problem != "" || line.ID != e.ID || line.ResourceType != e.Type {
 		return false, nil // not the line indexed, or a bad line: the runs quarantine it
 	}
-	r := events.Resource{ResourceType: line.ResourceType, ID: line.ID, VersionID: line.VersionID, LastUpdated: line.LastUpdated, Raw: line.Raw}
+	r := envelope.Resource{ResourceType: line.ResourceType, ID: line.ID, VersionID: line.VersionID, LastUpdated: line.LastUpdated, Raw: line.Raw}
 	if _, err := em.Emit(ctx, r, nil); err != nil {
 		var tooLarge *publish.EntryTooLargeError
 		if errors.As(err, &tooLarge) {

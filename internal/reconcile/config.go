@@ -12,7 +12,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -48,7 +48,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	// A time as the initial checkpoint is the origin a RUN record written
 	// before it kept its own implies ("snapshot" and "now": RUN/STATE has it).
 	if s := get(stackconfig.EnvInitialCheckpoint); s != "" && s != "snapshot" && s != "now" {
-		t, err := events.ParseTime(s)
+		t, err := envelope.ParseTime(s)
 		if err != nil {
 			return Config{}, fmt.Errorf("reconcile configuration: CDC_INITIAL_CHECKPOINT=%q is not snapshot, now or a time", s)
 		}

@@ -7,11 +7,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // Range is one resource type's `_lastUpdated` range (After, Until]; After
-// at events.SnapshotSince means no lower bound.
+// at envelope.SnapshotSince means no lower bound.
 type Range struct {
 	Type  string    `json:"type"`
 	After time.Time `json:"after"`
@@ -23,7 +23,7 @@ type Range struct {
 
 // Contains reports whether t is in (After, Until].
 func (r Range) Contains(t time.Time) bool {
-	return (events.IsSnapshotSince(r.After) || t.After(r.After)) && !t.After(r.Until)
+	return (envelope.IsSnapshotSince(r.After) || t.After(r.After)) && !t.After(r.Until)
 }
 
 // countState is the count loop's progress, kept in S3 between invocations.
@@ -157,7 +157,7 @@ func (h *Handler) count(parent context.Context, in Input) (Done, error) {
 // than leafMax resources, more than a minute long.
 func refinable(r Range, leafMax int) bool {
 	span := r.Until.Sub(r.After)
-	return !events.IsSnapshotSince(r.After) && r.Store > int64(leafMax) && span <= time.Hour && span > time.Minute
+	return !envelope.IsSnapshotSince(r.After) && r.Store > int64(leafMax) && span <= time.Hour && span > time.Minute
 }
 
 // keepLargestRefines keeps the MaxRefine hours HealthLake counts most
@@ -219,7 +219,7 @@ func (h *Handler) readFine(ctx context.Context, pl *Plan, st *countState) (bool,
 
 // lower is the lower bound of a count or search: zero for none.
 func lower(after time.Time) time.Time {
-	if events.IsSnapshotSince(after) {
+	if envelope.IsSnapshotSince(after) {
 		return time.Time{}
 	}
 	return after
@@ -260,7 +260,7 @@ func (h *Handler) startCount(ctx context.Context, pl *Plan) (countState, error) 
 func recentSplit(pl *Plan) time.Time {
 	s := pl.Window.Until.Add(-24 * time.Hour)
 	if pl.Previous != nil {
-		if t, err := events.ParseTime(pl.Previous.Checkpoint); err == nil {
+		if t, err := envelope.ParseTime(pl.Previous.Checkpoint); err == nil {
 			s = t
 		}
 	}
@@ -281,7 +281,7 @@ func (h *Handler) split(g grid, hs Hist, r Range) (Range, Range, bool) {
 		return Range{}, Range{}, false
 	}
 	var mid time.Time
-	if events.IsSnapshotSince(r.After) {
+	if envelope.IsSnapshotSince(r.After) {
 		first := int64(0)
 		for k := range hs[r.Type] {
 			if first == 0 || k < first {

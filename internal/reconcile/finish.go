@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 )
 
@@ -55,9 +55,9 @@ func (h *Handler) finish(ctx context.Context, in Input) (Result, error) {
 		"pk": &ddbtypes.AttributeValueMemberS{Value: StatePK}, "sk": &ddbtypes.AttributeValueMemberS{Value: StateSK},
 		"runId":      &ddbtypes.AttributeValueMemberS{Value: pl.RunID},
 		"startedAt":  &ddbtypes.AttributeValueMemberS{Value: pl.StartedAt},
-		"finishedAt": &ddbtypes.AttributeValueMemberS{Value: events.FormatTime(now)},
+		"finishedAt": &ddbtypes.AttributeValueMemberS{Value: envelope.FormatTime(now)},
 		"partitions": &ddbtypes.AttributeValueMemberN{Value: strconv.Itoa(pl.Partitions)},
-		"checkpoint": &ddbtypes.AttributeValueMemberS{Value: events.FormatTime(pl.Window.Until)},
+		"checkpoint": &ddbtypes.AttributeValueMemberS{Value: envelope.FormatTime(pl.Window.Until)},
 		"jobId":      &ddbtypes.AttributeValueMemberS{Value: pl.Export.JobID},
 		"counts":     &ddbtypes.AttributeValueMemberS{Value: string(counts)},
 	}})

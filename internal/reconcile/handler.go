@@ -27,7 +27,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
@@ -197,12 +197,12 @@ type Plan struct {
 	Partitions int    `json:"partitions"`
 	// Window is (origin, checkpoint]: what the pipeline is responsible for
 	// and has published (RUN/STATE when the reconciliation started).
-	Window events.Window `json:"window"`
+	Window envelope.Window `json:"window"`
 	// StartedAt is the reconciliation's start: a hard delete's lastUpdated.
 	StartedAt string `json:"startedAt"`
 	// Export is what the events' export field names: the data store, and
 	// "reconciliation/{runId}" as the job.
-	Export events.ExportRef `json:"export"`
+	Export envelope.ExportRef `json:"export"`
 	// Types are the resource types compared.
 	Types []string `json:"types"`
 	// Split cuts each type's window in two before counting (zero: not

@@ -22,7 +22,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/change"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
@@ -199,8 +199,8 @@ func (r *rig) setCheckpoint(checkpoint, origin time.Time) {
 	r.t.Helper()
 	_, err := r.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{
 		"pk": &ddbtypes.AttributeValueMemberS{Value: "RUN"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "STATE"},
-		"lastRunTime": &ddbtypes.AttributeValueMemberS{Value: events.FormatTime(checkpoint)},
-		"origin":      &ddbtypes.AttributeValueMemberS{Value: events.FormatTime(origin)},
+		"lastRunTime": &ddbtypes.AttributeValueMemberS{Value: envelope.FormatTime(checkpoint)},
+		"origin":      &ddbtypes.AttributeValueMemberS{Value: envelope.FormatTime(origin)},
 	}})
 	if err != nil {
 		r.t.Fatal(err)
@@ -212,7 +212,7 @@ func (r *rig) setCheckpoint(checkpoint, origin time.Time) {
 // crashAfter ≥ 0 it stops after that many compared partitions (no finish).
 func (r *rig) reconcile(runID string, checkpoint time.Time, crashAfter int) reconcile.Result {
 	r.t.Helper()
-	return r.reconcileFrom(runID, events.SnapshotSince, checkpoint, crashAfter)
+	return r.reconcileFrom(runID, envelope.SnapshotSince, checkpoint, crashAfter)
 }
 
 // reconcileFrom is reconcile for a pipeline whose first checkpoint was origin.
@@ -221,7 +221,7 @@ func (r *rig) reconcileFrom(runID string, origin, checkpoint time.Time, crashAft
 	r.seq++
 	r.setCheckpoint(checkpoint, origin)
 	plan, err := invoke[reconcile.Plan](r.t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: runID,
-		StartTime: events.FormatTime(time.Now().Add(time.Duration(r.seq) * time.Second))})
+		StartTime: envelope.FormatTime(time.Now().Add(time.Duration(r.seq) * time.Second))})
 	if err != nil {
 		r.t.Fatalf("plan: %v", err)
 	}
@@ -375,7 +375,7 @@ func TestReconcileCrashAndRerunPublishesNoNewDelete(t *testing.T) {
 func TestReconcileRefusesBeforeTheFirstCheckpoint(t *testing.T) {
 	r := newRig(t, 2)
 	r.write("a")
-	_, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: "rec-x", StartTime: events.FormatTime(time.Now())})
+	_, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: "rec-x", StartTime: envelope.FormatTime(time.Now())})
 	if err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("plan without a checkpoint: %v", err)
 	}
@@ -470,8 +470,8 @@ func busyHourRig(t *testing.T) *rig {
 // three times in all, and then fails; once the refine step ran it goes on.
 func TestReconcileCountWaitsForTheRefineStep(t *testing.T) {
 	r := busyHourRig(t)
-	r.setCheckpoint(time.Now(), events.SnapshotSince)
-	plan, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: "rec-w", StartTime: events.FormatTime(time.Now())})
+	r.setCheckpoint(time.Now(), envelope.SnapshotSince)
+	plan, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: "rec-w", StartTime: envelope.FormatTime(time.Now())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,9 +507,9 @@ func TestReconcileCountWaitsForTheRefineStep(t *testing.T) {
 // for the refine step: it counts the rest of the frontier first.
 func TestReconcileFinishesTheHourPassBeforeRefining(t *testing.T) {
 	r := busyHourRig(t)
-	r.setCheckpoint(time.Now(), events.SnapshotSince)
+	r.setCheckpoint(time.Now(), envelope.SnapshotSince)
 	const runID = "rec-d"
-	plan, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: runID, StartTime: events.FormatTime(time.Now())})
+	plan, err := invoke[reconcile.Plan](t, r.h, reconcile.Input{Action: reconcile.ActionPlan, RunID: runID, StartTime: envelope.FormatTime(time.Now())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"io"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 )
 
@@ -119,13 +119,13 @@ func (h *Handler) writePage(ctx context.Context, pl *Plan, seq int, r Range, pag
 		if line.ResourceType != r.Type || line.ID == "" {
 			return 0, fmt.Errorf("search page %d of %s: line %d is not a %s with an id", seq, r.Type, line.Number, r.Type)
 		}
-		t, err := events.ParseTime(line.LastUpdated)
+		t, err := envelope.ParseTime(line.LastUpdated)
 		if err != nil || !r.Contains(t) {
 			continue // changed since it was counted: a later window's, or another range's
 		}
 		v := line.VersionID
 		if v == "" {
-			v = events.ContentVersion(line.Raw)
+			v = envelope.ContentVersion(line.Raw)
 		}
 		e := delivered.Entry{Type: line.ResourceType, ID: line.ID, VersionID: v, LastUpdated: line.LastUpdated,
 			File: file, Offset: line.Offset, Length: int64(len(line.Raw))}

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
@@ -19,7 +19,7 @@ import (
 // reconciliation and the delivered-index objects written since it.
 func (h *Handler) plan(ctx context.Context, in Input) (Plan, error) {
 	start := in.StartTime
-	startedAt, err := events.ParseTime(start)
+	startedAt, err := envelope.ParseTime(start)
 	if err != nil {
 		return Plan{}, &InputError{Msg: "startTime: not a time"}
 	}
@@ -38,8 +38,8 @@ func (h *Handler) plan(ctx context.Context, in Input) (Plan, error) {
 		return Plan{}, &Refused{Msg: "nothing published yet: the checkpoint is at the origin"}
 	}
 	p := Plan{RunID: in.RunID, Partitions: h.cfg.Partitions,
-		Window: events.Window{Since: origin, Until: cp.Checkpoint}, StartedAt: start,
-		Export:           events.ExportRef{DatastoreID: h.cfg.DatastoreID, JobID: "reconciliation/" + in.RunID},
+		Window: envelope.Window{Since: origin, Until: cp.Checkpoint}, StartedAt: start,
+		Export:           envelope.ExportRef{DatastoreID: h.cfg.DatastoreID, JobID: "reconciliation/" + in.RunID},
 		Types:            h.types(),
 		DeliveredKeysKey: Prefix + in.RunID + "/delivered-keys.json"}
 	prev, err := h.previous(ctx)
@@ -58,7 +58,7 @@ func (h *Handler) plan(ctx context.Context, in Input) (Plan, error) {
 	p.Changed = len(changed)
 	var cutoff time.Time
 	if prev != nil {
-		t, err := events.ParseTime(prev.StartedAt)
+		t, err := envelope.ParseTime(prev.StartedAt)
 		if err != nil {
 			return Plan{}, fmt.Errorf("plan: previous reconciliation's start: %w", err)
 		}

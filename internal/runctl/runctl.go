@@ -18,7 +18,7 @@ import (
 	"unicode"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
@@ -33,12 +33,12 @@ const (
 
 // Input is the run-lock Lambda's payload.
 type Input struct {
-	Action        string         `json:"action"`
-	ExecutionID   string         `json:"executionId"`
-	ExecutionName string         `json:"executionName"`
-	StartTime     string         `json:"startTime"`
-	Window        *events.Window `json:"window,omitempty"`
-	ExportJobID   string         `json:"exportJobId,omitempty"`
+	Action        string           `json:"action"`
+	ExecutionID   string           `json:"executionId"`
+	ExecutionName string           `json:"executionName"`
+	StartTime     string           `json:"startTime"`
+	Window        *envelope.Window `json:"window,omitempty"`
+	ExportJobID   string           `json:"exportJobId,omitempty"`
 	// Results is the Distributed Map's output with ResultWriterDetails, or null.
 	Results json.RawMessage `json:"results,omitempty"`
 	// Export is the manifest part the run delivered (commit): the export
@@ -61,9 +61,9 @@ type AcquireOutput struct {
 	// Window is null when the lock was refused. It is what the checkpoint
 	// covers; ExportWindow (Window widened back by the overlap) is what the
 	// run exports and delivers.
-	Window       *events.Window `json:"window"`
-	ExportWindow *events.Window `json:"exportWindow"`
-	Empty        bool           `json:"empty"`
+	Window       *envelope.Window `json:"window"`
+	ExportWindow *envelope.Window `json:"exportWindow"`
+	Empty        bool             `json:"empty"`
 	// Continues: the checkpoint was set by a run's commit, so the map
 	// children skip the versions that run already published in this run's
 	// overlap (runlock.Acquisition.Continues); false after a replay.
@@ -129,10 +129,10 @@ func (h *Handler) emit(in Input, values ...metrics.Value) {
 }
 
 // lag is the CheckpointLagSeconds value of a checkpoint, none while the
-// checkpoint is at events.SnapshotSince (a first run's snapshot: now − the
+// checkpoint is at envelope.SnapshotSince (a first run's snapshot: now − the
 // zero time would be an alarm, not a lag) or unknown.
 func (h *Handler) lag(checkpoint time.Time) []metrics.Value {
-	if checkpoint.IsZero() || events.IsSnapshotSince(checkpoint) {
+	if checkpoint.IsZero() || envelope.IsSnapshotSince(checkpoint) {
 		return nil
 	}
 	return []metrics.Value{metrics.Seconds(metrics.CheckpointLagSeconds, h.now().Sub(checkpoint))}
@@ -210,7 +210,7 @@ func startTime(in Input) (time.Time, error) {
 	if in.StartTime == "" {
 		return time.Time{}, nil
 	}
-	t, err := events.ParseTime(in.StartTime)
+	t, err := envelope.ParseTime(in.StartTime)
 	if err != nil {
 		return time.Time{}, &InputError{Msg: "startTime: " + err.Error()}
 	}
@@ -330,7 +330,7 @@ func (h *Handler) commit(ctx context.Context, in Input) (FinishOutput, error) {
 		return FinishOutput{}, fmt.Errorf("commit %s: %w", in.ExecutionName, err)
 	}
 	h.emit(in, h.lag(res.Checkpoint)...)
-	out := FinishOutput{RunID: in.ExecutionName, Checkpoint: events.FormatTime(res.Checkpoint), Outcome: string(res.Outcome)}
+	out := FinishOutput{RunID: in.ExecutionName, Checkpoint: envelope.FormatTime(res.Checkpoint), Outcome: string(res.Outcome)}
 	if res.Pending != nil {
 		out.NextPart, out.Parts = res.Pending.Next.Part, res.Pending.Next.Parts
 	}
@@ -381,7 +381,7 @@ func (h *Handler) fail(ctx context.Context, in Input) (FinishOutput, error) {
 		return FinishOutput{}, fmt.Errorf("fail %s: %w", in.ExecutionName, err)
 	}
 	h.emit(in, metrics.Count(metrics.RunsFailed, 1))
-	return FinishOutput{RunID: in.ExecutionName, Checkpoint: events.FormatTime(res.Checkpoint), Outcome: string(res.Outcome)}, nil
+	return FinishOutput{RunID: in.ExecutionName, Checkpoint: envelope.FormatTime(res.Checkpoint), Outcome: string(res.Outcome)}, nil
 }
 
 // Bounds of the parts of a stored failure reason.

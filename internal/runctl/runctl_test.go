@@ -17,7 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
@@ -355,13 +355,13 @@ func TestInputWindowFormat(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"window":{"since":"2026-11-21T09:00:00.000Z","until":"2026-11-21T09:58:00.5Z"}}`), &in); err != nil {
 		t.Fatal(err)
 	}
-	if in.Window == nil || events.FormatTime(in.Window.Until) != "2026-11-21T09:58:00.500Z" {
+	if in.Window == nil || envelope.FormatTime(in.Window.Until) != "2026-11-21T09:58:00.500Z" {
 		t.Fatalf("window = %+v", in.Window)
 	}
 }
 
 // TestSnapshotRunReportsNoCheckpointLag: a first run's snapshot starts at
-// events.SnapshotSince; now − the zero time is no lag, so neither the run
+// envelope.SnapshotSince; now − the zero time is no lag, so neither the run
 // that takes the lock nor one refused meanwhile reports CheckpointLagSeconds.
 func TestSnapshotRunReportsNoCheckpointLag(t *testing.T) {
 	f := newFixture(t, func(c *runlock.Config) { c.InitialCheckpoint = time.Time{} })

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
@@ -31,10 +31,10 @@ type Acquisition struct {
 	Reason string
 	RunID  string
 	// Window is what the checkpoint covers once the run commits.
-	Window events.Window
+	Window envelope.Window
 	// ExportWindow is what the run exports and delivers: Window widened
 	// back by the overlap (a reused export keeps the one it was started with).
-	ExportWindow events.Window
+	ExportWindow envelope.Window
 	// Reuse, when set, is the next part of an export a previous run
 	// started: the run delivers it instead of exporting.
 	Reuse *manifest.Export
@@ -142,10 +142,10 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			// Cannot happen through this package (replay clears it); never
 			// deliver a part of a window the checkpoint is not at.
 			s.log.Warn("pending export dropped: its window does not start at the checkpoint",
-				"runId", req.RunID, "pendingWindow", pending.Window.String(), "checkpoint", events.FormatTime(checkpoint))
+				"runId", req.RunID, "pendingWindow", pending.Window.String(), "checkpoint", envelope.FormatTime(checkpoint))
 			pending, lw.clearPending = nil, true
 		}
-		var w, ew events.Window
+		var w, ew envelope.Window
 		var reuse *manifest.Export
 		if pending != nil {
 			e := pending.Next
@@ -267,19 +267,19 @@ type lockArgs struct {
 }
 
 // heldExportWindow is the export window of the lock holder of st.
-func (s *Store) heldExportWindow(st state) events.Window {
+func (s *Store) heldExportWindow(st state) envelope.Window {
 	if st.pending != nil {
 		return st.pending.Next.Window
 	}
 	if !st.exportSince.IsZero() {
-		return events.Window{Since: st.exportSince, Until: st.window.Until}
+		return envelope.Window{Since: st.exportSince, Until: st.window.Until}
 	}
 	return ExportWindowOf(st.window, s.cfg.Overlap)
 }
 
 // refuse answers a refused acquire: logged, counted on RUN/STATE, harmless.
 func (s *Store) refuse(ctx context.Context, req AcquireRequest, st state, live Liveness, now time.Time) Acquisition {
-	reason := "lock held by run " + st.runID + " since " + events.FormatTime(st.lockedAt) + " (" + live.Why + ")"
+	reason := "lock held by run " + st.runID + " since " + envelope.FormatTime(st.lockedAt) + " (" + live.Why + ")"
 	s.log.Warn("run lock refused", "executionId", req.Owner, "runId", req.RunID,
 		"holder", st.owner, "holderRunId", st.runID, "holderWindow", st.window.String(), "why", live.Why)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{

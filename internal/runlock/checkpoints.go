@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // GetItemAPI is the part of the DynamoDB client ReadCheckpoints uses.
@@ -20,7 +20,7 @@ type GetItemAPI interface {
 // Checkpoints are what a reader outside the lock (the reconciliation) needs
 // of RUN/STATE: the checkpoint (every version at or before it was
 // published) and the origin (the first checkpoint: versions at or before it
-// were never the pipeline's to publish — events.SnapshotSince after a
+// were never the pipeline's to publish — envelope.SnapshotSince after a
 // snapshot start). Origin is zero on a record written before it was kept.
 type Checkpoints struct {
 	Checkpoint, Origin time.Time
@@ -42,7 +42,7 @@ func ReadCheckpoints(ctx context.Context, db GetItemAPI, table string) (c Checkp
 		if !isS {
 			return time.Time{}, nil
 		}
-		return events.ParseTime(v.Value)
+		return envelope.ParseTime(v.Value)
 	}
 	if c.Checkpoint, err = get(attrCheckpoint); err != nil {
 		return Checkpoints{}, false, fmt.Errorf("RUN/STATE %s: %w", attrCheckpoint, err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -65,7 +65,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	case InitialNow:
 		cfg.InitialNow = true
 	default:
-		t, perr := events.ParseTime(v)
+		t, perr := envelope.ParseTime(v)
 		if perr != nil {
 			return Config{}, fmt.Errorf("config: %s is %q, %q or an RFC 3339 time: %w", stackconfig.EnvInitialCheckpoint, InitialSnapshot, InitialNow, perr)
 		}

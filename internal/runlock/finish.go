@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
@@ -25,7 +25,7 @@ type CommitRequest struct {
 	Counts Counts
 	// Window, when set, must equal the held window: a caller that carried a
 	// different window is refused rather than committing one it did not run.
-	Window *events.Window
+	Window *envelope.Window
 	// Export is the manifest part the run delivered (the export wait's
 	// output or the reuse it was given), nil or Parts 0 when unknown. When
 	// it is not the last part, the rest is kept pending and the checkpoint
@@ -51,7 +51,7 @@ type Result struct {
 	// Checkpoint is lastRunTime after the call.
 	Checkpoint time.Time
 	Outcome    Outcome
-	Window     events.Window
+	Window     envelope.Window
 	// Released: this call released the lock (false when it was not held by the caller).
 	Released bool
 	// Pending is what a PARTIAL commit left for the next runs.
@@ -85,7 +85,7 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (Result, error) {
 		}
 		if !st.window.Since.Equal(st.checkpoint) || st.window.Until.Before(st.window.Since) {
 			return Result{}, fmt.Errorf("commit %s: held window %s does not start at the checkpoint %s; release the lock with `cdcctl unlock --force`",
-				req.RunID, st.window, events.FormatTime(st.checkpoint))
+				req.RunID, st.window, envelope.FormatTime(st.checkpoint))
 		}
 		now := s.now()
 		pend, err := nextPending(st, req.Export, st.runID, now)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 )
 
@@ -19,7 +19,7 @@ import (
 type Pending struct {
 	// Window is the window the checkpoint moves over once every part is
 	// delivered; Next.Window is the export window (widened by the overlap).
-	Window events.Window
+	Window envelope.Window
 	// Next is the part the next run delivers, in the shape of the export
 	// wait's output (contract C2).
 	Next manifest.Export
@@ -95,13 +95,13 @@ func decodePending(m item) (*Pending, error) {
 	ts := &times{it: m}
 	get := ts.get
 	p := &Pending{
-		Window:   events.Window{Since: get(pSince), Until: get(pUntil)},
+		Window:   envelope.Window{Since: get(pSince), Until: get(pUntil)},
 		StoredAt: get(pStoredAt), StoredBy: getS(m, pStoredBy),
 	}
 	e := manifest.Export{
 		Bucket: getS(m, pBucket), ManifestRunID: getS(m, pManifestRunID), JobID: getS(m, pJobID),
 		DatastoreID: getS(m, pDatastoreID), Part: int(getN(m, pNextPart)), Parts: int(getN(m, pParts)),
-		Window:              events.Window{Since: get(pExportSince), Until: get(pExportUntil)},
+		Window:              envelope.Window{Since: get(pExportSince), Until: get(pExportUntil)},
 		CompletedWithErrors: getBool(m, pWithErrors),
 	}
 	if ts.err != nil {
@@ -164,7 +164,7 @@ func nextPending(st state, exp *manifest.Export, runID string, now time.Time) (*
 		if !st.exportSince.IsZero() && !exp.Window.Since.IsZero() &&
 			(!exp.Window.Since.Equal(st.exportSince) || !exp.Window.Until.Equal(st.window.Until)) {
 			return nil, fmt.Errorf("%w: the export ran over %s, the lock holds the export window %s", ErrWindowMismatch,
-				exp.Window, events.Window{Since: st.exportSince, Until: st.window.Until})
+				exp.Window, envelope.Window{Since: st.exportSince, Until: st.window.Until})
 		}
 	}
 	next, ok := exp.Next()

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // exportOf is the export wait's output for the first part of an export of
 // len(partFiles) parts started by run over w.
-func exportOf(run string, w events.Window, partFiles ...int) *manifest.Export {
+func exportOf(run string, w envelope.Window, partFiles ...int) *manifest.Export {
 	return &manifest.Export{Bucket: "cdc-bucket", ManifestKey: manifest.PartKey(run, 0), ManifestRunID: run,
 		Part: 0, Parts: len(partFiles), PartFiles: partFiles, FileCount: partFiles[0], BatchCount: 1,
 		JobID: "job-" + run, DatastoreID: "ds", Window: w}
@@ -28,14 +28,14 @@ func (f *fixture) commit(t *testing.T, name string, exp *manifest.Export) Result
 	return r
 }
 
-func sameWindow(a, b events.Window) bool { return a.Since.Equal(b.Since) && a.Until.Equal(b.Until) }
+func sameWindow(a, b envelope.Window) bool { return a.Since.Equal(b.Since) && a.Until.Equal(b.Until) }
 
 // Issue 11.4: with no time cap a window ends at now − lag, however long the
 // backlog.
 func TestWindowEndsAtNowMinusLagByDefault(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.InitialCheckpoint = t0.Add(-30 * 24 * time.Hour) })
 	a := f.start(t, "run-1")
-	want := events.Window{Since: t0.Add(-30 * 24 * time.Hour), Until: t0.Add(-DefaultSafetyLag)}
+	want := envelope.Window{Since: t0.Add(-30 * 24 * time.Hour), Until: t0.Add(-DefaultSafetyLag)}
 	if !sameWindow(a.Window, want) {
 		t.Fatalf("window = %s, want %s (no cap by default)", a.Window, want)
 	}
@@ -56,7 +56,7 @@ func TestExportWindowReachesBackByTheOverlap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, c.mutate)
 			a := f.start(t, "run-1")
-			want := events.Window{Since: a.Window.Since.Add(-c.overlap), Until: a.Window.Until}
+			want := envelope.Window{Since: a.Window.Since.Add(-c.overlap), Until: a.Window.Until}
 			if !sameWindow(a.ExportWindow, want) {
 				t.Fatalf("export window = %s, want %s", a.ExportWindow, want)
 			}
@@ -240,7 +240,7 @@ func TestCommitOfAnotherPartIsRefused(t *testing.T) {
 	if _, err := f.store.Commit(ctx, CommitRequest{Owner: arn("run-1"), RunID: "run-1", Export: skip}); !errors.Is(err, ErrPartMismatch) {
 		t.Fatalf("part 1 of a new export: err = %v, want ErrPartMismatch", err)
 	}
-	other := exportOf("run-1", events.Window{Since: a.Window.Since, Until: a.Window.Until}, 1, 1)
+	other := exportOf("run-1", envelope.Window{Since: a.Window.Since, Until: a.Window.Until}, 1, 1)
 	if _, err := f.store.Commit(ctx, CommitRequest{Owner: arn("run-1"), RunID: "run-1", Export: other}); !errors.Is(err, ErrWindowMismatch) {
 		t.Fatalf("export over another window: err = %v, want ErrWindowMismatch", err)
 	}

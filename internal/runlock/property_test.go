@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // TestPropertyWindowsAreContiguousAndCheckpointMonotonic drives random
@@ -76,7 +76,7 @@ func runProperty(t *testing.T, seed uint64, steps int) (stats propStats) {
 			return
 		}
 		if !res.Window.Since.Equal(cursor) {
-			fail("window %s of %s does not start at %v: gap or overlap", res.Window, name, events.FormatTime(cursor))
+			fail("window %s of %s does not start at %v: gap or overlap", res.Window, name, envelope.FormatTime(cursor))
 		}
 		if !res.Window.Until.After(res.Window.Since) {
 			fail("successful window %s is not forward", res.Window)
@@ -173,7 +173,7 @@ func runProperty(t *testing.T, seed uint64, steps int) (stats propStats) {
 			trace = append(trace, "crash:"+r.name)
 		case op < 92: // an operator replays
 			to := cursor.Add(-time.Duration(rng.IntN(48*60)) * time.Minute)
-			trace = append(trace, "replay:"+events.FormatTime(to))
+			trace = append(trace, "replay:"+envelope.FormatTime(to))
 			_, err := f.store.Replay(ctx, ReplayRequest{Since: to, Actor: "prop"})
 			switch {
 			case err == nil:

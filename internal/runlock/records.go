@@ -7,7 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -110,14 +110,14 @@ func n(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
-func tm(t time.Time) types.AttributeValue { return str(events.FormatTime(t)) }
+func tm(t time.Time) types.AttributeValue { return str(envelope.FormatTime(t)) }
 
 func key(pk, sk string) item { return item{attrPK: str(pk), attrSK: str(sk)} }
 
 func stateKey() item { return key(pkRun, skState) }
 
 func historySK(start time.Time, runID string) string {
-	return skHistoryPfx + events.FormatTime(start) + "#" + runID
+	return skHistoryPfx + envelope.FormatTime(start) + "#" + runID
 }
 
 // getS returns the string attribute name of it, or "" when absent or of
@@ -166,7 +166,7 @@ func getT(it item, name string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	t, err := events.ParseTime(v)
+	t, err := envelope.ParseTime(v)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("attribute %s: %w", name, err)
 	}
@@ -262,7 +262,7 @@ type state struct {
 	startTime  time.Time
 	lockedAt   time.Time
 	leaseUntil time.Time
-	window     events.Window
+	window     envelope.Window
 	// exportSince is the since of the holder's export window; zero on a
 	// lock taken before overlaps existed.
 	exportSince time.Time
@@ -342,7 +342,7 @@ type HistoryRecord struct {
 	StartTime    time.Time
 	AcquiredAt   time.Time
 	EndedAt      time.Time
-	Window       events.Window
+	Window       envelope.Window
 	Empty        bool
 	Outcome      Outcome
 	Reason       string
@@ -351,7 +351,7 @@ type HistoryRecord struct {
 	TookOverFrom string
 	// ExportWindow is what the run exported and delivered: the window
 	// widened by the overlap.
-	ExportWindow events.Window
+	ExportWindow envelope.Window
 	// Part and Parts: the run delivered part Part (0-based) of an export of
 	// Parts manifest parts; Parts is 0 when unknown (no export, or one part).
 	Part, Parts int
@@ -398,14 +398,14 @@ func decodeHistory(it item) (HistoryRecord, error) {
 	h := HistoryRecord{
 		RunID: getS(it, attrRunID), ExecutionID: getS(it, attrExecutionID),
 		StartTime: get(attrStartTime), AcquiredAt: get(attrLockedAt), EndedAt: get(attrEndedAt),
-		Window: events.Window{Since: get(attrWindowSince), Until: get(attrWindowUntil)},
+		Window: envelope.Window{Since: get(attrWindowSince), Until: get(attrWindowUntil)},
 		Empty:  getBool(it, attrEmpty), Outcome: Outcome(getS(it, attrOutcome)),
 		Reason: getS(it, attrReason), ExportJobID: getS(it, attrExportJobID),
 		Counts: countsOf(it), TookOverFrom: getS(it, attrTookOverFrom),
 		Part: int(getN(it, attrPart)), Parts: int(getN(it, attrParts)),
 	}
 	if es := get(attrExportSince); !es.IsZero() {
-		h.ExportWindow = events.Window{Since: es, Until: h.Window.Until}
+		h.ExportWindow = envelope.Window{Since: es, Until: h.Window.Until}
 	}
 	if ts.err != nil {
 		return HistoryRecord{}, fmt.Errorf("decode %s: %w", getS(it, attrSK), ts.err)

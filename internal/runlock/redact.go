@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // redactKeyBytes is the length of the per-deployment key of Redact.
@@ -82,7 +82,7 @@ func identifier(tok string) bool {
 	if len(tok) < 8 || strings.IndexFunc(tok, unicode.IsDigit) < 0 {
 		return false
 	}
-	if _, err := events.ParseTime(tok); err == nil {
+	if _, err := envelope.ParseTime(tok); err == nil {
 		return false
 	}
 	return true

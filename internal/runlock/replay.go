@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // ReplayRequest moves the checkpoint back.
@@ -49,7 +49,7 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 		}
 		now := s.now()
 		if since.After(now) {
-			return ReplayResult{}, fmt.Errorf("replay: %s is in the future: %w", events.FormatTime(since), ErrNotBackwards)
+			return ReplayResult{}, fmt.Errorf("replay: %s is in the future: %w", envelope.FormatTime(since), ErrNotBackwards)
 		}
 		if st.locked() {
 			live := s.liveness(ctx, st, now)
@@ -60,13 +60,13 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 		}
 		if st.exists && since.After(st.checkpoint) {
 			return ReplayResult{}, fmt.Errorf("replay: %s is after the checkpoint %s: %w (moving it forward would skip changes)",
-				events.FormatTime(since), events.FormatTime(st.checkpoint), ErrNotBackwards)
+				envelope.FormatTime(since), envelope.FormatTime(st.checkpoint), ErrNotBackwards)
 		}
 		rec := ReplayRecord{At: now, By: req.Actor, To: since, Reason: clip.String(req.Reason, maxReasonBytes)}
 		if st.exists {
 			rec.From = st.checkpoint
 		}
-		audit := key(pkRun, skReplayPfx+events.FormatTime(now)+"#"+fmt.Sprint(st.version))
+		audit := key(pkRun, skReplayPfx+envelope.FormatTime(now)+"#"+fmt.Sprint(st.version))
 		audit[attrAt] = tm(now)
 		audit[attrBy] = str(req.Actor)
 		audit[attrTo] = tm(since)
@@ -123,7 +123,7 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 		if err != nil {
 			return ReplayResult{}, fmt.Errorf("replay: write RUN/STATE: %w", err)
 		}
-		s.log.Warn("checkpoint replayed", "from", events.FormatTime(rec.From), "to", events.FormatTime(since))
+		s.log.Warn("checkpoint replayed", "from", envelope.FormatTime(rec.From), "to", envelope.FormatTime(since))
 		return ReplayResult{Record: rec, Created: !st.exists, DroppedPending: st.pending}, nil
 	}
 	return ReplayResult{}, fmt.Errorf("replay: %w after %d attempts", ErrConflict, maxAttempts)
@@ -143,7 +143,7 @@ type UnlockResult struct {
 	Released bool
 	// Owner and RunID name the holder that was found ("" when not locked).
 	Owner, RunID string
-	Window       events.Window
+	Window       envelope.Window
 	Liveness     Liveness
 	// Pending is the multi-part export the unlock kept: the next run
 	// delivers its next part again. Nil when none.

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -112,7 +112,7 @@ type Config struct {
 	RunTimeout time.Duration
 	// InitialCheckpoint is the checkpoint the first run starts from on a
 	// fresh table. Zero means a snapshot (CDC_INITIAL_CHECKPOINT "snapshot",
-	// the default): the first window is (events.SnapshotSince, now − lag],
+	// the default): the first window is (envelope.SnapshotSince, now − lag],
 	// exported without _since, so the first run publishes the whole store.
 	InitialCheckpoint time.Time
 	// InitialNow (CDC_INITIAL_CHECKPOINT "now") starts the first run at its
@@ -187,40 +187,40 @@ func (s *Store) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Millise
 
 // WindowAt computes the window a run starting at now gets from checkpoint:
 // since = checkpoint, until = now − lag (capped at since + maxWindow when
-// maxWindow > 0, except for a snapshot: a checkpoint at events.SnapshotSince
+// maxWindow > 0, except for a snapshot: a checkpoint at envelope.SnapshotSince
 // covers the whole store in one window), never before since (an empty
 // window then).
-func WindowAt(checkpoint, now time.Time, lag, maxWindow time.Duration) events.Window {
+func WindowAt(checkpoint, now time.Time, lag, maxWindow time.Duration) envelope.Window {
 	since := checkpoint.UTC().Truncate(time.Millisecond)
 	until := now.UTC().Add(-lag).Truncate(time.Millisecond)
-	if maxWindow > 0 && !events.IsSnapshotSince(since) && until.Sub(since) > maxWindow {
+	if maxWindow > 0 && !envelope.IsSnapshotSince(since) && until.Sub(since) > maxWindow {
 		until = since.Add(maxWindow)
 	}
 	if until.Before(since) {
 		until = since
 	}
-	return events.Window{Since: since, Until: until}
+	return envelope.Window{Since: since, Until: until}
 }
 
 // ExportWindowOf widens w back by overlap: (since − overlap, until], never
-// before events.SnapshotSince (a snapshot window stays a full export).
-func ExportWindowOf(w events.Window, overlap time.Duration) events.Window {
+// before envelope.SnapshotSince (a snapshot window stays a full export).
+func ExportWindowOf(w envelope.Window, overlap time.Duration) envelope.Window {
 	since := w.Since.Add(-overlap)
-	if since.Before(events.SnapshotSince) {
-		since = events.SnapshotSince
+	if since.Before(envelope.SnapshotSince) {
+		since = envelope.SnapshotSince
 	}
-	return events.Window{Since: since, Until: w.Until}
+	return envelope.Window{Since: since, Until: w.Until}
 }
 
 // initialCheckpoint is the checkpoint of a fresh table's first run at now:
 // now − SafetyLag for InitialNow, else InitialCheckpoint (zero: the snapshot,
-// events.SnapshotSince).
+// envelope.SnapshotSince).
 func (s *Store) initialCheckpoint(now time.Time) time.Time {
 	switch {
 	case s.cfg.InitialNow:
 		return now.Add(-s.cfg.SafetyLag).Truncate(time.Millisecond)
 	case s.cfg.InitialCheckpoint.IsZero():
-		return events.SnapshotSince
+		return envelope.SnapshotSince
 	}
 	return s.cfg.InitialCheckpoint
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
@@ -24,15 +24,15 @@ func TestWindowAt(t *testing.T) {
 		checkpoint time.Time
 		now        time.Time
 		max        time.Duration
-		want       events.Window
+		want       envelope.Window
 	}{
-		{"lagged", cp, t0, 24 * time.Hour, events.Window{Since: cp, Until: t0.Add(-2 * time.Minute)}},
+		{"lagged", cp, t0, 24 * time.Hour, envelope.Window{Since: cp, Until: t0.Add(-2 * time.Minute)}},
 		{"bounded by max window", t0.Add(-72 * time.Hour), t0, 24 * time.Hour,
-			events.Window{Since: t0.Add(-72 * time.Hour), Until: t0.Add(-48 * time.Hour)}},
+			envelope.Window{Since: t0.Add(-72 * time.Hour), Until: t0.Add(-48 * time.Hour)}},
 		{"checkpoint inside the lag is empty", t0.Add(-time.Minute), t0, time.Hour,
-			events.Window{Since: t0.Add(-time.Minute), Until: t0.Add(-time.Minute)}},
+			envelope.Window{Since: t0.Add(-time.Minute), Until: t0.Add(-time.Minute)}},
 		{"sub-millisecond truncated", cp.Add(123456 * time.Nanosecond), t0.Add(999 * time.Microsecond), time.Hour,
-			events.Window{Since: cp, Until: t0.Add(-2 * time.Minute)}},
+			envelope.Window{Since: cp, Until: t0.Add(-2 * time.Minute)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,7 +53,7 @@ func TestFreshTableFirstRunCreatesRecordFromInitialCheckpoint(t *testing.T) {
 	if !a.Acquired || a.Empty {
 		t.Fatalf("acquire = %+v, want acquired, not empty", a)
 	}
-	want := events.Window{Since: t0.Add(-time.Hour), Until: t0.Add(-DefaultSafetyLag)}
+	want := envelope.Window{Since: t0.Add(-time.Hour), Until: t0.Add(-DefaultSafetyLag)}
 	if !a.Window.Since.Equal(want.Since) || !a.Window.Until.Equal(want.Until) {
 		t.Fatalf("window = %s, want %s", a.Window, want)
 	}
@@ -70,7 +70,7 @@ func TestFreshTableFirstRunCreatesRecordFromInitialCheckpoint(t *testing.T) {
 }
 
 // With no initial checkpoint configured (the default, "snapshot"), the first
-// run's window starts at events.SnapshotSince, uncapped by MaxWindow, and its
+// run's window starts at envelope.SnapshotSince, uncapped by MaxWindow, and its
 // export window is a full export; the next run continues from its until.
 func TestFreshTableDefaultsToSnapshot(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.InitialCheckpoint = time.Time{}; c.MaxWindow = 24 * time.Hour })
@@ -79,17 +79,17 @@ func TestFreshTableDefaultsToSnapshot(t *testing.T) {
 		t.Fatalf("first acquire = %+v, want acquired, not empty", a)
 	}
 	until := t0.Add(-DefaultSafetyLag)
-	if !a.Window.Since.Equal(events.SnapshotSince) || !a.Window.Until.Equal(until) {
-		t.Fatalf("snapshot window = %s, want (%s, %s]", a.Window, events.FormatTime(events.SnapshotSince), events.FormatTime(until))
+	if !a.Window.Since.Equal(envelope.SnapshotSince) || !a.Window.Until.Equal(until) {
+		t.Fatalf("snapshot window = %s, want (%s, %s]", a.Window, envelope.FormatTime(envelope.SnapshotSince), envelope.FormatTime(until))
 	}
-	if !events.IsSnapshotSince(a.ExportWindow.Since) || !a.ExportWindow.Since.Equal(events.SnapshotSince) || !a.ExportWindow.Until.Equal(until) {
-		t.Fatalf("snapshot export window = %s, want a full export up to %s", a.ExportWindow, events.FormatTime(until))
+	if !envelope.IsSnapshotSince(a.ExportWindow.Since) || !a.ExportWindow.Since.Equal(envelope.SnapshotSince) || !a.ExportWindow.Until.Equal(until) {
+		t.Fatalf("snapshot export window = %s, want a full export up to %s", a.ExportWindow, envelope.FormatTime(until))
 	}
-	if st := f.status(t); !st.Exists || !st.Checkpoint.Equal(events.SnapshotSince) {
+	if st := f.status(t); !st.Exists || !st.Checkpoint.Equal(envelope.SnapshotSince) {
 		t.Fatalf("status = %+v", st)
 	}
 	// A retried acquire of the same run gets the same snapshot window.
-	if again := f.start(t, "run-1"); !again.Window.Since.Equal(a.Window.Since) || !again.ExportWindow.Since.Equal(events.SnapshotSince) {
+	if again := f.start(t, "run-1"); !again.Window.Since.Equal(a.Window.Since) || !again.ExportWindow.Since.Equal(envelope.SnapshotSince) {
 		t.Fatalf("retried acquire = %+v", again)
 	}
 	if _, err := f.store.Commit(context.Background(), CommitRequest{Owner: arn("run-1"), RunID: "run-1"}); err != nil {
@@ -99,7 +99,7 @@ func TestFreshTableDefaultsToSnapshot(t *testing.T) {
 	b := f.start(t, "run-2")
 	if !b.Window.Since.Equal(until) || !b.Window.Until.Equal(until.Add(5*time.Minute)) ||
 		!b.ExportWindow.Since.Equal(until.Add(-DefaultOverlap)) {
-		t.Fatalf("second window %s export %s, want incremental from %s", b.Window, b.ExportWindow, events.FormatTime(until))
+		t.Fatalf("second window %s export %s, want incremental from %s", b.Window, b.ExportWindow, envelope.FormatTime(until))
 	}
 }
 
@@ -110,7 +110,7 @@ func TestFreshTableInitialNow(t *testing.T) {
 	a := f.start(t, "run-1")
 	start := t0.Add(-DefaultSafetyLag)
 	if !a.Acquired || !a.Empty || !a.Window.Since.Equal(start) {
-		t.Fatalf("first acquire = %+v, want an empty window at %s", a, events.FormatTime(start))
+		t.Fatalf("first acquire = %+v, want an empty window at %s", a, envelope.FormatTime(start))
 	}
 	if _, err := f.store.Commit(context.Background(), CommitRequest{Owner: arn("run-1"), RunID: "run-1"}); err != nil {
 		t.Fatal(err)
@@ -425,7 +425,7 @@ func TestEmptyWindowCommitIsACleanNoOp(t *testing.T) {
 func TestLongOutageCatchesUpInBoundedWindows(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.InitialCheckpoint = t0.Add(-50 * time.Hour); c.MaxWindow = 24 * time.Hour })
 	ctx := context.Background()
-	var got []events.Window
+	var got []envelope.Window
 	for i := range 4 {
 		name := fmt.Sprintf("run-%d", i)
 		a := f.start(t, name)
@@ -434,7 +434,7 @@ func TestLongOutageCatchesUpInBoundedWindows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []events.Window{
+	want := []envelope.Window{
 		{Since: t0.Add(-50 * time.Hour), Until: t0.Add(-26 * time.Hour)},
 		{Since: t0.Add(-26 * time.Hour), Until: t0.Add(-2 * time.Hour)},
 		{Since: t0.Add(-2 * time.Hour), Until: t0.Add(-2 * time.Minute)},
@@ -629,7 +629,7 @@ func TestZeroSafetyLagIsNoLag(t *testing.T) {
 func TestCommitWithAnotherWindowIsRefused(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.start(t, "run-1")
-	other := events.Window{Since: a.Window.Since, Until: a.Window.Until.Add(time.Minute)}
+	other := envelope.Window{Since: a.Window.Since, Until: a.Window.Until.Add(time.Minute)}
 	_, err := f.store.Commit(context.Background(), CommitRequest{Owner: arn("run-1"), RunID: "run-1", Window: &other})
 	if !errors.Is(err, ErrWindowMismatch) {
 		t.Fatalf("commit with another window: %v, want ErrWindowMismatch", err)

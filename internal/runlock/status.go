@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 )
 
 // Status is what an operator sees of the RUN record (cdcctl renders it;
@@ -48,9 +48,9 @@ type LockInfo struct {
 	StartTime  time.Time
 	LockedAt   time.Time
 	LeaseUntil time.Time
-	Window     events.Window
+	Window     envelope.Window
 	// ExportWindow is what the holder exports and delivers.
-	ExportWindow events.Window
+	ExportWindow envelope.Window
 	Liveness     Liveness
 }
 
@@ -142,8 +142,8 @@ func (s *Store) RunHistory(ctx context.Context, runID string, started time.Time)
 		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :from AND :to"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":pk":   str(pkRun),
-			":from": str(skHistoryPfx + events.FormatTime(started.Add(-time.Minute))),
-			":to":   str(skHistoryPfx + events.FormatTime(started.Add(time.Minute)) + "#\uffff"),
+			":from": str(skHistoryPfx + envelope.FormatTime(started.Add(-time.Minute))),
+			":to":   str(skHistoryPfx + envelope.FormatTime(started.Add(time.Minute)) + "#\uffff"),
 		},
 	}
 	for {

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakehealthlake"
 )
@@ -87,7 +87,7 @@ func (d *driver) stamped(typ, id, vid string, deleted bool) {
 	at := time.Now()
 	if !deleted {
 		if b, ok := d.ds.Read(typ, id); ok {
-			if t, err := events.ParseTime(metaField(b, "lastUpdated")); err == nil {
+			if t, err := envelope.ParseTime(metaField(b, "lastUpdated")); err == nil {
 				at = t
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fastpath"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/local/esm"
@@ -192,11 +192,11 @@ func newFastPathLog() *fastPathLog { return &fastPathLog{versions: map[string]fp
 func (l *fastPathLog) delivered(d detailHead, fast bool, w int32, now time.Time) {
 	v := l.versions[d.EventID]
 	if v.lastUpdated == 0 {
-		if lu, err := events.ParseTime(d.LastUpdated); err == nil {
+		if lu, err := envelope.ParseTime(d.LastUpdated); err == nil {
 			v.lastUpdated = lu.UnixNano()
 		}
 	}
-	v.deleted = d.Operation == events.OperationDelete
+	v.deleted = d.Operation == envelope.OperationDelete
 	t := now.UnixNano()
 	switch {
 	case fast:
@@ -241,8 +241,8 @@ func windowReads(runs []report.Run, jobs []fakehealthlake.JobInfo) []committedWi
 		if r.Outcome != report.OutcomeCommitted || r.Window == nil {
 			continue
 		}
-		since, err1 := events.ParseTime(r.Window.Since)
-		until, err2 := events.ParseTime(r.Window.Until)
+		since, err1 := envelope.ParseTime(r.Window.Since)
+		until, err2 := envelope.ParseTime(r.Window.Until)
 		if err1 != nil || err2 != nil {
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
 )
 
@@ -78,23 +78,23 @@ func TestObserverTellsThePathsApart(t *testing.T) {
 		start := time.Now()
 		o := newObserver(start)
 		o.fp = newFastPathLog()
-		r := events.Resource{ResourceType: "Patient", ID: "a", VersionID: "1", LastUpdated: events.FormatTime(start), Raw: []byte(`{"resourceType":"Patient"}`)}
-		deliver := func(job string, w events.Window) {
+		r := envelope.Resource{ResourceType: "Patient", ID: "a", VersionID: "1", LastUpdated: envelope.FormatTime(start), Raw: []byte(`{"resourceType":"Patient"}`)}
+		deliver := func(job string, w envelope.Window) {
 			time.Sleep(time.Second)
-			d := events.AppendDetail(nil, r, w, events.ExportRef{DatastoreID: "ds", JobID: job}, nil)
+			d := envelope.AppendDetail(nil, r, w, envelope.ExportRef{DatastoreID: "ds", JobID: job}, nil)
 			if err := o.Deliver(context.Background(), "bus", sink.Event{Detail: d}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		instant := events.Window{Since: start.Add(-time.Millisecond), Until: start}
+		instant := envelope.Window{Since: start.Add(-time.Millisecond), Until: start}
 		deliver("Subscription/s1", instant)
 		deliver("Subscription/s1", instant)
-		deliver("job-1", events.Window{Since: start.Add(-time.Minute), Until: start.Add(time.Minute)})
+		deliver("job-1", envelope.Window{Since: start.Add(-time.Minute), Until: start.Add(time.Minute)})
 		_, dup, _, _ := o.summary()
 		if want := (Duplicates{Total: 2, FastPath: 1, CrossPath: 1}); dup != want {
 			t.Errorf("duplicates %+v, want %+v", dup, want)
 		}
-		v := o.fp.versions[events.EventID("Patient", "a", "1")]
+		v := o.fp.versions[envelope.EventID("Patient", "a", "1")]
 		if v.firstFast != start.Add(time.Second).UnixNano() || v.firstExport != start.Add(3*time.Second).UnixNano() || v.exports != 1 || len(o.windows) != 1 {
 			t.Errorf("log %+v, %d windows numbered: want the fast path first at 1 s, one export delivery at 3 s, only its window numbered", v, len(o.windows))
 		}

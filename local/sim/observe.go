@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
 )
 
@@ -164,8 +164,8 @@ func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
 		o.fp.delivered(d, fast, w, now)
 	}
 	if key, _, cut := strings.Cut(d.EventID, "/_history/"); cut {
-		if d.Operation == events.OperationDelete {
-			if lu, err := events.ParseTime(d.LastUpdated); err == nil && lu.UnixNano() > o.deleted[key] {
+		if d.Operation == envelope.OperationDelete {
+			if lu, err := envelope.ParseTime(d.LastUpdated); err == nil && lu.UnixNano() > o.deleted[key] {
 				o.deleted[key] = lu.UnixNano()
 			}
 		} else {
@@ -175,8 +175,8 @@ func (o *observer) Deliver(_ context.Context, _ string, ev sink.Event) error {
 	prev, ok := o.seen[d.EventID]
 	if !ok {
 		o.seen[d.EventID] = delivery{first: now.UnixNano(), last: now.UnixNano(), window: w, count: 1}
-		if lu, err := events.ParseTime(d.LastUpdated); err == nil && !lu.Before(o.start) {
-			if d.Operation == events.OperationDelete {
+		if lu, err := envelope.ParseTime(d.LastUpdated); err == nil && !lu.Before(o.start) {
+			if d.Operation == envelope.OperationDelete {
 				o.delLat = append(o.delLat, now.Sub(lu).Seconds())
 			} else {
 				o.lat = append(o.lat, now.Sub(lu).Seconds())
@@ -296,7 +296,7 @@ func (o *observer) falseDelete(typ, id, lastUpdated string) bool {
 	if !ok {
 		return false
 	}
-	lu, err := events.ParseTime(lastUpdated)
+	lu, err := envelope.ParseTime(lastUpdated)
 	return err != nil || at > lu.UnixNano()
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
 )
 
@@ -16,12 +16,12 @@ import (
 // details with the resource inline, by reference, and with the fields in
 // another order; it refuses what is not an object.
 func TestReadHeadMatchesAFullDecode(t *testing.T) {
-	w := events.Window{Since: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Until: time.Date(2026, 1, 2, 3, 9, 5, 0, time.UTC)}
-	r := events.Resource{ResourceType: "Observation", ID: "o-1", VersionID: "3", LastUpdated: "2026-01-02T03:05:00.000Z",
+	w := envelope.Window{Since: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Until: time.Date(2026, 1, 2, 3, 9, 5, 0, time.UTC)}
+	r := envelope.Resource{ResourceType: "Observation", ID: "o-1", VersionID: "3", LastUpdated: "2026-01-02T03:05:00.000Z",
 		Raw: []byte(`{"resourceType":"Observation","id":"o-1","eventId":"decoy","window":{"since":"x"}}`)}
 	details := [][]byte{
-		events.AppendDetail(nil, r, w, events.ExportRef{}, nil),
-		events.AppendDetail(nil, r, w, events.ExportRef{}, &events.ResourceRef{Bucket: "b", Key: "k", Size: 10}),
+		envelope.AppendDetail(nil, r, w, envelope.ExportRef{}, nil),
+		envelope.AppendDetail(nil, r, w, envelope.ExportRef{}, &envelope.ResourceRef{Bucket: "b", Key: "k", Size: 10}),
 		[]byte(`{"resource":{"eventId":"decoy"},"window":{"since":"a","until":"b"},"lastUpdated":"c","eventId":"Patient/p/_history/1"}`),
 	}
 	for i, d := range details {
@@ -50,8 +50,8 @@ func TestObserverClassifiesDuplicates(t *testing.T) {
 		o := newObserver(start)
 		at := func(min int) time.Time { return start.Add(time.Duration(min) * time.Minute) }
 		deliver := func(id string, since, until int) {
-			r := events.Resource{ResourceType: "Patient", ID: id, VersionID: "1", LastUpdated: events.FormatTime(start), Raw: []byte(`{"resourceType":"Patient"}`)}
-			d := events.AppendDetail(nil, r, events.Window{Since: at(since), Until: at(until)}, events.ExportRef{}, nil)
+			r := envelope.Resource{ResourceType: "Patient", ID: id, VersionID: "1", LastUpdated: envelope.FormatTime(start), Raw: []byte(`{"resourceType":"Patient"}`)}
+			d := envelope.AppendDetail(nil, r, envelope.Window{Since: at(since), Until: at(until)}, envelope.ExportRef{}, nil)
 			if err := o.Deliver(context.Background(), "bus", sink.Event{Detail: d}); err != nil {
 				t.Fatal(err)
 			}
@@ -65,8 +65,8 @@ func TestObserverClassifiesDuplicates(t *testing.T) {
 		time.Sleep(time.Second)
 		deliver("a", 0, 10) // replay
 		deliver("b", 0, 5)
-		del := events.AppendDeleteDetail(nil, events.Deletion{ResourceType: "Patient", ResourceID: "a", VersionID: "2",
-			LastUpdated: events.FormatTime(start.Add(time.Second)), Window: events.Window{Since: at(0), Until: at(5)}})
+		del := envelope.AppendDeleteDetail(nil, envelope.Deletion{ResourceType: "Patient", ResourceID: "a", VersionID: "2",
+			LastUpdated: envelope.FormatTime(start.Add(time.Second)), Window: envelope.Window{Since: at(0), Until: at(5)}})
 		if err := o.Deliver(context.Background(), "bus", sink.Event{Detail: del}); err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestObserverClassifiesDuplicates(t *testing.T) {
 		if lat.Count != 2 || lat.P50 != 0 || lat.Max != 6 {
 			t.Errorf("latency %+v, want two first deliveries at 0 s and 6 s", lat)
 		}
-		if !o.delivered(events.EventID("Patient", "b", "1")) || o.delivered(events.EventID("Patient", "c", "1")) {
+		if !o.delivered(envelope.EventID("Patient", "b", "1")) || o.delivered(envelope.EventID("Patient", "c", "1")) {
 			t.Error("delivered() disagrees with what was delivered")
 		}
 	})

@@ -19,7 +19,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
@@ -638,7 +638,7 @@ func Run(ctx context.Context, w Workload, o Options) (Report, error) {
 		if obs.falseDelete(typ, id, lastUpdated) {
 			rep.FalseDeletes++
 		}
-		if !obs.delivered(events.EventID(typ, id, vid)) {
+		if !obs.delivered(envelope.EventID(typ, id, vid)) {
 			rep.LostLatestVersions++
 		}
 	})

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -159,5 +159,5 @@ func benchmarkEndToEnd(b *testing.B, quota int) {
 	for _, k := range keys {
 		b.Logf("calls per 1,000 resources  %-40s %10.2f", k, per[k])
 	}
-	b.Logf("resources %d, window %s, maxConcurrentExports %d, since %s", st.Seeded(), total/time.Duration(b.N), st.HealthLake.MaxConcurrentExports(), events.FormatTime(start))
+	b.Logf("resources %d, window %s, maxConcurrentExports %d, since %s", st.Seeded(), total/time.Duration(b.N), st.HealthLake.MaxConcurrentExports(), envelope.FormatTime(start))
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 )
 
@@ -46,7 +46,7 @@ func seedSpread(t *testing.T, st *Stack, n int, from, to time.Time) map[string]b
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[events.EventID(r.typ, r.id, vid)] = true
+		ids[envelope.EventID(r.typ, r.id, vid)] = true
 	}
 	return ids
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/examples/consumer/replica"
 	"github.com/healthlake-cdc/healthlake-cdc/examples/consumer/sqsconsumer"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/gen"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent/s3getter"
@@ -285,7 +285,7 @@ func TestConsumerReplicaFollowsTheDataStore(t *testing.T) {
 	reconcileNow(t, st) // the hard delete left no history: the reconciliation's
 	deletes := map[string]string{}
 	for i, c := range changesOf(t, st.Delivered.Since(before)) {
-		if c.Operation == events.OperationDelete {
+		if c.Operation == envelope.OperationDelete {
 			deletes[c.ResourceType+"/"+c.ResourceID] = c.VersionID
 			if hard := c.ResourceType+"/"+c.ResourceID == keys[2]; hard != (before+i >= fromWindow) {
 				t.Errorf("delete of %s came from the %s", c.ResourceType, map[bool]string{true: "window, not the reconciliation", false: "reconciliation, not its window"}[hard])

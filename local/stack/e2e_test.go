@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
@@ -112,7 +112,7 @@ func TestSeededDataGivesOneEventPerResource(t *testing.T) {
 			t.Errorf("event envelope %+v is not what a rule target receives", ev)
 		}
 		det := decodeDetail(t, d)
-		if det.EventID != events.EventID(det.ResourceType, det.ResourceID, det.VersionID) || len(det.Resource) == 0 {
+		if det.EventID != envelope.EventID(det.ResourceType, det.ResourceID, det.VersionID) || len(det.Resource) == 0 {
 			t.Errorf("detail %+v", det)
 		}
 		// The resource in the event is the data store's current version.
@@ -511,7 +511,7 @@ func TestFaultsConvergeWithConcurrentWrites(t *testing.T) {
 		}
 		committed++
 		if !prev.IsZero() && !h.Window.Since.Equal(prev) {
-			t.Errorf("run %s window %s does not start at the previous checkpoint %s", h.RunID, h.Window, events.FormatTime(prev))
+			t.Errorf("run %s window %s does not start at the previous checkpoint %s", h.RunID, h.Window, envelope.FormatTime(prev))
 		}
 		if !h.Window.Until.After(h.Window.Since) {
 			t.Errorf("run %s window %s does not move forward", h.RunID, h.Window)
@@ -643,7 +643,7 @@ func TestStateDirCarriesTheDataStoreAndCheckpointAcrossRestarts(t *testing.T) {
 		t.Errorf("history after the restart differs:\n%s\nwant\n%s", got, historyBefore)
 	}
 	w := runWindow(t, second)
-	if w.Status != "SUCCEEDED" || w.Window == nil || w.Window.Since != events.FormatTime(cp) {
+	if w.Status != "SUCCEEDED" || w.Window == nil || w.Window.Since != envelope.FormatTime(cp) {
 		t.Errorf("first window after restart %+v", w)
 	}
 	// The export window reaches back by the overlap (CDC_OVERLAP, 5 min), so

@@ -16,7 +16,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
@@ -125,7 +125,7 @@ func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsB
 	w.Outcome = outcomeOf(out)
 	s.recordExportNotice(ctx, w.RunID)
 	if rec, ok := s.history(ctx, w.RunID); ok {
-		w.Window = &report.Span{Since: events.FormatTime(rec.Window.Since), Until: events.FormatTime(rec.Window.Until)}
+		w.Window = &report.Span{Since: envelope.FormatTime(rec.Window.Since), Until: envelope.FormatTime(rec.Window.Until)}
 		w.OverlapSkipped = rec.Counts.OverlapSkipped
 		s.noteJobRun(rec)
 		// The run record decides, as in `cdcctl status`: a run that
@@ -145,7 +145,7 @@ func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsB
 		w.Note = outcomeNote(w, "")
 	}
 	if cp, ok := s.checkpoint(ctx); ok {
-		w.Checkpoint = events.FormatTime(cp)
+		w.Checkpoint = envelope.FormatTime(cp)
 		// Snapshot, then checkpoint, after every window: a crash never leaves a
 		// saved checkpoint ahead of the saved data store (Persist).
 		if err := s.Persist(ctx); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
 )
@@ -47,7 +47,7 @@ type ExportedByCause struct {
 
 // jobRun is the window of the run that started an export job.
 type jobRun struct {
-	window, exportWindow events.Window
+	window, exportWindow envelope.Window
 	replay               bool
 }
 
@@ -91,8 +91,8 @@ func (s *Stack) Exported(ctx context.Context) (Exported, error) {
 			// export window starts at the job's _since and ends where the
 			// next window's starts (consecutive windows are contiguous).
 			end := jobs[i+1].Since.Add(overlap)
-			run, ok = jobRun{window: events.Window{Since: j.Since.Add(overlap), Until: end},
-				exportWindow: events.Window{Since: j.Since, Until: end}}, true
+			run, ok = jobRun{window: envelope.Window{Since: j.Since.Add(overlap), Until: end},
+				exportWindow: envelope.Window{Since: j.Since, Until: end}}, true
 		}
 
 		for _, f := range j.Output {
@@ -130,7 +130,7 @@ func (c *ExportedByCause) add(run jobRun, known bool, lastUpdated string) {
 		c.Other++
 		return
 	}
-	t, err := events.ParseTime(lastUpdated)
+	t, err := envelope.ParseTime(lastUpdated)
 	switch {
 	case err != nil:
 		c.Other++

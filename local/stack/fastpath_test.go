@@ -13,7 +13,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cost"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
@@ -64,7 +64,7 @@ func waitActive(t *testing.T, st *Stack) {
 	var probes []string
 	for time.Now().Before(deadline) {
 		v := putPatient(t, st, "fp-probe")
-		probes = append(probes, events.EventID("Patient", "fp-probe", v))
+		probes = append(probes, envelope.EventID("Patient", "fp-probe", v))
 		time.Sleep(300 * time.Millisecond)
 		for _, id := range probes {
 			if st.Delivered.Count(id) > 0 {
@@ -89,7 +89,7 @@ func TestFastPathDeliversWithinSecondsAndWindowsSkipIt(t *testing.T) {
 
 	start := time.Now()
 	v := putPatient(t, st, "fp-1")
-	up := events.EventID("Patient", "fp-1", v)
+	up := envelope.EventID("Patient", "fp-1", v)
 	waitDelivered(t, st, up, 1)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("the upsert took %s through the fast path", took)
@@ -106,7 +106,7 @@ func TestFastPathDeliversWithinSecondsAndWindowsSkipIt(t *testing.T) {
 	var del string
 	_ = st.Delivered.Wait(ctx, func(r *sink.Recorder) bool {
 		for _, c := range changesOf(t, r.Since(before)) {
-			if c.ResourceID == "fp-1" && c.Operation == events.OperationDelete {
+			if c.ResourceID == "fp-1" && c.Operation == envelope.OperationDelete {
 				del = c.EventID
 				return true
 			}
@@ -137,7 +137,7 @@ func TestFastPathMissedIsWhatWasDropped(t *testing.T) {
 	missedBefore := st.Metrics.Totals()[metrics.FastPathMissed]
 	var ids []string
 	for _, id := range []string{"fp-a", "fp-b", "fp-c"} {
-		ids = append(ids, events.EventID("Patient", id, putPatient(t, st, id)))
+		ids = append(ids, envelope.EventID("Patient", id, putPatient(t, st, id)))
 	}
 	time.Sleep(500 * time.Millisecond)
 	for _, id := range ids {
@@ -224,7 +224,7 @@ func TestFastPathTakesNotificationsNearTheEventLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, events.EventID("Patient", id, v))
+		ids = append(ids, envelope.EventID("Patient", id, v))
 	}
 	for _, id := range ids {
 		waitDelivered(t, st, id, 1)
@@ -310,7 +310,7 @@ func TestFastPathUsageCountsWhatItsDeliveriesUsed(t *testing.T) {
 	before, sent := st.FastPathUsage(), st.HealthLake.SubscriptionStats().Bundles
 	for i := range 3 {
 		id := fmt.Sprintf("fp-cost-%d", i)
-		waitDelivered(t, st, events.EventID("Patient", id, putPatient(t, st, id)), 1)
+		waitDelivered(t, st, envelope.EventID("Patient", id, putPatient(t, st, id)), 1)
 	}
 	committed(t, st)
 	time.Sleep(time.Second)

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/delivered"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
@@ -175,10 +175,10 @@ func TestDeleteReachesConsumersFromItsOwnWindow(t *testing.T) {
 	deleteResource(t, st, "Patient", "rec-later")
 	committed(t, st)
 	got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-later")
-	if len(got) != 1 || got[0].Operation != events.OperationDelete {
+	if len(got) != 1 || got[0].Operation != envelope.OperationDelete {
 		t.Fatalf("the window delivered %v for the deleted resource, want one delete", ops(got))
 	}
-	if got[0].VersionID == v1 || got[0].EventID != events.EventID("Patient", "rec-later", got[0].VersionID) {
+	if got[0].VersionID == v1 || got[0].EventID != envelope.EventID("Patient", "rec-later", got[0].VersionID) {
 		t.Errorf("delete event %+v: want the DELETE's own version (not %s) in its eventId", got[0], v1)
 	}
 	before = st.Delivered.Len()
@@ -226,7 +226,7 @@ func TestReconcileCreateAndDeleteBetweenReconciliations(t *testing.T) {
 	committed(t, st)
 	r := reconcileNow(t, st)
 	all := changesOf(t, st.Delivered.Since(before))
-	if got := of(all, "Patient", "rec-between"); len(got) != 2 || got[0].Operation != events.OperationUpsert || got[1].Operation != events.OperationDelete {
+	if got := of(all, "Patient", "rec-between"); len(got) != 2 || got[0].Operation != envelope.OperationUpsert || got[1].Operation != envelope.OperationDelete {
 		t.Errorf("rec-between: %v, want upsert then delete", ops(got))
 	}
 	if got := of(all, "Patient", "rec-unseen"); len(got) != 0 {
@@ -252,9 +252,9 @@ func TestReconcileHardDelete(t *testing.T) {
 	before := st.Delivered.Len()
 	r := reconcileNow(t, st)
 	got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-hard")
-	want := events.HardDeleteVersion(v)
-	if len(got) != 1 || got[0].Operation != events.OperationDelete || got[0].VersionID != want ||
-		got[0].EventID != events.EventID("Patient", "rec-hard", want) {
+	want := envelope.HardDeleteVersion(v)
+	if len(got) != 1 || got[0].Operation != envelope.OperationDelete || got[0].VersionID != want ||
+		got[0].EventID != envelope.EventID("Patient", "rec-hard", want) {
 		t.Fatalf("hard delete delivered %v, want one delete %s", ops(got), want)
 	}
 	if r.Last.Counts.Deletes != 1 || r.Last.Counts.HardDeletes != 1 {
@@ -289,7 +289,7 @@ func TestReconcileRepairsADroppedEvent(t *testing.T) {
 	before := st.Delivered.Len()
 	r := reconcileNow(t, st)
 	got := of(changesOf(t, st.Delivered.Since(before)), "Patient", "rec-dropped")
-	if len(got) != 1 || got[0].Operation != events.OperationUpsert || got[0].EventID != events.EventID("Patient", "rec-dropped", v) {
+	if len(got) != 1 || got[0].Operation != envelope.OperationUpsert || got[0].EventID != envelope.EventID("Patient", "rec-dropped", v) {
 		t.Fatalf("repair delivered %v, want the upsert of version %s", ops(got), v)
 	}
 	if n := st.Delivered.Len() - before; n != 1 {
@@ -333,7 +333,7 @@ func TestReconcileCrashAndRerun(t *testing.T) {
 	}
 	waitFor(t, "a first delete", func() bool {
 		for _, c := range changesOf(t, st.Delivered.Since(before)) {
-			if c.Operation == events.OperationDelete {
+			if c.Operation == envelope.OperationDelete {
 				return true
 			}
 		}
@@ -348,7 +348,7 @@ func TestReconcileCrashAndRerun(t *testing.T) {
 		got := of(all, "Patient", id)
 		distinct := map[string]bool{}
 		for _, c := range got {
-			if c.Operation != events.OperationDelete {
+			if c.Operation != envelope.OperationDelete {
 				t.Errorf("%s: %s after its deletion", id, c.Operation)
 			}
 			distinct[c.EventID] = true
@@ -403,7 +403,7 @@ func TestReplayAfterDeletesDoesNotResurrect(t *testing.T) {
 	committed(t, st)
 	reconcileNow(t, st)
 	history := of(changesOf(t, st.Delivered.Deliveries()), "Patient", "rec-replay")
-	if len(history) != 3 || history[2].Operation != events.OperationDelete {
+	if len(history) != 3 || history[2].Operation != envelope.OperationDelete {
 		t.Fatalf("history %v, want two upserts and a delete", ops(history))
 	}
 	del, _ := strconv.Atoi(history[2].VersionID)
@@ -434,7 +434,7 @@ func TestReplayAfterDeletesDoesNotResurrect(t *testing.T) {
 			state[k] = c
 		}
 	}
-	if c := state["Patient/rec-replay"]; c.Operation != events.OperationDelete {
+	if c := state["Patient/rec-replay"]; c.Operation != envelope.OperationDelete {
 		t.Errorf("consumer state of the deleted resource = %+v, want deleted", c)
 	}
 }
@@ -488,11 +488,11 @@ func TestDeletesWithoutHistoryComeFromTheReconciliation(t *testing.T) {
 	before = st.Delivered.Len()
 	r := reconcileNow(t, st)
 	all := changesOf(t, st.Delivered.Since(before))
-	if got := of(all, "Patient", "opted-out-gone"); len(got) != 1 || got[0].Operation != events.OperationDelete {
+	if got := of(all, "Patient", "opted-out-gone"); len(got) != 1 || got[0].Operation != envelope.OperationDelete {
 		t.Errorf("opted-out deletion: %v, want one delete", ops(got))
 	}
-	if got := of(all, "Observation", "erased"); len(got) != 1 || got[0].Operation != events.OperationDelete || got[0].VersionID != events.HardDeleteVersion(vObs) {
-		t.Errorf("erased: %v, want one delete %s", ops(got), events.HardDeleteVersion(vObs))
+	if got := of(all, "Observation", "erased"); len(got) != 1 || got[0].Operation != envelope.OperationDelete || got[0].VersionID != envelope.HardDeleteVersion(vObs) {
+		t.Errorf("erased: %v, want one delete %s", ops(got), envelope.HardDeleteVersion(vObs))
 	}
 	if got := of(all, "Patient", "opted-out-live"); len(got) != 0 {
 		t.Errorf("a live resource of the opted-out type got %v", ops(got))

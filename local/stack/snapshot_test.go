@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
@@ -25,8 +25,8 @@ func TestFreshStackWithoutCheckpointSnapshotsThenContinues(t *testing.T) {
 	if first.Status != "SUCCEEDED" || first.Outcome != report.OutcomeCommitted || first.Window == nil {
 		t.Fatalf("first window = %+v", first)
 	}
-	if first.Window.Since != events.FormatTime(events.SnapshotSince) {
-		t.Errorf("first window since %s, want the snapshot since %s", first.Window.Since, events.FormatTime(events.SnapshotSince))
+	if first.Window.Since != envelope.FormatTime(envelope.SnapshotSince) {
+		t.Errorf("first window since %s, want the snapshot since %s", first.Window.Since, envelope.FormatTime(envelope.SnapshotSince))
 	}
 	starts := st.HealthLake.RequestsFor("StartExport")
 	if len(starts) != 1 {
@@ -46,13 +46,13 @@ func TestFreshStackWithoutCheckpointSnapshotsThenContinues(t *testing.T) {
 			t.Errorf("%s delivered %d times (resource %d bytes)", det.EventID, ids[det.EventID], len(det.Resource))
 		}
 		var op struct{ Operation string }
-		if err := json.Unmarshal(d.Event.Detail, &op); err != nil || op.Operation != events.OperationUpsert {
+		if err := json.Unmarshal(d.Event.Detail, &op); err != nil || op.Operation != envelope.OperationUpsert {
 			t.Errorf("%s: operation %q, want upsert", det.EventID, op.Operation)
 		}
 		someType, someID = det.ResourceType, det.ResourceID
 	}
 	cp, err := st.Checkpoint(context.Background())
-	if err != nil || events.FormatTime(cp) != first.Window.Until {
+	if err != nil || envelope.FormatTime(cp) != first.Window.Until {
 		t.Fatalf("checkpoint after the snapshot = %v (%v), want the window's until %s", cp, err, first.Window.Until)
 	}
 
@@ -88,7 +88,7 @@ func TestFreshStackWithoutCheckpointSnapshotsThenContinues(t *testing.T) {
 	for _, d := range st.Delivered.Deliveries()[before:] {
 		got = append(got, decodeDetail(t, d).EventID)
 	}
-	want := map[string]bool{events.EventID(someType, someID, v2): true, events.EventID("Patient", "after-snapshot", v1): true}
+	want := map[string]bool{envelope.EventID(someType, someID, v2): true, envelope.EventID("Patient", "after-snapshot", v1): true}
 	if len(got) != len(want) || !want[got[0]] || !want[got[1]] {
 		t.Errorf("second window delivered %v, want only %v", got, want)
 	}

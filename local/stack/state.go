@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
@@ -64,7 +64,7 @@ func (s *Stack) loadState() error {
 	case err != nil:
 		return fmt.Errorf("stack: state: %w", err)
 	default:
-		t, err := events.ParseTime(strings.TrimSpace(string(b)))
+		t, err := envelope.ParseTime(strings.TrimSpace(string(b)))
 		if err != nil {
 			return fmt.Errorf("stack: state checkpoint: %w", err)
 		}
@@ -165,7 +165,7 @@ func (s *Stack) Persist(ctx context.Context) error {
 		}
 	}
 	if !cp.IsZero() {
-		if err := writeAtomic(cpPath, []byte(events.FormatTime(cp)+"\n")); err != nil {
+		if err := writeAtomic(cpPath, []byte(envelope.FormatTime(cp)+"\n")); err != nil {
 			return err
 		}
 	}
@@ -267,7 +267,7 @@ func (s *Stack) PutResource(ctx context.Context, resourceType, id string, body [
 	if err := json.Unmarshal(b, &r); err != nil || r.Meta.VersionID == "" {
 		return "", fmt.Errorf("fhir PUT %s/%s: no meta.versionId in the response", resourceType, id)
 	}
-	if t, err := events.ParseTime(r.Meta.LastUpdated); err == nil {
+	if t, err := envelope.ParseTime(r.Meta.LastUpdated); err == nil {
 		lag := s.opts.SafetyLag
 		if lag == 0 {
 			lag = time.Millisecond

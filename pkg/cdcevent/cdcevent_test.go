@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/publish"
 	"github.com/healthlake-cdc/healthlake-cdc/local/fakeeventbridge"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
@@ -42,8 +42,8 @@ func published(t *testing.T, lines ...string) ([][]byte, *s3.Client) {
 	}
 	em := &publish.Emitter{
 		Publisher: pub, ClaimCheck: &publish.ClaimCheck{S3: s3c, Bucket: "artifacts"},
-		Window: events.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)},
-		Export: events.ExportRef{DatastoreID: "ds1", JobID: "job1"},
+		Window: envelope.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)},
+		Export: envelope.ExportRef{DatastoreID: "ds1", JobID: "job1"},
 	}
 	for _, l := range lines {
 		var f struct {
@@ -53,7 +53,7 @@ func published(t *testing.T, lines ...string) ([][]byte, *s3.Client) {
 		if err := json.Unmarshal([]byte(l), &f); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := em.Emit(ctx, events.Resource{ResourceType: f.ResourceType, ID: f.ID, VersionID: f.Meta.VersionID, LastUpdated: f.Meta.LastUpdated, Raw: []byte(l)}, nil); err != nil {
+		if _, err := em.Emit(ctx, envelope.Resource{ResourceType: f.ResourceType, ID: f.ID, VersionID: f.Meta.VersionID, LastUpdated: f.Meta.LastUpdated, Raw: []byte(l)}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,9 +185,9 @@ func TestDecodeRejectsWhatIsNotAV1Event(t *testing.T) {
 }
 
 func TestDecodeDeleteEvent(t *testing.T) {
-	detail := events.AppendDeleteDetail(nil, events.Deletion{ResourceType: "Patient", ResourceID: "p1", VersionID: "3",
-		LastUpdated: "2026-11-21T09:40:00.000Z", Export: events.ExportRef{DatastoreID: "ds1", JobID: "job1"},
-		Window: events.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}})
+	detail := envelope.AppendDeleteDetail(nil, envelope.Deletion{ResourceType: "Patient", ResourceID: "p1", VersionID: "3",
+		LastUpdated: "2026-11-21T09:40:00.000Z", Export: envelope.ExportRef{DatastoreID: "ds1", JobID: "job1"},
+		Window: envelope.Window{Since: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}})
 	ev, err := cdcevent.Decode([]byte(`{"version":"0","source":"healthlake.cdc","detail":` + string(detail) + `}`))
 	if err != nil {
 		t.Fatalf("decode delete: %v\n%s", err, detail)
@@ -204,8 +204,8 @@ func TestDecodeDeleteEvent(t *testing.T) {
 		t.Fatalf("Resolve of a delete: %v", err)
 	}
 	// An upsert is not a delete.
-	up, err := cdcevent.DecodeDetail(events.AppendDetail(nil, events.Resource{ResourceType: "Patient", ID: "p1", VersionID: "4",
-		LastUpdated: "2026-11-21T09:41:00.000Z", Raw: []byte(`{"resourceType":"Patient","id":"p1"}`)}, events.Window{}, events.ExportRef{DatastoreID: "d", JobID: "j"}, nil))
+	up, err := cdcevent.DecodeDetail(envelope.AppendDetail(nil, envelope.Resource{ResourceType: "Patient", ID: "p1", VersionID: "4",
+		LastUpdated: "2026-11-21T09:41:00.000Z", Raw: []byte(`{"resourceType":"Patient","id":"p1"}`)}, envelope.Window{}, envelope.ExportRef{DatastoreID: "d", JobID: "j"}, nil))
 	if err != nil || up.IsDelete() || up.Operation != cdcevent.OperationUpsert {
 		t.Fatalf("upsert decoded as %+v, %v", up, err)
 	}

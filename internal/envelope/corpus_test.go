@@ -1,4 +1,4 @@
-package events_test
+package envelope_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/healthlake-cdc/healthlake-cdc/internal/events"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhir"
 )
 
@@ -20,7 +20,7 @@ import (
 // generated test data and of the Synthea sample (when present) and validates
 // each against the embedded schema; large ones also claim-checked.
 func TestCorpusDetailsMatchSchema(t *testing.T) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(events.SchemaJSON))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(envelope.SchemaJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +38,8 @@ func TestCorpusDetailsMatchSchema(t *testing.T) {
 	if len(files) == 0 {
 		t.Skip("no corpus present")
 	}
-	w := events.Window{Since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
-	exp := events.ExportRef{DatastoreID: "ds", JobID: "job"}
+	w := envelope.Window{Since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	exp := envelope.ExportRef{DatastoreID: "ds", JobID: "job"}
 	n, hashed := 0, 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -61,12 +61,12 @@ func TestCorpusDetailsMatchSchema(t *testing.T) {
 			if l.LastUpdated == "" { // Synthea: HealthLake would set it
 				l.LastUpdated = "2026-11-21T10:00:00.000Z"
 			}
-			res := events.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}
-			var ref *events.ResourceRef
+			res := envelope.Resource{ResourceType: l.ResourceType, ID: l.ID, VersionID: l.VersionID, LastUpdated: l.LastUpdated, Raw: l.Raw}
+			var ref *envelope.ResourceRef
 			if len(l.Raw) > 64<<10 {
-				ref = &events.ResourceRef{Bucket: "b", Key: "claim-check/x.json", Size: int64(len(l.Raw)), SHA256: strings.Repeat("0", 64)}
+				ref = &envelope.ResourceRef{Bucket: "b", Key: "claim-check/x.json", Size: int64(len(l.Raw)), SHA256: strings.Repeat("0", 64)}
 			}
-			d := events.AppendDetail(nil, res, w, exp, ref)
+			d := envelope.AppendDetail(nil, res, w, exp, ref)
 			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(d))
 			if err != nil {
 				t.Fatalf("%s:%d: detail is not JSON: %v", f, l.Number, err)

@@ -1,8 +1,8 @@
-// Package events defines the event detail schema v1 of healthlake-cdc: the
+// Package envelope defines the event detail schema v1 of healthlake-cdc: the
 // envelope around one exported resource version, its stable event id, the
 // content-hash version of resources without meta.versionId, and a byte-exact
 // builder that copies the exported line into the detail without re-encoding it.
-package events
+package envelope
 
 import (
 	"crypto/sha256"
