@@ -35,8 +35,8 @@ type Gateway struct {
 	mu       sync.RWMutex
 	services map[string]http.Handler
 	local    map[string]http.Handler
-	calls    map[string]int64
-	// callsBy counts the calls of each access key (CallsBy).
+	// callsBy counts the calls of each access key by API (CallsBy; Calls
+	// sums them).
 	callsBy  map[string]map[string]int64
 	faults   FaultInjector
 	cuts     BodyCut
@@ -75,7 +75,7 @@ type FaultInjector func(service, operation string) (status int, body string, ok 
 // It knows DefaultAccessKeys; signatures are not checked until
 // SetVerifySignatures(true).
 func NewGateway() *Gateway {
-	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, calls: map[string]int64{}, callsBy: map[string]map[string]int64{}, keys: newKeyStore()}
+	g := &Gateway{services: map[string]http.Handler{}, local: map[string]http.Handler{}, callsBy: map[string]map[string]int64{}, keys: newKeyStore()}
 	g.dynamo = newDynamoLimits(g.now)
 	g.verifier = &sigv4.Verifier{Secret: g.keys.secret, Now: g.now}
 	return g
@@ -220,7 +220,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, _ := Credential(r)
 	g.mu.Lock()
 	h := g.services[service]
-	g.calls[service+":"+op]++
 	by := g.callsBy[key]
 	if by == nil {
 		by = map[string]int64{}
@@ -296,9 +295,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) Calls() map[string]int64 {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	out := make(map[string]int64, len(g.calls))
-	for k, v := range g.calls {
-		out[k] = v
+	out := map[string]int64{}
+	for _, by := range g.callsBy {
+		for k, v := range by {
+			out[k] += v
+		}
 	}
 	return out
 }

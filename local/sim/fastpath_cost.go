@@ -42,22 +42,23 @@ func fastPathCost(u cost.Usage, changes int64, span time.Duration, m cost.FastPa
 	if changes <= 0 || span <= 0 {
 		return nil
 	}
-	p := cost.ListPrices()
-	perM := 1e6 / float64(changes)
-	c := &FastPathCost{Changes: changes, ChangesPerDay: float64(changes) / span.Hours() * 24, Usage: u, Items: map[string]float64{}, ModelItems: map[string]float64{}}
-	for k, v := range cost.Price(u, p).Items {
-		if v > 0 {
-			c.Items[k] = v * perM
-			c.USDPerMillionChanges += v * perM
-		}
-	}
+	c := &FastPathCost{Changes: changes, ChangesPerDay: float64(changes) / span.Hours() * 24, Usage: u}
+	c.Items, c.USDPerMillionChanges = perMillion(u, float64(changes))
 	mu, _, _ := cost.FastPathDaily(c.ChangesPerDay, m)
 	mu.LogBytes = 0
-	for k, v := range cost.Price(mu, p).Items {
+	c.ModelItems, c.ModelUSDPerMillionChanges = perMillion(mu, c.ChangesPerDay)
+	return c
+}
+
+// perMillion prices u at list prices per million of changes: the items
+// that cost anything, and their sum.
+func perMillion(u cost.Usage, changes float64) (map[string]float64, float64) {
+	items, total := map[string]float64{}, 0.0
+	for k, v := range cost.Price(u, cost.ListPrices()).Items {
 		if v > 0 {
-			c.ModelItems[k] = v / c.ChangesPerDay * 1e6
-			c.ModelUSDPerMillionChanges += v / c.ChangesPerDay * 1e6
+			items[k] = v / changes * 1e6
+			total += items[k]
 		}
 	}
-	return c
+	return items, total
 }

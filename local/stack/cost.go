@@ -162,17 +162,11 @@ func (s *Stack) FastPathUsage() cost.Usage {
 	if !s.opts.FastPath {
 		return cost.Usage{}
 	}
-	calls := s.Env.Gateway.CallsBy(localaws.PrincipalAccessKeyID(string(iampolicy.FastPath)))
-	own := cost.FromCalls(calls)
+	u := cost.FromCalls(s.Env.Gateway.CallsBy(localaws.PrincipalAccessKeyID(string(iampolicy.FastPath))))
 	sub := s.HealthLake.SubscriptionStats()
-	u := cost.Usage{
-		SQSRequests:       own.SQSRequests + float64(sub.Bundles+sub.Handshakes),
-		DynamoWriteUnits:  own.DynamoWriteUnits,
-		DynamoReadUnits:   own.DynamoReadUnits + float64(s.Env.Gateway.CallsBy(localaws.PrincipalAccessKeyID(string(iampolicy.PrepareChange)))["dynamodb:Query"]),
-		S3PutListRequests: own.S3PutListRequests,
-		S3GetRequests:     own.S3GetRequests,
-		LambdaArm64:       true,
-	}
+	u.SQSRequests += float64(sub.Bundles + sub.Handshakes)
+	u.DynamoReadUnits += float64(s.Env.Gateway.CallsBy(localaws.PrincipalAccessKeyID(string(iampolicy.PrepareChange)))["dynamodb:Query"])
+	u.LambdaArm64 = true
 	if st, ok := s.Lambdas.Stats()[FnFastPath]; ok {
 		u.LambdaRequests = float64(st.Invocations)
 		u.LambdaGBSeconds = st.DurationMs / 1000 * lambdaMemoryGB(FnFastPath)
