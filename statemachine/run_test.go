@@ -391,9 +391,11 @@ func TestDefinitionHappyPath(t *testing.T) {
 		t.Fatalf("commit results = %v", results)
 	}
 	// The commit carries the checkpoint window and the whole export object,
-	// so run-lock knows which manifest part this run delivered.
+	// so run-lock knows which manifest part this run delivered, and the
+	// delete scan's last answer, whose totals join the run's counts.
 	mustEqualJSON(t, "commit payload", commit, map[string]any{"action": "commit", "executionId": arn, "executionName": "run-happy", "startTime": startTime,
-		"window": window, "export": ex, "exportJobId": "job1", "results": results})
+		"window": window, "export": ex, "exportJobId": "job1", "results": results,
+		"deletes": map[string]any{"done": true, "cursor": nil, "totals": map[string]any{}}})
 
 	prep := h.l.calls(prepareFn)
 	if len(prep) != 3 {
@@ -607,6 +609,8 @@ func TestDefinitionEmptyWindowCommitsAtOnce(t *testing.T) {
 	}
 	mustEqualJSON(t, "commit window", commit["window"], window)
 	mustEqualJSON(t, "commit export", commit["export"], map[string]any{"jobId": nil, "fileCount": 0})
+	// No scan ran: the placeholder, which the commit counts as nothing.
+	mustEqualJSON(t, "commit deletes", commit["deletes"], map[string]any{"done": false, "cursor": nil})
 }
 
 func TestDefinitionNoFilesCommitsWithoutMapRun(t *testing.T) {

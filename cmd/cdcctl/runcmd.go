@@ -174,7 +174,7 @@ func printRunEnd(w io.Writer, v runView) {
 		if r.Parts > 1 {
 			fmt.Fprintf(w, ", part %d of %d", r.Part+1, r.Parts)
 		}
-		fmt.Fprintf(w, ", %d files, %d events, %d quarantined", r.Counts.Files, r.Counts.Events, r.Counts.Quarantined)
+		fmt.Fprintf(w, ", %d files, %d events, %d deletes, %d quarantined", r.Counts.Files, r.Counts.Events, r.Counts.Deletes, r.Counts.Quarantined)
 		if r.Reason != "" {
 			fmt.Fprintf(w, "; %s", oneLine(r.Reason, 200))
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestRunWaitSaysHowTheRunEnded(t *testing.T) {
 	}
 	s.sfn.Set(t, arn, "SUCCEEDED")
 	r := receive(t, done)
-	want := "run wait-ok SUCCEEDED: window " + a.Window.String() + ", 2 files, 7 events, 1 quarantined"
+	want := "run wait-ok SUCCEEDED: window " + a.Window.String() + ", 2 files, 7 events, 0 deletes, 1 quarantined"
 	if r.code != exitOK || !strings.Contains(r.out, "started "+arn) || !strings.Contains(r.out, want) {
 		t.Fatalf("committed run: exit %d, want a line %q\n%s%s", r.code, want, r.out, r.errs)
 	}
@@ -125,6 +126,57 @@ func TestRunWaitReportsAWindowOfTheLocalStack(t *testing.T) {
 	}
 }
 
+// TestRunWaitCountsTheWindowsDeletes: a window of the local stack that
+// publishes a delete says so: `cdcctl run --wait` and `cdcctl status` show
+// the delete scan's deletes beside the export's events, from the run record
+// the commit wrote (before, a window of deletes only read "0 events").
+func TestRunWaitCountsTheWindowsDeletes(t *testing.T) {
+	st := statusStack(t, nil)
+	ctx := context.Background()
+	if _, err := st.PutResource(ctx, "Patient", "soon-gone", []byte(`{"resourceType":"Patient","id":"soon-gone"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	if code := run(ctx, []string{"run", "--wait", "--name", "announce"}, strings.NewReader(""), &out, &errb); code != exitOK ||
+		!strings.Contains(out.String(), " events, 0 deletes, ") {
+		t.Fatalf("first window: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	resp, err := st.FHIR(ctx, http.MethodDelete, "Patient/soon-gone", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
+	}
+	time.Sleep(20 * time.Millisecond) // past the stack's safety lag
+	out.Reset()
+	errb.Reset()
+	code := run(ctx, []string{"run", "--wait", "--name", "withdraw"}, strings.NewReader(""), &out, &errb)
+	if code != exitOK || !strings.Contains(out.String(), "run withdraw SUCCEEDED: window ") || !strings.Contains(out.String(), ", 0 events, 1 deletes, 0 quarantined") {
+		t.Fatalf("delete window: exit %d, want 0 events and 1 delete\n%s%s", code, out.String(), errb.String())
+	}
+	text := cdcctlStatus(t)
+	var head, row string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "STARTED") {
+			head = l
+		}
+		if strings.Contains(l, " withdraw ") {
+			row = l
+		}
+	}
+	col := strings.Index(head, "DELETES")
+	if col < 0 || row == "" || len(row) <= col || !strings.HasPrefix(row[col:], "1 ") {
+		t.Fatalf("status: no DELETES column with 1 for the run:\n%s", text)
+	}
+	var v statusView
+	decodeJSON(t, cdcctlStatus(t, "--json"), &v)
+	if len(v.History) == 0 || v.History[0].RunID != "withdraw" || v.History[0].Counts.Deletes != 1 || v.History[0].Counts.Events != 0 {
+		t.Fatalf("status --json history = %+v", v.History)
+	}
+}
+
 // TestRunEndNamesThePartAndTheReason: a run that delivered one part of a
 // multi-part export says which; a run record's reason is printed with it.
 func TestRunEndNamesThePartAndTheReason(t *testing.T) {
@@ -132,7 +184,7 @@ func TestRunEndNamesThePartAndTheReason(t *testing.T) {
 	printRunEnd(&b, runView{ExecutionARN: "arn:aws:states:us-east-1:1:execution:cdc:manual-7", Status: "SUCCEEDED",
 		Run: &runlock.HistoryRecord{RunID: "manual-7", Outcome: runlock.OutcomePartial, Part: 0, Parts: 3,
 			Counts: runlock.Counts{Files: 40, Events: 900}}})
-	if want := ", part 1 of 3, 40 files, 900 events, 0 quarantined\n"; !strings.HasPrefix(b.String(), "run manual-7 PARTIAL: window ") ||
+	if want := ", part 1 of 3, 40 files, 900 events, 0 deletes, 0 quarantined\n"; !strings.HasPrefix(b.String(), "run manual-7 PARTIAL: window ") ||
 		!strings.HasSuffix(b.String(), want) {
 		t.Errorf("partial run: %q, want the part and the counts (%q)", b.String(), want)
 	}

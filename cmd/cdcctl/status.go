@@ -210,7 +210,7 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 		fast = fast || h.Counts.FastPathSkipped > 0 || h.Counts.FastPathMissed > 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "STARTED\tRUN\tOUTCOME\tWINDOW\tPART\tFILES\tEVENTS\tQUARANTINED\t"
+	head := "STARTED\tRUN\tOUTCOME\tWINDOW\tPART\tFILES\tEVENTS\tDELETES\tQUARANTINED\t"
 	if fast {
 		head += "FAST PATH SKIPPED\tFAST PATH MISSED\t"
 	}
@@ -220,8 +220,8 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 		if h.Parts > 0 {
 			part = fmt.Sprintf("%d/%d", h.Part+1, h.Parts)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t", envelope.FormatTime(h.StartTime), h.RunID, h.Outcome, h.Window,
-			part, h.Counts.Files, h.Counts.Events, h.Counts.Quarantined)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t", envelope.FormatTime(h.StartTime), h.RunID, h.Outcome, h.Window,
+			part, h.Counts.Files, h.Counts.Events, h.Counts.Deletes, h.Counts.Quarantined)
 		if fast {
 			fmt.Fprintf(tw, "%d\t%d\t", h.Counts.FastPathSkipped, h.Counts.FastPathMissed)
 		}

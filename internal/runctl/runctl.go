@@ -41,6 +41,10 @@ type Input struct {
 	ExportJobID   string           `json:"exportJobId,omitempty"`
 	// Results is the Distributed Map's output with ResultWriterDetails, or null.
 	Results json.RawMessage `json:"results,omitempty"`
+	// Deletes is the delete scan's last answer (commit): {done, cursor,
+	// totals}, or the state's placeholder {done: false, cursor: null} when
+	// no scan ran.
+	Deletes json.RawMessage `json:"deletes,omitempty"`
 	// Export is the manifest part the run delivered (commit): the export
 	// wait's output or the acquire's reuse (contract C2), or the state's
 	// placeholder {"jobId":null,"fileCount":0} when nothing was exported.
@@ -314,6 +318,11 @@ func (h *Handler) commit(ctx context.Context, in Input) (FinishOutput, error) {
 			return FinishOutput{}, &ChildrenFailedError{RunID: in.ExecutionName, Failed: counts.FailedFiles}
 		}
 	}
+	deleted, err := ParseDeletes(in.Deletes)
+	if err != nil {
+		return FinishOutput{}, err
+	}
+	counts = counts.Add(deleted)
 	exp, err := ParseExport(in.Export)
 	if err != nil {
 		return FinishOutput{}, err
@@ -335,6 +344,37 @@ func (h *Handler) commit(ctx context.Context, in Input) (FinishOutput, error) {
 		out.NextPart, out.Parts = res.Pending.Next.Part, res.Pending.Next.Parts
 	}
 	return out, nil
+}
+
+// ParseDeletes reads the deletes field of a commit: the delete scan's
+// output (internal/deletes.Output), whose totals give the run's Deletes
+// and the deletes' share of FastPathSkipped and FastPathMissed. Absent,
+// null, or without totals (no scan ran: an empty window) counts nothing.
+func ParseDeletes(raw json.RawMessage) (runlock.Counts, error) {
+	trimmed := strings.TrimSpace(string(raw))
+	if trimmed == "" || trimmed == "null" {
+		return runlock.Counts{}, nil
+	}
+	// The fields of deletes.Totals the run record keeps (runctl does not
+	// link the scan, which reads HealthLake and publishes).
+	var out struct {
+		Totals *struct {
+			Deletes         int64 `json:"deletes"`
+			FastPathSkipped int64 `json:"fastPathSkipped"`
+			FastPathMissed  int64 `json:"fastPathMissed"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return runlock.Counts{}, &InputError{Msg: "deletes: not a delete scan output object (" + clip.String(err.Error(), 200) + ")"}
+	}
+	t := out.Totals
+	if t == nil {
+		return runlock.Counts{}, nil
+	}
+	if t.Deletes < 0 || t.FastPathSkipped < 0 || t.FastPathMissed < 0 {
+		return runlock.Counts{}, &InputError{Msg: "deletes: negative totals"}
+	}
+	return runlock.Counts{Deletes: t.Deletes, FastPathSkipped: t.FastPathSkipped, FastPathMissed: t.FastPathMissed}, nil
 }
 
 // ParseExport reads the export field of a commit: nil for absent, null or

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/deletes"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
@@ -193,6 +194,56 @@ func TestCommitSumsTheChildrenIntoHistory(t *testing.T) {
 	}
 	if h := st.History[0]; h.Counts != f.results.counts || h.ExportJobID != "job-7" || h.Outcome != runlock.OutcomeSucceeded {
 		t.Fatalf("history = %+v", h)
+	}
+}
+
+// TestCommitRecordsTheDeleteScansTotals: the commit adds the delete scan's
+// answer (the state's $.deletes) to the Map's counts: its deletes, and its
+// fast-path skips and misses beside the lines'.
+func TestCommitRecordsTheDeleteScansTotals(t *testing.T) {
+	f := newFixture(t)
+	f.owners.set(arn("run-1"), "RUNNING")
+	if _, err := f.invoke(t, acquirePayload("run-1")); err != nil {
+		t.Fatal(err)
+	}
+	f.results.counts = runlock.Counts{Files: 2, Lines: 20, Events: 18, FastPathSkipped: 5, FastPathMissed: 1}
+	scan, err := json.Marshal(deletes.Output{Done: true, Totals: deletes.Totals{Types: 146, Pages: 150, Entries: 40,
+		Deletes: 7, NeverAnnounced: 2, FastPathSkipped: 3, FastPathMissed: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.invoke(t, `{"action":"commit","executionId":"`+arn("run-1")+`","executionName":"run-1",
+		"window":{"since":"2026-11-21T09:00:00.000Z","until":"2026-11-21T09:58:00.000Z"},
+		"results":{"ResultWriterDetails":{"Bucket":"art","Key":"map-results/1/manifest.json"}},"deletes":`+string(scan)+`}`); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	st, err := f.store.Status(context.Background(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runlock.Counts{Files: 2, Lines: 20, Events: 18, Deletes: 7, FastPathSkipped: 8, FastPathMissed: 5}
+	if got := st.History[0].Counts; got != want {
+		t.Fatalf("history counts = %+v, want %+v", got, want)
+	}
+}
+
+// TestParseDeletes: the placeholder of a run whose scan did not run counts
+// nothing; a scan's answer gives its totals; anything else is an input error.
+func TestParseDeletes(t *testing.T) {
+	for _, raw := range []string{``, `null`, `{"done":false,"cursor":null}`} {
+		if c, err := ParseDeletes(json.RawMessage(raw)); err != nil || c != (runlock.Counts{}) {
+			t.Errorf("%q: %+v, %v; want nothing counted", raw, c, err)
+		}
+	}
+	c, err := ParseDeletes(json.RawMessage(`{"done":true,"cursor":null,"totals":{"types":3,"deletes":2,"neverAnnounced":1}}`))
+	if err != nil || c != (runlock.Counts{Deletes: 2}) {
+		t.Errorf("scan answer: %+v, %v", c, err)
+	}
+	for _, raw := range []string{`"seven"`, `{"totals":{"deletes":"7"}}`, `{"totals":{"deletes":-1}}`} {
+		var ie *InputError
+		if _, err := ParseDeletes(json.RawMessage(raw)); !errors.As(err, &ie) {
+			t.Errorf("%s: err = %v, want InputError", raw, err)
+		}
 	}
 }
 

@@ -121,7 +121,7 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (Result, error) {
 			return Result{}, fmt.Errorf("commit %s: write RUN/STATE: %w", req.RunID, err)
 		}
 		s.log.Info("run committed", "executionId", req.Owner, "runId", req.RunID, "window", st.window.String(),
-			"outcome", string(outcome), "files", req.Counts.Files, "events", req.Counts.Events, "part", h.Part, "parts", h.Parts)
+			"outcome", string(outcome), "files", req.Counts.Files, "events", req.Counts.Events, "deletes", req.Counts.Deletes, "part", h.Part, "parts", h.Parts)
 		return Result{RunID: req.RunID, Checkpoint: checkpoint, Outcome: outcome, Window: st.window, Released: true, Pending: pend}, nil
 	}
 	return Result{}, fmt.Errorf("commit %s: %w after %d attempts", req.RunID, ErrConflict, maxAttempts)

@@ -190,12 +190,15 @@ func (ts *times) get(name string) time.Time {
 	return t
 }
 
-// Counts sums what the children of one run did: one Files per published
-// export file, and the totals of prepare-change's summaries.
+// Counts sums what one run did: one Files per published export file, the
+// totals of prepare-change's summaries, and its delete scan's deletes.
 type Counts struct {
-	Files         int64 `json:"files"`
-	Lines         int64 `json:"lines"`
-	Events        int64 `json:"events"`
+	Files  int64 `json:"files"`
+	Lines  int64 `json:"lines"`
+	Events int64 `json:"events"`
+	// Deletes counts the delete events the run's delete scan published
+	// (Events counts the upserts of the export's lines).
+	Deletes       int64 `json:"deletes"`
 	OutsideWindow int64 `json:"outsideWindow"`
 	Quarantined   int64 `json:"quarantined"`
 	ClaimChecked  int64 `json:"claimChecked"`
@@ -203,10 +206,10 @@ type Counts struct {
 	// OverlapSkipped counts lines of the overlap not published again: the
 	// previous window had published their version.
 	OverlapSkipped int64 `json:"overlapSkipped"`
-	// FastPathSkipped counts lines whose version the Subscriptions fast
-	// path had published; FastPathMissed the events the window published
-	// that the fast path should have (docs/FASTPATH.md). Both 0 with the
-	// fast path off.
+	// FastPathSkipped counts versions (lines and deletes) the Subscriptions
+	// fast path had published; FastPathMissed the events (upserts and
+	// deletes) the window published that the fast path should have
+	// (docs/FASTPATH.md). Both 0 with the fast path off.
 	FastPathSkipped int64 `json:"fastPathSkipped,omitempty"`
 	FastPathMissed  int64 `json:"fastPathMissed,omitempty"`
 	// FailedFiles counts children that did not succeed (failed or pending).
@@ -216,7 +219,7 @@ type Counts struct {
 // Add returns the field-wise sum of c and o.
 func (c Counts) Add(o Counts) Counts {
 	return Counts{
-		Files: c.Files + o.Files, Lines: c.Lines + o.Lines, Events: c.Events + o.Events,
+		Files: c.Files + o.Files, Lines: c.Lines + o.Lines, Events: c.Events + o.Events, Deletes: c.Deletes + o.Deletes,
 		OutsideWindow: c.OutsideWindow + o.OutsideWindow, Quarantined: c.Quarantined + o.Quarantined,
 		ClaimChecked: c.ClaimChecked + o.ClaimChecked, Bytes: c.Bytes + o.Bytes,
 		OverlapSkipped: c.OverlapSkipped + o.OverlapSkipped, FailedFiles: c.FailedFiles + o.FailedFiles,
@@ -226,7 +229,7 @@ func (c Counts) Add(o Counts) Counts {
 
 func countsAV(c Counts) types.AttributeValue {
 	return &types.AttributeValueMemberM{Value: item{
-		"files": n(c.Files), "lines": n(c.Lines), "events": n(c.Events),
+		"files": n(c.Files), "lines": n(c.Lines), "events": n(c.Events), "deletes": n(c.Deletes),
 		"outsideWindow": n(c.OutsideWindow), "quarantined": n(c.Quarantined),
 		"claimChecked": n(c.ClaimChecked), "bytes": n(c.Bytes), "failedFiles": n(c.FailedFiles),
 		"overlapSkipped": n(c.OverlapSkipped), "fastPathSkipped": n(c.FastPathSkipped), "fastPathMissed": n(c.FastPathMissed),
@@ -240,7 +243,7 @@ func countsOf(it item) Counts {
 	}
 	v := m.Value
 	return Counts{
-		Files: getN(v, "files"), Lines: getN(v, "lines"), Events: getN(v, "events"),
+		Files: getN(v, "files"), Lines: getN(v, "lines"), Events: getN(v, "events"), Deletes: getN(v, "deletes"),
 		OutsideWindow: getN(v, "outsideWindow"), Quarantined: getN(v, "quarantined"),
 		ClaimChecked: getN(v, "claimChecked"), Bytes: getN(v, "bytes"), FailedFiles: getN(v, "failedFiles"),
 		OverlapSkipped: getN(v, "overlapSkipped"), FastPathSkipped: getN(v, "fastPathSkipped"), FastPathMissed: getN(v, "fastPathMissed"),
