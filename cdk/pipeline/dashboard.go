@@ -160,3 +160,19 @@ func sortedQueueNames(m map[string]awssqs.IQueue) []string {
 	sort.Strings(names)
 	return names
 }
+
+// dashboard creates the operators' dashboard (dashboard.go).
+func (b *builder) dashboard() {
+	dlqs := map[string]awssqs.IQueue{"start DLQ": b.startDLQ, "re-check DLQ": b.recheckDLQ, "events DLQ": b.eventsDLQ}
+	if b.fp != nil {
+		for k, q := range b.fp.deadLetterQs {
+			dlqs[k] = q
+		}
+	}
+	b.dash = newDashboard(b.stack, dashboardInputs{
+		pipeline: b.cfg.Name, stateMachine: b.sm, alarms: b.alarmRefs,
+		deadLetterQueues: dlqs,
+		lagThreshold:     b.p.CheckpointLagThresholdSeconds,
+		fastPath:         b.fp != nil,
+	})
+}

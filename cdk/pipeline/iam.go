@@ -70,3 +70,51 @@ func suppressScopedWildcards(policy awsiam.ManagedPolicy) {
 		AppliesTo: &[]any{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:[A-Za-z0-9-]+[:\/]\*$/g`)}},
 	}}, jsii.Bool(true))
 }
+
+// iamPolicies gives every role its statements from the one definition
+// (internal/iampolicy).
+func (b *builder) iamPolicies() {
+	res := iampolicy.Resources{
+		BucketARN:       *b.bucket.BucketArn(),
+		TableARN:        *b.table.TableArn(),
+		KeyARN:          *b.key.KeyArn(),
+		DatastoreARN:    *b.datastoreArn,
+		StartQueueARN:   *b.startQ.QueueArn(),
+		RecheckQueueARN: *b.recheckQ.QueueArn(),
+		EventBusARN:     *b.bus.EventBusArn(),
+		// The state machine's ARN is built from its fixed name: its own
+		// role may name it without a dependency cycle.
+		StateMachineARN:          *b.smArn,
+		ExecutionsARN:            *executionsArn(b.smName),
+		MapRunExecutionsARN:      *mapRunExecutionsArn(b.smName),
+		RunLockFunctionARN:       *b.runLock.f.FunctionArn(),
+		PrepareChangeFunctionARN: *b.prepareChange.f.FunctionArn(),
+		ExportRoleARN:            *b.exportRole.RoleArn(),
+		LogGroupARNs: map[iampolicy.Principal]string{
+			iampolicy.RunLock: *b.runLock.logs.LogGroupArn(), iampolicy.StartExport: *b.startExport.logs.LogGroupArn(),
+			iampolicy.CheckExport: *b.checkExport.logs.LogGroupArn(), iampolicy.PrepareChange: *b.prepareChange.logs.LogGroupArn(),
+			iampolicy.Reconcile: *b.reconcileFn.logs.LogGroupArn(),
+		},
+		ReconcileFunctionARN:         *b.reconcileFn.f.FunctionArn(),
+		ReconcileStateMachineARN:     *b.rec.arn,
+		ReconcileExecutionsARN:       *executionsArn(b.rec.name),
+		ReconcileMapRunExecutionsARN: *mapRunExecutionsArn(b.rec.name),
+	}
+	roles := map[iampolicy.Principal]awsiam.Role{
+		iampolicy.RunLock: b.runLock.role, iampolicy.StartExport: b.startExport.role, iampolicy.CheckExport: b.checkExport.role,
+		iampolicy.PrepareChange: b.prepareChange.role, iampolicy.StateMachine: b.smRole, iampolicy.HealthLakeExport: b.exportRole,
+		iampolicy.Scheduler: b.schedRole, iampolicy.Reconcile: b.reconcileFn.role, iampolicy.ReconcileStateMachine: b.rec.role,
+	}
+	if b.fp != nil {
+		// Set only with the fast path: prepare-change then also reads its
+		// record items (iampolicy, HasFastPath).
+		res.FastPathQueueARN = *b.fp.out.Queue.QueueArn()
+		res.LogGroupARNs[iampolicy.FastPath] = *b.fp.fn.logs.LogGroupArn()
+		res.LogGroupARNs[iampolicy.FastPathSetup] = *b.fp.setup.logs.LogGroupArn()
+		roles[iampolicy.FastPath] = b.fp.fn.role
+		roles[iampolicy.FastPathSetup] = b.fp.setup.role
+	}
+	for p, role := range roles {
+		applyPolicy(role, p, res)
+	}
+}
