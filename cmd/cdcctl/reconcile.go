@@ -48,17 +48,24 @@ type reconcileView struct {
 
 // reconcileSummary is one finished reconciliation: counts only.
 type reconcileSummary struct {
-	RunID       string `json:"runId"`
-	StartedAt   string `json:"startedAt"`
-	FinishedAt  string `json:"finishedAt"`
-	Checkpoint  string `json:"checkpoint"`
-	Partitions  int    `json:"partitions"`
-	Resources   int64  `json:"resources"`
-	Deletes     int64  `json:"deletes"`
-	HardDeletes int64  `json:"hardDeletes"`
-	Repairs     int64  `json:"repairs"`
-	Unconfirmed int64  `json:"unconfirmed"`
-	Pending     int64  `json:"pending"`
+	RunID      string `json:"runId"`
+	StartedAt  string `json:"startedAt"`
+	FinishedAt string `json:"finishedAt"`
+	Checkpoint string `json:"checkpoint"`
+	Partitions int    `json:"partitions"`
+	// DeliveredLive counts the live versions of the delivered index the
+	// reconciliation checked; Queries the HealthLake counts it compared
+	// them with; Leaves the ranges whose counts differed, which it listed;
+	// Resources the store's resources it listed in them.
+	DeliveredLive int64 `json:"deliveredLive"`
+	Queries       int64 `json:"queries"`
+	Leaves        int64 `json:"leaves"`
+	Resources     int64 `json:"resources"`
+	Deletes       int64 `json:"deletes"`
+	HardDeletes   int64 `json:"hardDeletes"`
+	Repairs       int64 `json:"repairs"`
+	Unconfirmed   int64 `json:"unconfirmed"`
+	Pending       int64 `json:"pending"`
 }
 
 func summarize(l *reconcile.LastRun) *reconcileSummary {
@@ -66,7 +73,7 @@ func summarize(l *reconcile.LastRun) *reconcileSummary {
 		return nil
 	}
 	return &reconcileSummary{RunID: l.RunID, StartedAt: l.StartedAt, FinishedAt: l.FinishedAt, Checkpoint: l.Checkpoint,
-		Partitions: l.Partitions, Resources: l.Counts.Store, Deletes: l.Counts.Deletes, HardDeletes: l.Counts.HardDeletes,
+		Partitions: l.Partitions, DeliveredLive: l.Counts.DeliveredLive, Queries: l.Counts.Queries, Leaves: l.Counts.Leaves, Resources: l.Counts.Store, Deletes: l.Counts.Deletes, HardDeletes: l.Counts.HardDeletes,
 		Repairs: l.Counts.Repairs, Unconfirmed: l.Counts.Unconfirmed, Pending: l.Counts.Pending}
 }
 
@@ -220,10 +227,12 @@ func printReconcile(stdout, stderr io.Writer, asJSON bool, name string, v reconc
 	}
 	fmt.Fprintf(stdout, "last reconciliation  %s (started %s, finished %s)\n", l.RunID, l.StartedAt, l.FinishedAt)
 	fmt.Fprintf(stdout, "checkpoint           %s, %d partitions\n", orDash(l.Checkpoint), l.Partitions)
-	fmt.Fprintf(stdout, "resources            %d\n", l.Resources)
+	fmt.Fprintf(stdout, "checked              %d live versions delivered, against %d HealthLake counts\n", l.DeliveredLive, l.Queries)
+	fmt.Fprintf(stdout, "listed               %d resources, in %d ranges whose counts differed\n", l.Resources, l.Leaves)
 	fmt.Fprintf(stdout, "deletes              %d (hard deletes %d)\n", l.Deletes, l.HardDeletes)
 	fmt.Fprintf(stdout, "repairs              %d\n", l.Repairs)
 	fmt.Fprintf(stdout, "unconfirmed          %d\n", l.Unconfirmed)
+	fmt.Fprintf(stdout, "pending              %d (after the checkpoint: the runs deliver them)\n", l.Pending)
 	if l.Repairs > 0 {
 		fmt.Fprintln(stdout, "note: a repair means a version was never delivered by the runs: see docs/OPERATIONS.md (ReconcileRepairs)")
 	}

@@ -31,9 +31,11 @@ func TestReconcileStatusShowsTheLastReconciliation(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "none yet") {
 		t.Fatalf("status before any reconciliation: exit %d\n%s%s", code, out, stderr)
 	}
-	putReconcileState(t, s, "reconcile-1", `{"store":120,"repairs":2,"deletes":3,"unconfirmed":1,"hardDeletes":1}`)
+	putReconcileState(t, s, "reconcile-1", `{"store":120,"repairs":2,"deletes":3,"unconfirmed":1,"hardDeletes":1,"pending":4,"deliveredLive":9000,"queries":146,"leaves":5}`)
 	code, out, stderr = s.cdcctl(t, "reconcile", "status")
-	for _, want := range []string{"reconcile-1", "resources            120", "deletes              3 (hard deletes 1)", "repairs              2", "unconfirmed          1", "ReconcileRepairs"} {
+	for _, want := range []string{"reconcile-1", "checked              9000 live versions delivered, against 146 HealthLake counts",
+		"listed               120 resources, in 5 ranges whose counts differed", "deletes              3 (hard deletes 1)",
+		"repairs              2", "unconfirmed          1", "pending              4 (", "ReconcileRepairs"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("status lacks %q: exit %d\n%s%s", want, code, out, stderr)
 		}
@@ -41,7 +43,8 @@ func TestReconcileStatusShowsTheLastReconciliation(t *testing.T) {
 	code, out, _ = s.cdcctl(t, "reconcile", "status", "--json")
 	var v reconcileView
 	decodeJSON(t, out, &v)
-	if code != exitOK || v.Last == nil || v.Last.RunID != "reconcile-1" || v.Last.Resources != 120 || v.Last.Deletes != 3 || v.Last.Repairs != 2 || v.Last.Unconfirmed != 1 {
+	if code != exitOK || v.Last == nil || v.Last.RunID != "reconcile-1" || v.Last.Resources != 120 || v.Last.Deletes != 3 || v.Last.Repairs != 2 || v.Last.Unconfirmed != 1 ||
+		v.Last.DeliveredLive != 9000 || v.Last.Queries != 146 || v.Last.Leaves != 5 || v.Last.Pending != 4 {
 		t.Fatalf("status --json = %+v", v.Last)
 	}
 }

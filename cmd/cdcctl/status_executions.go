@@ -160,8 +160,8 @@ func printReconciliationStatus(w io.Writer, v *reconcileStatusView) {
 		return
 	}
 	counts := func(l *reconcileSummary) string {
-		return fmt.Sprintf("%d deletes (%d hard), %d repairs, %d unconfirmed, %d resources listed, %d pending",
-			l.Deletes, l.HardDeletes, l.Repairs, l.Unconfirmed, l.Resources, l.Pending)
+		return fmt.Sprintf("%d delivered versions checked, %d deletes (%d hard), %d repairs, %d unconfirmed, %d resources listed, %d pending",
+			l.DeliveredLive, l.Deletes, l.HardDeletes, l.Repairs, l.Unconfirmed, l.Resources, l.Pending)
 	}
 	l, n := v.Last, v.Latest
 	switch {

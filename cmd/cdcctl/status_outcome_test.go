@@ -97,6 +97,11 @@ func TestStatusShowsTheLastReconciliationsOutcome(t *testing.T) {
 	decodeJSON(t, cdcctlStatus(t, "--json"), &v)
 	if rc := v.Reconciliation; rc == nil || rc.Outcome != "SUCCEEDED" || rc.Last == nil || rc.Last.RunID != r.RunID || rc.Last.Deletes != 1 || rc.Last.HardDeletes != 1 {
 		t.Errorf("status --json reconciliation = %+v", rc)
+	} else if rc.Last.DeliveredLive < 1 || !strings.Contains(line, fmt.Sprintf(": %d delivered versions checked, ", rc.Last.DeliveredLive)) {
+		// What it checked: the live versions delivered in its window (the
+		// seeded sample and the deleted Patient's version, before the erase
+		// was found).
+		t.Errorf("reconciliation checked %d delivered versions; line %q", rc.Last.DeliveredLive, line)
 	}
 
 	// A reconciliation that failed after it shows as failed, with the last

@@ -49,6 +49,9 @@ func (h *Handler) finish(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	sum.Queries, sum.Refined, sum.Leaves, sum.Pages, sum.Listed = cs.Queries, cs.refined(), int64(len(cs.Leaves)), int64(ls.Seq), ls.Listed
+	// The partitions' histograms (summed by the count step) hold each
+	// live delivered version of the window once.
+	sum.DeliveredLive = cs.Hist.total()
 	counts, _ := json.Marshal(sum)
 	now := h.now().UTC()
 	_, err = h.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(h.cfg.Table), Item: map[string]ddbtypes.AttributeValue{
@@ -73,7 +76,7 @@ func (h *Handler) finish(ctx context.Context, in Input) (Result, error) {
 	}
 	if h.cfg.Logger != nil {
 		h.cfg.Logger.Info("reconciliation finished", "runId", pl.RunID, "queries", sum.Queries, "refined", sum.Refined, "leaves", sum.Leaves,
-			"listed", sum.Listed, "known", sum.Known,
+			"listed", sum.Listed, "known", sum.Known, "deliveredLive", sum.DeliveredLive,
 			"repairs", sum.Repairs, "deletes", sum.Deletes, "hardDeletes", sum.HardDeletes, "pending", sum.Pending,
 			"unconfirmed", sum.Unconfirmed, "unrepairable", sum.Unrepairable)
 	}

@@ -77,6 +77,17 @@ func (hs Hist) merge(o Hist) {
 	}
 }
 
+// total counts every version hs holds.
+func (hs Hist) total() int64 {
+	var n int64
+	for _, m := range hs {
+		for _, c := range m {
+			n += c
+		}
+	}
+	return n
+}
+
 // in counts the versions of typ in the range (after, until] from buckets of
 // the given step: the buckets k with after < k < until + step (exact when
 // after and until are on the grid; the window's own bounds need not be:

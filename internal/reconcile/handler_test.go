@@ -402,6 +402,9 @@ func TestReconcileCountsOnlyWhereTheyDiffer(t *testing.T) {
 	if types := int64(len(r.h.Types())); sum.Queries > 2*types || sum.Queries < types {
 		t.Fatalf("%d count queries for %d types, want one or two each", sum.Queries, types)
 	}
+	if sum.DeliveredLive != 30 {
+		t.Fatalf("checked %d live delivered versions, want the 30 delivered", sum.DeliveredLive)
+	}
 	r.ds.HardDelete("Patient", "c07")
 	time.Sleep(2 * time.Millisecond)
 	sum = r.reconcile("rec-2", time.Now(), -1)
