@@ -131,6 +131,10 @@ func (f *awsFlags) store(cfg aws.Config) (*runlock.Store, error) {
 	return runlock.New(db, runlock.Config{
 		Table:  f.table,
 		Owners: runlock.SFNOwnerChecker{Client: sfn.NewFromConfig(cfg)},
+		// The stack's DatastoreId, when the runbook's environment names it:
+		// status then says when the record belongs to another data store,
+		// and replay --datastore refuses any other.
+		DatastoreID: strings.TrimSpace(os.Getenv(stackconfig.EnvDatastoreID)),
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
@@ -28,6 +29,10 @@ type replayView struct {
 	By      string `json:"by"`
 	Reason  string `json:"reason,omitempty"`
 	Created bool   `json:"created"`
+	// Datastore and FromDatastore: the data store the replay moved the
+	// RUN record to, and from (--datastore).
+	Datastore     string `json:"datastoreId,omitempty"`
+	FromDatastore string `json:"fromDatastoreId,omitempty"`
 	// DroppedPending is the multi-part export the replay dropped (its
 	// remaining parts are exported again by the next runs).
 	DroppedPending *runlock.Pending `json:"droppedPending,omitempty"`
@@ -38,6 +43,7 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	since := fs.String("since", "", "new checkpoint, RFC 3339 (required): changes after it are emitted again")
 	reason := fs.String("reason", "", "why, stored in the audit record")
 	by := fs.String("by", actor(), "who asks, stored in the audit record (default $CDC_ACTOR or user@host)")
+	datastore := fs.String("datastore", "", "after the stack's DatastoreId changed: move the RUN record to this data store (the new DatastoreId), delivered from --since (which may then be after the old store's checkpoint)")
 	wait := fs.Bool("wait", false, "while a live run holds the lock, wait for it to end and then replay (instead of failing)")
 	waitTimeout := fs.Duration("wait-timeout", defaultReplayWaitTimeout, "with --wait: give up after this long")
 	waitPoll := fs.Duration("wait-poll", defaultReplayWaitPoll, "with --wait: how often to look at the lock")
@@ -65,7 +71,7 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		fmt.Fprintln(stderr, "cdcctl replay: --wait-timeout and --wait-poll must be positive durations")
 		return exitUsage
 	}
-	req := runlock.ReplayRequest{Since: t, Actor: *by, Reason: *reason}
+	req := runlock.ReplayRequest{Since: t, Actor: *by, Reason: *reason, Datastore: strings.TrimSpace(*datastore)}
 	var res runlock.ReplayResult
 	if *wait {
 		res, err = replayWhenFree(ctx, store, req, *waitTimeout, *waitPoll, stderr)
@@ -77,7 +83,7 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		return fail(stderr, "replay", err.Error()+"\nsee `cdcctl status`; the checkpoint was not moved")
 	case errors.Is(err, runlock.ErrLockHeld):
 		return fail(stderr, "replay", err.Error()+"\nsee `cdcctl status`; replay once the run has finished, or pass --wait")
-	case errors.Is(err, runlock.ErrStaleLock), errors.Is(err, runlock.ErrNotBackwards):
+	case errors.Is(err, runlock.ErrStaleLock), errors.Is(err, runlock.ErrNotBackwards), errors.As(err, new(*runlock.DatastoreChangedError)):
 		return fail(stderr, "replay", err.Error())
 	case err != nil:
 		return fail(stderr, "replay", f.explain(err))
@@ -85,7 +91,7 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	r := res.Record
 	if f.json {
 		v := replayView{Table: f.table, To: envelope.FormatTime(r.To), At: envelope.FormatTime(r.At), By: r.By, Reason: r.Reason, Created: res.Created,
-			DroppedPending: res.DroppedPending}
+			DroppedPending: res.DroppedPending, Datastore: r.Datastore, FromDatastore: r.FromDatastore}
 		if !r.From.IsZero() {
 			v.From = envelope.FormatTime(r.From)
 		}
@@ -94,14 +100,22 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		}
 		return exitOK
 	}
-	if res.Created {
+	switch {
+	case res.Created:
 		fmt.Fprintf(stdout, "checkpoint set to %s (new RUN record) by %s\n", envelope.FormatTime(r.To), r.By)
-	} else {
+	case r.Datastore != "":
+		fmt.Fprintf(stdout, "the RUN record moved from data store %s to %s by %s: its checkpoint and origin are %s (was %s)\n",
+			orDash(r.FromDatastore), r.Datastore, r.By, envelope.FormatTime(r.To), envelope.FormatTime(r.From))
+	default:
 		fmt.Fprintf(stdout, "checkpoint moved back from %s to %s by %s\n", envelope.FormatTime(r.From), envelope.FormatTime(r.To), r.By)
 	}
 	if p := res.DroppedPending; p != nil {
 		fmt.Fprintf(stdout, "dropped the pending export (parts %d-%d of %d of job %s): the next run exports afresh\n",
 			p.Next.Part+1, p.Next.Parts, p.Next.Parts, orDash(p.Next.JobID))
+	}
+	if r.Datastore != "" {
+		fmt.Fprintln(stdout, "the next runs deliver every change of the new data store after it; nothing before it is the pipeline's to deliver")
+		return exitOK
 	}
 	fmt.Fprintln(stdout, "the next runs re-emit every change after it, with the same event ids; run `cdcctl run` to start one now")
 	return exitOK

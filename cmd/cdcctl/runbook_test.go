@@ -572,6 +572,22 @@ func TestRunbookCommandsWorkAsDocumented(t *testing.T) {
 		t.Errorf("cdcctl run --wait does not say how the run ended:\n%s", out)
 	}
 
+	// "The pipeline's data store changed": the RUN record belongs to another
+	// data store, so the execution fails before taking the lock, status
+	// says why, and the replay that names the new store lets runs go on.
+	bindRecordTo(t, st, "retired-store")
+	out, _ = rb.run(t, "cdcctl run --wait", nil, exitFailure)
+	if !strings.Contains(out, "error DatastoreChangedError") {
+		t.Errorf("cdcctl run --wait for another data store does not name the error:\n%s", out)
+	}
+	out, _ = rb.run(t, "cdcctl status", nil, exitOK)
+	if !strings.Contains(out, "WARNING      the RUN record's checkpoint belongs to HealthLake data store retired-store") {
+		t.Errorf("cdcctl status does not say the data store changed:\n%s", out)
+	}
+	rb.run(t, `cdcctl replay --since $SINCE --datastore $DATASTORE_ID --reason "$REASON"`, vars{"SINCE": envelope.FormatTime(time.Now()),
+		"DATASTORE_ID": st.Res.DatastoreID, "REASON": "runbook test: a new data store"}, exitOK)
+	rb.run(t, "cdcctl run --wait", nil, exitOK)
+
 	var missing []string
 	for _, c := range rb.order {
 		if !rb.commands[c] {

@@ -25,12 +25,17 @@ func init() {
 
 // statusView is the JSON form of `cdcctl status`.
 type statusView struct {
-	Table      string    `json:"table"`
-	Exists     bool      `json:"exists"`
-	Now        string    `json:"now"`
-	Checkpoint string    `json:"checkpoint,omitempty"`
-	LagSeconds float64   `json:"lagSeconds"`
-	Lock       *lockView `json:"lock"`
+	Table      string `json:"table"`
+	Exists     bool   `json:"exists"`
+	Now        string `json:"now"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// Datastore is the HealthLake data store the checkpoint belongs to;
+	// DatastoreChanged says why no run starts when CDC_DATASTORE_ID names
+	// another one (the stack's DatastoreId changed).
+	Datastore        string    `json:"datastoreId,omitempty"`
+	DatastoreChanged string    `json:"datastoreChanged,omitempty"`
+	LagSeconds       float64   `json:"lagSeconds"`
+	Lock             *lockView `json:"lock"`
 	// Pending is the rest of a multi-part export, null when none.
 	Pending     *runlock.Pending        `json:"pending"`
 	ExportJob   *runlock.ExportJob      `json:"exportJob,omitempty"`
@@ -115,6 +120,10 @@ func runStatus(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		Takeovers: st.Takeovers, History: st.History, Pending: st.Pending}
 	if st.Exists {
 		v.Checkpoint = envelope.FormatTime(st.Checkpoint)
+		v.Datastore = st.Datastore
+		if st.DatastoreChanged != nil {
+			v.DatastoreChanged = st.DatastoreChanged.Error()
+		}
 	}
 	if l := st.Lock; l != nil {
 		v.Lock = &lockView{Owner: l.Owner, RunID: l.RunID, LockedAt: envelope.FormatTime(l.LockedAt),
@@ -157,6 +166,12 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 		return
 	}
 	fmt.Fprintf(w, "checkpoint   %s (lag %s)\n", envelope.FormatTime(st.Checkpoint), roundDur(st.Lag))
+	if st.Datastore != "" {
+		fmt.Fprintf(w, "data store   %s\n", st.Datastore)
+	}
+	if e := st.DatastoreChanged; e != nil {
+		fmt.Fprintf(w, "WARNING      %s\n", e.Error())
+	}
 	if l := st.Lock; l != nil {
 		state := "live"
 		if !l.Liveness.Live {

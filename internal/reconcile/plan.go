@@ -30,6 +30,13 @@ func (h *Handler) plan(ctx context.Context, in Input) (Plan, error) {
 	if !ok {
 		return Plan{}, &Refused{Msg: "no run has committed a checkpoint yet"}
 	}
+	if e := cp.BelongsTo(h.cfg.DatastoreID); e != nil {
+		// The checkpoint and the delivered index are another data store's:
+		// comparing this one with them would publish its resources as
+		// repairs. Fail (ReconcileFailedAlarm), with the error's own name,
+		// until a replay moves the record (docs/OPERATIONS.md).
+		return Plan{}, e
+	}
 	origin := cp.Origin
 	if origin.IsZero() {
 		origin = h.cfg.Origin // a record written before the origin was kept

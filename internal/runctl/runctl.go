@@ -227,6 +227,12 @@ func (h *Handler) acquire(ctx context.Context, in Input) (AcquireOutput, error) 
 		return AcquireOutput{}, err
 	}
 	a, err := h.Lock.Acquire(ctx, runlock.AcquireRequest{Owner: in.ExecutionID, RunID: in.ExecutionName, StartTime: start})
+	var moved *runlock.DatastoreChangedError
+	if errors.As(err, &moved) {
+		// As it is, so the execution fails with the error name
+		// DatastoreChangedError and says how to go on.
+		return AcquireOutput{}, moved
+	}
 	if err != nil {
 		return AcquireOutput{}, fmt.Errorf("acquire run lock for %s: %w", in.ExecutionName, err)
 	}

@@ -117,6 +117,11 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 			}
 			return a, nil
 		}
+		if err := s.boundElsewhere(st); err != nil {
+			s.log.Error("run lock refused: the data store changed", "executionId", req.Owner, "runId", req.RunID,
+				"boundDatastoreId", st.datastoreID, "datastoreId", s.cfg.DatastoreID)
+			return Acquisition{}, fmt.Errorf("acquire %s: %w", req.RunID, err)
+		}
 		var tookOver string
 		var live Liveness
 		if st.locked() {
@@ -215,6 +220,9 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 		it[attrExportSince] = tm(h.ExportWindow.Since)
 		it[attrHistorySK] = str(hsk)
 		it[attrRedactKey] = &types.AttributeValueMemberB{Value: lw.key}
+		if s.cfg.DatastoreID != "" {
+			it[attrDatastore] = str(s.cfg.DatastoreID)
+		}
 		return types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(s.cfg.Table), Item: it,
 			ConditionExpression: aws.String("attribute_not_exists(pk)"),
@@ -235,6 +243,11 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 	if lw.clearPending {
 		update += ", #pending = :none"
 	}
+	if st.datastoreID == "" && s.cfg.DatastoreID != "" {
+		// A record from before the binding adopts the configured store.
+		update += ", #ds = :ds"
+		values[":ds"] = str(s.cfg.DatastoreID)
+	}
 	if st.locked() {
 		cond = "#version = :v AND #cp = :cp AND #owner = :old"
 		values[":old"] = str(st.owner)
@@ -247,7 +260,7 @@ func (s *Store) lockWrite(st state, req AcquireRequest, h HistoryRecord, now tim
 	}
 	names := lockNames(map[string]string{
 		"#cp": attrCheckpoint, "#takeovers": attrTakeovers, "#lastRunId": attrLastRunID,
-		"#lastOutcome": attrLastOutcome, "#lastReason": attrLastReason, "#lastEndedAt": attrLastEndedAt,
+		"#lastOutcome": attrLastOutcome, "#lastReason": attrLastReason, "#lastEndedAt": attrLastEndedAt, "#ds": attrDatastore,
 	})
 	u := &types.Update{TableName: aws.String(s.cfg.Table), Key: stateKey(),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond)}

@@ -22,15 +22,29 @@ type GetItemAPI interface {
 // published) and the origin (the first checkpoint: versions at or before it
 // were never the pipeline's to publish — envelope.SnapshotSince after a
 // snapshot start). Origin is zero on a record written before it was kept.
+// Datastore is the HealthLake data store they belong to ("" on a record
+// from before the binding): a reader configured for another one must not
+// compare its store with them (DatastoreChangedError).
 type Checkpoints struct {
 	Checkpoint, Origin time.Time
+	Datastore          string
+}
+
+// BelongsTo returns the DatastoreChangedError of c for a reader configured
+// with datastoreID, or nil when c is that data store's (or either is "").
+func (c Checkpoints) BelongsTo(datastoreID string) *DatastoreChangedError {
+	if datastoreID == "" || c.Datastore == "" || c.Datastore == datastoreID {
+		return nil
+	}
+	return &DatastoreChangedError{Bound: c.Datastore, Configured: datastoreID}
 }
 
 // ReadCheckpoints reads RUN/STATE with a consistent read; ok is false when
 // no run has created it yet.
 func ReadCheckpoints(ctx context.Context, db GetItemAPI, table string) (c Checkpoints, ok bool, err error) {
 	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: stateKey(), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#c, #o"), ExpressionAttributeNames: map[string]string{"#c": attrCheckpoint, "#o": attrOrigin}})
+		ProjectionExpression:     aws.String("#c, #o, #d"),
+		ExpressionAttributeNames: map[string]string{"#c": attrCheckpoint, "#o": attrOrigin, "#d": attrDatastore}})
 	if err != nil {
 		return Checkpoints{}, false, fmt.Errorf("read RUN/STATE from %s: %w", table, err)
 	}
@@ -52,6 +66,9 @@ func ReadCheckpoints(ctx context.Context, db GetItemAPI, table string) (c Checkp
 	}
 	if c.Origin, err = get(attrOrigin); err != nil {
 		return Checkpoints{}, false, fmt.Errorf("RUN/STATE %s: %w", attrOrigin, err)
+	}
+	if v, isS := out.Item[attrDatastore].(*types.AttributeValueMemberS); isS {
+		c.Datastore = v.Value
 	}
 	return c, true, nil
 }

@@ -59,6 +59,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	cfg.DatastoreID = strings.TrimSpace(getenv(stackconfig.EnvDatastoreID))
 	switch v := strings.TrimSpace(getenv(stackconfig.EnvInitialCheckpoint)); v {
 	case "", InitialSnapshot:
 		// The zero InitialCheckpoint: the first run publishes the whole store.

@@ -35,6 +35,13 @@ const (
 	// the pipeline is responsible for starts after it (the reconciliation
 	// repairs nothing older).
 	attrOrigin = "origin"
+	// attrDatastore is the HealthLake data store the checkpoint belongs
+	// to (the pipeline's CDC_DATASTORE_ID when the record was created, or
+	// when a replay moved it to another: ReplayRequest.Datastore).
+	attrDatastore = "datastoreId"
+	// attrFromDatastore is, on a REPLAY audit item, the data store the
+	// replay moved the record from.
+	attrFromDatastore = "fromDatastoreId"
 	// attrCheckpointBy says what set the checkpoint: checkpointByCommit (a
 	// run delivered up to it, so the next window may skip what that run
 	// already published in its overlap) or checkpointByReplay.
@@ -271,6 +278,10 @@ type state struct {
 	exportSince time.Time
 	historySK   string
 
+	// datastoreID is the data store the checkpoint belongs to; "" on a
+	// record written before it was kept (the next acquire adopts its own).
+	datastoreID string
+
 	// pending is the rest of a multi-part export, nil when none.
 	pending *Pending
 	// redactKey keys the hash that replaces identifiers in stored reasons.
@@ -310,6 +321,7 @@ func decodeState(it item) (state, error) {
 	st.window.Until = get(attrWindowUntil)
 	st.historySK = getS(it, attrHistorySK)
 	st.exportSince = get(attrExportSince)
+	st.datastoreID = getS(it, attrDatastore)
 	if b, ok := it[attrRedactKey].(*types.AttributeValueMemberB); ok && len(b.Value) > 0 {
 		st.redactKey = b.Value
 	}
@@ -424,4 +436,8 @@ type ReplayRecord struct {
 	From   time.Time
 	To     time.Time
 	Reason string
+	// Datastore is the data store the replay moved the record to, and
+	// FromDatastore the one it belonged to ("" on a record from before the
+	// binding); both "" when the replay kept the data store.
+	Datastore, FromDatastore string
 }

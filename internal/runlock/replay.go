@@ -11,6 +11,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // ReplayRequest moves the checkpoint back.
@@ -20,6 +21,13 @@ type ReplayRequest struct {
 	// Actor names who asks (user or role ARN); Reason says why. Both are
 	// stored in the audit item, never logged.
 	Actor, Reason string
+	// Datastore moves the record to this HealthLake data store when it
+	// belongs to another (the pipeline's DatastoreId changed): the new
+	// store is delivered from Since, which may then be after the old
+	// store's checkpoint, and Since becomes the record's origin (the
+	// reconciliation repairs nothing of the new store before it). ""
+	// keeps the record's data store.
+	Datastore string
 }
 
 // ReplayResult is a replay that was applied.
@@ -51,6 +59,13 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 		if since.After(now) {
 			return ReplayResult{}, fmt.Errorf("replay: %s is in the future: %w", envelope.FormatTime(since), ErrNotBackwards)
 		}
+		if req.Datastore != "" && s.cfg.DatastoreID != "" && req.Datastore != s.cfg.DatastoreID {
+			return ReplayResult{}, fmt.Errorf("replay: --datastore %s is not the pipeline's data store %s (%s)", req.Datastore, s.cfg.DatastoreID, stackconfig.EnvDatastoreID)
+		}
+		moved := st.exists && req.Datastore != "" && req.Datastore != st.datastoreID
+		if err := s.boundElsewhere(st); err != nil && !moved {
+			return ReplayResult{}, fmt.Errorf("replay: %w", err)
+		}
 		if st.locked() {
 			live := s.liveness(ctx, st, now)
 			if live.Live {
@@ -58,13 +73,16 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			}
 			return ReplayResult{}, fmt.Errorf("replay: %w: run %s (%s); release it with `cdcctl unlock`, then replay", ErrStaleLock, st.runID, live.Why)
 		}
-		if st.exists && since.After(st.checkpoint) {
+		if st.exists && !moved && since.After(st.checkpoint) {
 			return ReplayResult{}, fmt.Errorf("replay: %s is after the checkpoint %s: %w (moving it forward would skip changes)",
 				envelope.FormatTime(since), envelope.FormatTime(st.checkpoint), ErrNotBackwards)
 		}
 		rec := ReplayRecord{At: now, By: req.Actor, To: since, Reason: clip.String(req.Reason, maxReasonBytes)}
 		if st.exists {
 			rec.From = st.checkpoint
+		}
+		if moved {
+			rec.FromDatastore, rec.Datastore = st.datastoreID, req.Datastore
 		}
 		audit := key(pkRun, skReplayPfx+envelope.FormatTime(now)+"#"+fmt.Sprint(st.version))
 		audit[attrAt] = tm(now)
@@ -76,6 +94,12 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 		}
 		if rec.Reason != "" {
 			audit[attrReason] = str(rec.Reason)
+		}
+		if moved {
+			audit[attrDatastore] = str(rec.Datastore)
+			if rec.FromDatastore != "" {
+				audit[attrFromDatastore] = str(rec.FromDatastore)
+			}
 		}
 		auditPut := types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: audit,
 			ConditionExpression: aws.String("attribute_not_exists(pk)")}}
@@ -98,6 +122,9 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			if rec.Reason != "" {
 				it[attrLastReplayReason] = str(rec.Reason)
 			}
+			if ds := firstOf(req.Datastore, s.cfg.DatastoreID); ds != "" {
+				it[attrDatastore] = str(ds)
+			}
 			stateWrite = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: it,
 				ConditionExpression: aws.String("attribute_not_exists(pk)")}}
 		} else {
@@ -106,12 +133,17 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			update := "SET #cp = :to, #version = #version + :one, #rAt = :now, #rBy = :by, #rFrom = :from, #rTo = :to"
 			// ... and the window after it skips nothing as already delivered.
 			update += ", #rReason = :reason, #pending = :none, #cpBy = :replay"
+			if moved {
+				// ... and the new data store is delivered from since on.
+				update += ", #ds = :ds, #origin = :to"
+			}
 			cond := "#version = :v AND #cp = :from AND " + lockFree
 			names, values := used(map[string]string{"#cp": attrCheckpoint, "#version": attrVersion, "#rAt": attrLastReplayAt,
 				"#rBy": attrLastReplayBy, "#rFrom": attrLastReplayFrom, "#rTo": attrLastReplayTo, "#rReason": attrLastReplayReason,
-				"#owner": attrOwner, "#pending": attrPending, "#cpBy": attrCheckpointBy}, map[string]types.AttributeValue{":to": tm(since), ":one": n(1), ":now": tm(now),
-				":by": str(req.Actor), ":from": tm(st.checkpoint), ":reason": str(rec.Reason), ":v": n(st.version), ":none": str(""),
-				":replay": str(checkpointByReplay)}, update, cond)
+				"#owner": attrOwner, "#pending": attrPending, "#cpBy": attrCheckpointBy, "#ds": attrDatastore, "#origin": attrOrigin},
+				map[string]types.AttributeValue{":to": tm(since), ":one": n(1), ":now": tm(now),
+					":by": str(req.Actor), ":from": tm(st.checkpoint), ":reason": str(rec.Reason), ":v": n(st.version), ":none": str(""),
+					":replay": str(checkpointByReplay), ":ds": str(req.Datastore)}, update, cond)
 			stateWrite = types.TransactWriteItem{Update: &types.Update{TableName: aws.String(s.cfg.Table), Key: stateKey(),
 				UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
 				ExpressionAttributeNames: names, ExpressionAttributeValues: values}}
@@ -123,7 +155,8 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 		if err != nil {
 			return ReplayResult{}, fmt.Errorf("replay: write RUN/STATE: %w", err)
 		}
-		s.log.Warn("checkpoint replayed", "from", envelope.FormatTime(rec.From), "to", envelope.FormatTime(since))
+		s.log.Warn("checkpoint replayed", "from", envelope.FormatTime(rec.From), "to", envelope.FormatTime(since),
+			"fromDatastoreId", rec.FromDatastore, "datastoreId", rec.Datastore)
 		return ReplayResult{Record: rec, Created: !st.exists, DroppedPending: st.pending}, nil
 	}
 	return ReplayResult{}, fmt.Errorf("replay: %w after %d attempts", ErrConflict, maxAttempts)
@@ -203,4 +236,14 @@ func orUnknown(v string) string {
 		return "unknown"
 	}
 	return v
+}
+
+// firstOf returns the first of vs that is not "".
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

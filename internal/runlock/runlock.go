@@ -79,6 +79,31 @@ var (
 	ErrConflict = errors.New("the RUN record changed concurrently")
 )
 
+// DatastoreChangedError refuses an acquire when the RUN record's checkpoint
+// belongs to another HealthLake data store than the pipeline's: its
+// DatastoreId changed on a deployed stack. Going on would start the new
+// store at the old store's checkpoint, so nothing the new store holds from
+// before it would ever be delivered. A replay that names the new store
+// (cdcctl replay --since T --datastore ID) moves the record to it.
+// Data store ids are not PHI.
+type DatastoreChangedError struct {
+	// Bound is the data store of the record; Configured the pipeline's.
+	Bound, Configured string
+}
+
+func (e *DatastoreChangedError) Error() string {
+	return "the RUN record's checkpoint belongs to HealthLake data store " + e.Bound + ", not to " + e.Configured +
+		" (the pipeline's DatastoreId changed): no run starts until `cdcctl replay --since T --datastore " + e.Configured +
+		"` says from when to deliver the new data store (docs/OPERATIONS.md, \"The pipeline's data store changed\")"
+}
+
+// boundElsewhere returns the DatastoreChangedError of st for this store's
+// configuration, or nil: the record belongs to the configured data store,
+// predates the binding, or no data store is configured.
+func (s *Store) boundElsewhere(st state) *DatastoreChangedError {
+	return Checkpoints{Datastore: st.datastoreID}.BelongsTo(s.cfg.DatastoreID)
+}
+
 // DynamoAPI is the part of the DynamoDB client this package uses.
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
@@ -119,6 +144,12 @@ type Config struct {
 	// own now − SafetyLag instead: an empty first window, and nothing written
 	// before the first run is delivered. It wins over InitialCheckpoint.
 	InitialNow bool
+	// DatastoreID is the HealthLake data store the pipeline exports
+	// (CDC_DATASTORE_ID). A RUN record binds its checkpoint to the data
+	// store it was created for: an acquire with another one is refused
+	// (DatastoreChangedError) until a replay moves the record to it
+	// (ReplayRequest.Datastore). "" checks nothing.
+	DatastoreID string
 	// HistoryTTL and ReplayTTL keep history and replay items this long.
 	HistoryTTL, ReplayTTL time.Duration
 	// Now is the clock; default time.Now.

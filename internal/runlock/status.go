@@ -19,6 +19,11 @@ type Status struct {
 	// Exists: the RUN record exists (false on a fresh table).
 	Exists     bool
 	Checkpoint time.Time
+	// Datastore is the HealthLake data store the checkpoint belongs to
+	// ("" on a record from before the binding); DatastoreChanged holds
+	// the refusal every run meets while it is not the configured one.
+	Datastore        string
+	DatastoreChanged *DatastoreChangedError
 	// Lag is now − Checkpoint.
 	Lag time.Duration
 	// Now is the time the status was read.
@@ -82,6 +87,8 @@ func (s *Store) Status(ctx context.Context, historyLimit int) (Status, error) {
 	out := Status{Exists: st.exists, Now: now, History: []HistoryRecord{}}
 	if st.exists {
 		out.Checkpoint = st.checkpoint
+		out.Datastore = st.datastoreID
+		out.DatastoreChanged = s.boundElsewhere(st)
 		out.Lag = now.Sub(st.checkpoint)
 		out.LastReplay = st.lastReplay
 		out.SkippedRuns, out.LastSkippedAt, out.Takeovers = st.skippedRuns, st.lastSkippedAt, st.takeovers
@@ -213,7 +220,8 @@ func (s *Store) Replays(ctx context.Context, limit int) ([]ReplayRecord, error) 
 			}
 			return t
 		}
-		r := ReplayRecord{At: get(attrAt), By: getS(it, attrBy), From: get(attrFrom), To: get(attrTo), Reason: getS(it, attrReason)}
+		r := ReplayRecord{At: get(attrAt), By: getS(it, attrBy), From: get(attrFrom), To: get(attrTo), Reason: getS(it, attrReason),
+			Datastore: getS(it, attrDatastore), FromDatastore: getS(it, attrFromDatastore)}
 		if err != nil {
 			return fmt.Errorf("decode %s: %w", getS(it, attrSK), err)
 		}

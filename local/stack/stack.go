@@ -15,15 +15,15 @@
 package stack
 
 import (
-	"sync/atomic"
-
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -631,9 +631,29 @@ func (s *Stack) Close() {
 	// writes what each keeps and makes its last report (lambdart.Start).
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	s.Lambdas.Shutdown(ctx)
+	s.deleteQueues(ctx)
 	cancel()
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
+	}
+}
+
+// deleteQueues deletes the stack's queues. goaws keeps queues in package
+// globals (localaws.Start), so without this a closed stack's queues stay
+// visible to every later stack of the process — to `cdcctl dlq`'s lookup by
+// name, for one. Best effort: the process may be ending anyway.
+func (s *Stack) deleteQueues(ctx context.Context) {
+	if s.sqsc == nil {
+		return
+	}
+	out, err := s.sqsc.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(s.opts.Name + "-")})
+	if err != nil {
+		return
+	}
+	for _, u := range out.QueueUrls {
+		if strings.HasPrefix(u[strings.LastIndexByte(u, '/')+1:], s.opts.Name+"-") {
+			_, _ = s.sqsc.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
 	}
 }
 
