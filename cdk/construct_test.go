@@ -31,3 +31,22 @@ func TestStatefulResourcesKeepTheirLogicalIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestTheArchiveIsNamedAfterThePipelineAndFollowsTheBus: the archive has a
+// name of its own (the pipeline's, not the bus's) and the bus as its source,
+// which is why EventBusName is fixed once deployed (docs/DEPLOY.md): a new
+// bus name would need the archive replaced, and CloudFormation replaces no
+// custom-named resource.
+func TestTheArchiveIsNamedAfterThePipelineAndFollowsTheBus(t *testing.T) {
+	r, _ := resources()["EventArchive"].(map[string]any)
+	p, _ := r["Properties"].(map[string]any)
+	name, _ := p["ArchiveName"].(string)
+	src, _ := p["SourceArn"].(map[string]any)
+	att, _ := src["Fn::GetAtt"].([]any)
+	if name == "" || name == "healthlake-cdc-events" || len(att) != 2 || att[0] != "EventBus7B8748AA" || att[1] != "Arn" {
+		t.Fatalf("archive name %q (want the pipeline's, a literal), source %v (want the bus's ARN)", name, p["SourceArn"])
+	}
+	if bus, _ := resources()["EventBus7B8748AA"].(map[string]any)["Properties"].(map[string]any); bus == nil || bus["Name"] == nil {
+		t.Fatalf("the bus has no name property: %v", bus)
+	}
+}
