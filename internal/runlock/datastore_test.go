@@ -126,3 +126,27 @@ func TestARecordFromBeforeTheBindingAdoptsItsDatastore(t *testing.T) {
 		t.Fatalf("a record created by a replay: %+v, %v, %v", cp, ok, err)
 	}
 }
+
+// TestInitialCheckpointIsReadOnlyOnAFreshTable: CDC_INITIAL_CHECKPOINT is
+// read when the first run creates the RUN record; changing it on a deployed
+// stack changes nothing (docs/DEPLOY.md: move the checkpoint with a replay).
+func TestInitialCheckpointIsReadOnlyOnAFreshTable(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil)
+	a := f.start(t, "run-1")
+	if _, err := f.store.Commit(ctx, CommitRequest{Owner: arn("run-1"), RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.store.Config()
+	cfg.InitialCheckpoint, cfg.InitialNow = time.Time{}, true
+	later, err := New(f.db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(5 * time.Minute)
+	f.owners.set(arn("run-2"), StatusRunning)
+	b, err := later.Acquire(ctx, AcquireRequest{Owner: arn("run-2"), RunID: "run-2", StartTime: f.clock.Now()})
+	if err != nil || !b.Window.Since.Equal(a.Window.Until) {
+		t.Fatalf("acquire with another initial checkpoint: %+v, %v; want the window from the checkpoint %v", b, err, a.Window.Until)
+	}
+}
