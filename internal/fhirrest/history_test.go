@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -147,5 +148,31 @@ func TestHistoryRefusesWhatIsNotAHistoryBundle(t *testing.T) {
 			t.Errorf("%s: err = %v", name, err)
 		}
 		srv.Close()
+	}
+}
+
+// TestAnAnswerCutPartWayIsAskedAgain: a connection that closes while an
+// answer's body is on its way (the client reads "unexpected EOF") is a
+// transport error like any other: the read is sent again, and the caller
+// gets the whole answer, never a part of it.
+func TestAnAnswerCutPartWayIsAskedAgain(t *testing.T) {
+	f := newFixture(t, localaws.SecretAccessKey, 3)
+	ds, _ := f.emu.Datastore("ds1")
+	for _, body := range []string{`{"resourceType":"Patient","id":"p1"}`, `{"resourceType":"Patient","id":"p1","active":true}`} {
+		if _, err := ds.Load("Patient", "p1", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls atomic.Int32
+	f.env.Gateway.SetBodyCuts(func(service, _ string, _ *http.Request) (float64, bool) {
+		return 0.5, service == localaws.ServiceHealthLake && calls.Add(1) == 1
+	})
+	defer f.env.Gateway.SetBodyCuts(nil)
+	got, err := f.client.History(context.Background(), "ds1", "Patient", "p1")
+	if err != nil || len(got) != 2 || got[0].VersionID != "2" || got[1].VersionID != "1" {
+		t.Fatalf("history after a cut answer = %+v, %v", got, err)
+	}
+	if f.env.Gateway.BodyCutsMade() != 1 || calls.Load() != 2 {
+		t.Fatalf("cuts made %d over %d calls, want the first of two cut", f.env.Gateway.BodyCutsMade(), calls.Load())
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -639,8 +640,11 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 	writeRaw(w, status, contentType, b)
 }
 
+// writeRaw answers b whole, with its Content-Length (as an answer of
+// AWS's is sent), so the gateway's body cuts can end it part way.
 func writeRaw(w http.ResponseWriter, status int, contentType string, b []byte) {
 	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

@@ -51,11 +51,12 @@ const (
 	ExportJobErrors    Kind = "exportJobErrors"    // an export job ends COMPLETED_WITH_ERRORS
 	LostHeartbeat      Kind = "lostHeartbeat"      // a SendTaskHeartbeat is lost
 	HealthLakeAPIError Kind = "healthLakeAPIError" // a HealthLake call answers 429/500 (the emulator's own dice)
+	HealthLakeBodyCut  Kind = "healthLakeBodyCut"  // a HealthLake FHIR read's answer ends part way (the connection closes)
 )
 
 // Kinds lists every kind in a stable order.
 var Kinds = []Kind{S3Error, S3BodyCut, PutEventsThrottle, PutEventsEntry, DuplicateDelivery, CrashBefore, CrashAfter,
-	ExportJobFailed, ExportJobErrors, LostHeartbeat, HealthLakeAPIError}
+	ExportJobFailed, ExportJobErrors, LostHeartbeat, HealthLakeAPIError, HealthLakeBodyCut}
 
 // DefaultWeights scale the plan's rate per kind. Calls made many times per
 // window (S3) weigh less than events that happen a few times per window.
@@ -71,6 +72,7 @@ var DefaultWeights = map[Kind]float64{
 	ExportJobErrors:    0.25,
 	LostHeartbeat:      1,
 	HealthLakeAPIError: 0.1,
+	HealthLakeBodyCut:  0.1,
 }
 
 // JobFaulter is the part of the HealthLake emulator that arms export-job
@@ -241,16 +243,27 @@ func (p *Plan) GatewayInjector() localaws.FaultInjector {
 	}
 }
 
-// BodyCuts returns the gateway's body cuts of the plan: a GetObject body
-// read by one of the stack's principals (not an administrator: cdcctl, the
-// reports) ends after a uniformly drawn share of its bytes.
+// BodyCuts returns the gateway's body cuts of the plan: a GetObject body,
+// or the answer to a HealthLake FHIR read (a GET: history pages, version
+// reads, searches), read by one of the stack's principals (not an
+// administrator: cdcctl, the reports) ends after a uniformly drawn share of
+// its bytes.
 func (p *Plan) BodyCuts() localaws.BodyCut {
 	return func(service, operation string, r *http.Request) (float64, bool) {
 		key, _ := localaws.Credential(r)
-		if service != localaws.ServiceS3 || operation != "GETObject" || !localaws.IsPrincipalAccessKeyID(key) {
+		if !localaws.IsPrincipalAccessKeyID(key) {
 			return 0, false
 		}
-		hit, at := p.roll(S3BodyCut, operation)
+		var kind Kind
+		switch {
+		case service == localaws.ServiceS3 && operation == "GETObject":
+			kind = S3BodyCut
+		case service == localaws.ServiceHealthLake && r.Method == http.MethodGet:
+			kind = HealthLakeBodyCut
+		default:
+			return 0, false
+		}
+		hit, at := p.roll(kind, operation)
 		return at, hit
 	}
 }

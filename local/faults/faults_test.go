@@ -122,6 +122,14 @@ func TestGatewayInjectorAnswersLikeTheServices(t *testing.T) {
 	if _, ok := p.BodyCuts()(localaws.ServiceS3, "GETObject", get(localaws.AccessKeyID)); ok {
 		t.Error("an administrator's read was cut")
 	}
+	if at, ok := p.BodyCuts()(localaws.ServiceHealthLake, "ReadHistory", get(prepare)); !ok || at < 0 || at >= 1 {
+		t.Errorf("HealthLake read cut = %v %v, want a share in [0, 1)", at, ok)
+	}
+	put := get(prepare)
+	put.Method = http.MethodPut
+	if _, ok := p.BodyCuts()(localaws.ServiceHealthLake, "UpdateResource", put); ok {
+		t.Error("the answer to a HealthLake write was cut")
+	}
 	status, body, ok = inj(localaws.ServiceEventBridge, "PutEvents")
 	if !ok || status != 400 || !strings.Contains(body, "ThrottlingException") {
 		t.Errorf("events fault = %d %q %v", status, body, ok)
