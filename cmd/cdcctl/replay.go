@@ -40,7 +40,7 @@ type replayView struct {
 
 func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs, f := newAWSFlagSet("replay", stderr)
-	since := fs.String("since", "", "new checkpoint, RFC 3339 (required): changes after it are emitted again")
+	since := fs.String("since", "", "new checkpoint, RFC 3339, or snapshot (required): changes after it are emitted again; snapshot: the whole store as it is, without deletions")
 	reason := fs.String("reason", "", "why, stored in the audit record")
 	by := fs.String("by", actor(), "who asks, stored in the audit record (default $CDC_ACTOR or user@host)")
 	datastore := fs.String("datastore", "", "after the stack's DatastoreId changed: move the RUN record to this data store (the new DatastoreId), delivered from --since (which may then be after the old store's checkpoint)")
@@ -51,13 +51,21 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		return code
 	}
 	if *since == "" {
-		fmt.Fprintln(stderr, "cdcctl replay: --since T is required, e.g. --since 2026-11-21T08:00:00Z")
+		fmt.Fprintln(stderr, "cdcctl replay: --since T is required, e.g. --since 2026-11-21T08:00:00Z (or --since snapshot)")
 		return exitUsage
 	}
-	t, err := envelope.ParseTime(*since)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdcctl replay: --since: %v; use RFC 3339 such as 2026-11-21T08:00:00Z\n", err)
-		return exitUsage
+	snapshot := *since == "snapshot"
+	var t time.Time
+	if !snapshot {
+		var err error
+		if t, err = envelope.ParseTime(*since); err != nil {
+			fmt.Fprintf(stderr, "cdcctl replay: --since: %v; use RFC 3339 such as 2026-11-21T08:00:00Z, or snapshot\n", err)
+			return exitUsage
+		}
+		if envelope.IsSnapshotSince(t) {
+			fmt.Fprintln(stderr, "cdcctl replay: --since: for the whole store say --since snapshot")
+			return exitUsage
+		}
 	}
 	cfg, err := f.awsConfig(ctx)
 	if err != nil {
@@ -71,7 +79,7 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		fmt.Fprintln(stderr, "cdcctl replay: --wait-timeout and --wait-poll must be positive durations")
 		return exitUsage
 	}
-	req := runlock.ReplayRequest{Since: t, Actor: *by, Reason: *reason, Datastore: strings.TrimSpace(*datastore)}
+	req := runlock.ReplayRequest{Since: t, Snapshot: snapshot, Actor: *by, Reason: *reason, Datastore: strings.TrimSpace(*datastore)}
 	var res runlock.ReplayResult
 	if *wait {
 		res, err = replayWhenFree(ctx, store, req, *waitTimeout, *waitPoll, stderr)
@@ -102,12 +110,12 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	}
 	switch {
 	case res.Created:
-		fmt.Fprintf(stdout, "checkpoint set to %s (new RUN record) by %s\n", envelope.FormatTime(r.To), r.By)
+		fmt.Fprintf(stdout, "checkpoint set to %s (new RUN record) by %s\n", checkpointText(r.To), r.By)
 	case r.Datastore != "":
 		fmt.Fprintf(stdout, "the RUN record moved from data store %s to %s by %s: its checkpoint and origin are %s (was %s)\n",
-			orDash(r.FromDatastore), r.Datastore, r.By, envelope.FormatTime(r.To), envelope.FormatTime(r.From))
+			orDash(r.FromDatastore), r.Datastore, r.By, checkpointText(r.To), checkpointText(r.From))
 	default:
-		fmt.Fprintf(stdout, "checkpoint moved back from %s to %s by %s\n", envelope.FormatTime(r.From), envelope.FormatTime(r.To), r.By)
+		fmt.Fprintf(stdout, "checkpoint moved back from %s to %s by %s\n", checkpointText(r.From), checkpointText(r.To), r.By)
 	}
 	if p := res.DroppedPending; p != nil {
 		fmt.Fprintf(stdout, "dropped the pending export (parts %d-%d of %d of job %s): the next run exports afresh\n",
@@ -117,8 +125,21 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		fmt.Fprintln(stdout, "the next runs deliver every change of the new data store after it; nothing before it is the pipeline's to deliver")
 		return exitOK
 	}
+	if envelope.IsSnapshotSince(r.To) {
+		fmt.Fprintln(stdout, "the next run exports the whole store and emits the current version of every resource, with the same event ids (no deletes); run `cdcctl run` to start it now")
+		return exitOK
+	}
 	fmt.Fprintln(stdout, "the next runs re-emit every change after it, with the same event ids; run `cdcctl run` to start one now")
 	return exitOK
+}
+
+// checkpointText is a checkpoint as cdcctl prints it: its time, or "the
+// beginning (snapshot)" for envelope.SnapshotSince.
+func checkpointText(t time.Time) string {
+	if envelope.IsSnapshotSince(t) {
+		return "the beginning (snapshot)"
+	}
+	return envelope.FormatTime(t)
 }
 
 // Defaults of replay --wait.

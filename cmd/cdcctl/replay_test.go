@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
 func TestReplayRefusedWhileARunHoldsTheLock(t *testing.T) {
@@ -69,5 +71,56 @@ func TestReplayUsage(t *testing.T) {
 	}
 	if code, _, stderr := s.cdcctl(t, "replay", "--since", "yesterday"); code != exitUsage || !strings.Contains(stderr, "RFC 3339") {
 		t.Fatalf("bad --since: exit %d: %s", code, stderr)
+	}
+}
+
+// TestReplaySnapshotReEmitsTheWholeStore: `cdcctl replay --since snapshot`
+// moves the checkpoint to the beginning; the next window exports the whole
+// store without _since and emits the current version of every live
+// resource with the event ids consumers already have, and reads no
+// deletions (those went out when they happened).
+func TestReplaySnapshotReEmitsTheWholeStore(t *testing.T) {
+	st := statusStack(t, nil)
+	ctx := context.Background()
+	for _, id := range []string{"kept", "gone"} {
+		if _, err := st.PutResource(ctx, "Patient", id, []byte(`{"resourceType":"Patient","id":"`+id+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runWindow(t, st)
+	resp, err := st.FHIR(ctx, http.MethodDelete, "Patient/gone", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(5 * time.Millisecond)
+	runWindow(t, st)
+	first := st.Delivered.EventIDs()
+	if first["Patient/gone/_history/2"] != 1 || first["Patient/kept/_history/1"] != 1 {
+		t.Fatalf("before the replay: %v", first)
+	}
+
+	code, out, errs := runCLI(t, "replay", "--since", "snapshot", "--reason", "a new consumer")
+	if code != exitOK || !strings.Contains(out, "checkpoint moved back from ") || !strings.Contains(out, " to the beginning (snapshot) by ") ||
+		!strings.Contains(out, "the next run exports the whole store") {
+		t.Fatalf("replay --since snapshot: exit %d\n%s%s", code, out, errs)
+	}
+	if text := cdcctlStatus(t); !strings.Contains(text, "checkpoint   the beginning (snapshot)") {
+		t.Errorf("status after a snapshot replay:\n%s", text)
+	}
+	mark := st.Delivered.Len()
+	if w := runWindow(t, st); w.Outcome != report.OutcomeCommitted {
+		t.Fatalf("the snapshot window: %+v", w)
+	}
+	again := map[string]bool{}
+	for _, d := range st.Delivered.Since(mark) {
+		again[d.EventID] = true
+	}
+	live := st.Seeded() + 1 // the sample and "kept"
+	if len(again) != live || !again["Patient/kept/_history/1"] || again["Patient/gone/_history/2"] || again["Patient/gone/_history/1"] {
+		t.Fatalf("the snapshot window emitted %d events %v, want the %d live resources' current versions and no delete", len(again), again, live)
+	}
+	if code, _, errs := runCLI(t, "replay", "--since", "0001-01-01T00:00:00Z"); code != exitUsage || !strings.Contains(errs, "--since snapshot") {
+		t.Fatalf("the zero time as --since: exit %d: %s", code, errs)
 	}
 }

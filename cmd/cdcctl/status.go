@@ -165,7 +165,11 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 		printExecutions(w, v)
 		return
 	}
-	fmt.Fprintf(w, "checkpoint   %s (lag %s)\n", envelope.FormatTime(st.Checkpoint), roundDur(st.Lag))
+	if envelope.IsSnapshotSince(st.Checkpoint) {
+		fmt.Fprintln(w, "checkpoint   the beginning (snapshot): the next run exports the whole store")
+	} else {
+		fmt.Fprintf(w, "checkpoint   %s (lag %s)\n", envelope.FormatTime(st.Checkpoint), roundDur(st.Lag))
+	}
 	if st.Datastore != "" {
 		fmt.Fprintf(w, "data store   %s\n", st.Datastore)
 	}

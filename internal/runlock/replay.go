@@ -18,6 +18,11 @@ import (
 type ReplayRequest struct {
 	// Since is the new checkpoint: the next window starts right after it.
 	Since time.Time
+	// Snapshot, with Since zero, moves the checkpoint to the beginning
+	// (envelope.SnapshotSince): the next window exports the whole store as
+	// it is, without _since and without reading deletions (a snapshot
+	// window has none to announce: docs/RUNLOCK.md, "First run").
+	Snapshot bool
 	// Actor names who asks (user or role ARN); Reason says why. Both are
 	// stored in the audit item, never logged.
 	Actor, Reason string
@@ -46,10 +51,16 @@ type ReplayResult struct {
 // ErrNotBackwards for a time after the checkpoint. On a fresh table it
 // creates the RUN record at req.Since.
 func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, error) {
-	if req.Since.IsZero() {
-		return ReplayResult{}, errors.New("replay: no time given: pass --since T (RFC 3339)")
+	if req.Since.IsZero() && !req.Snapshot {
+		return ReplayResult{}, errors.New("replay: no time given: pass --since T (RFC 3339) or --since snapshot")
+	}
+	if !req.Since.IsZero() && req.Snapshot {
+		return ReplayResult{}, errors.New("replay: a snapshot has no time: pass either --since T or --since snapshot")
 	}
 	since := req.Since.UTC().Truncate(time.Millisecond)
+	if req.Snapshot {
+		since = envelope.SnapshotSince
+	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		st, err := s.getState(ctx)
 		if err != nil {
