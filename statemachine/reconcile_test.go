@@ -64,7 +64,7 @@ func TestReconcileDefinitionTakesNoLockAndNoExport(t *testing.T) {
 func TestReconcileDefinitionRuns(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string]int{}
-	refuse := false
+	refuse, failPlan := false, false
 	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
 		if fn != reconcileFn {
 			return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fn}, true, nil
@@ -77,6 +77,9 @@ func TestReconcileDefinitionRuns(t *testing.T) {
 		case "plan":
 			if refuse {
 				return map[string]any{"errorType": "Refused", "errorMessage": "reconciliation refused: no run has committed a checkpoint yet"}, true, nil
+			}
+			if failPlan {
+				return map[string]any{"errorType": "DatastoreChangedError", "errorMessage": "the RUN record's checkpoint belongs to HealthLake data store store-a"}, true, nil
 			}
 			return map[string]any{"runId": in["runId"], "partitions": 3, "partitionList": []int{0, 1, 2}}, false, nil
 		case "count":
@@ -125,5 +128,16 @@ func TestReconcileDefinitionRuns(t *testing.T) {
 	info, states = run("reconcile-2")
 	if info.Status != asl.StatusSucceeded || states != "Plan Skipped" {
 		t.Fatalf("a refused plan: %s, states %q; want SUCCEEDED through Skipped", info.Status, states)
+	}
+
+	// A failed step: the execution fails with the step's error name (what
+	// cdcctl status shows) and the fixed cause, never the step's message.
+	mu.Lock()
+	refuse, failPlan = false, true
+	mu.Unlock()
+	info, states = run("reconcile-3")
+	if info.Status != asl.StatusFailed || states != "Plan Failed" || info.Error != "DatastoreChangedError" ||
+		!strings.HasPrefix(info.Cause, "a reconciliation step failed") || strings.Contains(info.Cause, "store-a") {
+		t.Fatalf("a failed plan: %s %q %q, states %q", info.Status, info.Error, info.Cause, states)
 	}
 }

@@ -82,22 +82,27 @@ func TestDefinitionPassesASLValidator(t *testing.T) {
 	if bin == "" {
 		t.Skip("ASL_VALIDATOR is not set; `make validate-asl` installs asl-validator@4.0.0 and runs this test")
 	}
-	def, err := Substitute(Definition(), testValues())
-	if err != nil {
-		t.Fatal(err)
+	values := testValues()
+	values[ReconcileFunctionArn] = "arn:aws:lambda:us-east-1:000000000000:function:reconcile"
+	// Both definitions the stack deploys: the runs' and the reconciliation's.
+	for name, raw := range map[string][]byte{"cdc.asl.json": Definition(), "reconcile.asl.json": ReconcileDefinition()} {
+		def, err := Substitute(raw, values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(file, def, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "--json-path", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("asl-validator rejected %s: %v\n%s", name, err, out)
+		}
+		if strings.Contains(strings.ToLower(string(out)), "error") {
+			t.Fatalf("asl-validator reported errors in %s:\n%s", name, out)
+		}
+		t.Logf("asl-validator, %s: %s", name, strings.TrimSpace(string(out)))
 	}
-	file := filepath.Join(t.TempDir(), "cdc.asl.json")
-	if err := os.WriteFile(file, def, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(bin, "--json-path", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("asl-validator rejected the definition: %v\n%s", err, out)
-	}
-	if strings.Contains(strings.ToLower(string(out)), "error") {
-		t.Fatalf("asl-validator reported errors:\n%s", out)
-	}
-	t.Logf("asl-validator: %s", strings.TrimSpace(string(out)))
 }
 
 // TestMapChildRetriesHandlerErrorsWithJitterInsideTheExpressLimit: the Map

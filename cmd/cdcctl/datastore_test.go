@@ -51,12 +51,15 @@ func TestTheRunbookForAChangedDatastore(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, text)
 		}
 	}
-	// The reconciliation's plan fails (its execution history names
-	// DatastoreChangedError; the execution ends ReconcileFailed).
+	// The reconciliation fails in its plan, with the plan's error, having
+	// published nothing.
 	delivered := st.Delivered.Len()
 	r, err := st.Reconcile(ctx)
-	if err != nil || r.Status != "FAILED" || r.Last != nil || st.Delivered.Len() != delivered {
-		t.Fatalf("reconciliation for another data store: %+v, %v; want FAILED having published nothing", r, err)
+	if err != nil || r.Status != "FAILED" || r.Error != "DatastoreChangedError" || r.Last != nil || st.Delivered.Len() != delivered {
+		t.Fatalf("reconciliation for another data store: %+v, %v; want FAILED with DatastoreChangedError having published nothing", r, err)
+	}
+	if line := lineWith(cdcctlStatus(t), "reconciliation "); !strings.Contains(line, "FAILED") || !strings.Contains(line, "DatastoreChangedError") {
+		t.Errorf("status does not name the reconciliation's error: %q", line)
 	}
 
 	since := time.Now() // after the first window's Patient: only the next one is new
