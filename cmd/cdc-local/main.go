@@ -376,7 +376,11 @@ func printWindow(w io.Writer, win report.Run) {
 		span = " (" + win.Window.Since + ", " + win.Window.Until + "]"
 	}
 	took := win.FinishedAt.Sub(win.StartedAt).Round(time.Millisecond)
-	line := fmt.Sprintf("cdc-local: window %s %s%s: %d events in %s", win.RunID, win.Outcome, span, win.Events, took)
+	events := fmt.Sprintf("%d events", win.Events)
+	if win.Deletes > 0 {
+		events += fmt.Sprintf(" (%d deletes)", win.Deletes)
+	}
+	line := fmt.Sprintf("cdc-local: window %s %s%s: %s in %s", win.RunID, win.Outcome, span, events, took)
 	switch {
 	case win.Note != "" && win.Error != "":
 		line += " — " + win.Note + ": " + win.Error
@@ -399,8 +403,8 @@ func printReconciliation(w io.Writer, r stack.Reconciliation, err error) {
 	switch {
 	case r.Finished():
 		c := r.Last.Counts
-		fmt.Fprintf(w, "cdc-local: reconciliation %s SUCCEEDED in %s: %d deletes (%d hard), %d repairs, %d unconfirmed, %d resources listed, %d pending\n",
-			r.RunID, took, c.Deletes, c.HardDeletes, c.Repairs, c.Unconfirmed, c.Store, c.Pending)
+		fmt.Fprintf(w, "cdc-local: reconciliation %s SUCCEEDED in %s: %d delivered versions checked, %d deletes (%d hard), %d repairs, %d unconfirmed, %d resources listed, %d pending\n",
+			r.RunID, took, c.DeliveredLive, c.Deletes, c.HardDeletes, c.Repairs, c.Unconfirmed, c.Store, c.Pending)
 	case r.Skipped:
 		fmt.Fprintf(w, "cdc-local: reconciliation %s SKIPPED in %s: nothing compared (no checkpoint yet); the deletes and repairs wait for the next one\n", r.RunID, took)
 	default:

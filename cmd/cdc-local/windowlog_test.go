@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging/loggingtest"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
@@ -128,5 +130,49 @@ func TestWindowLineSaysWhatTheRunRecordSays(t *testing.T) {
 	line := b.String()
 	if !strings.Contains(line, "window "+w.RunID+" committed (") || !strings.Contains(line, "execution ended FAILED after the run committed") {
 		t.Errorf("line %q: want committed, and that the execution then failed", line)
+	}
+}
+
+// A window that published deletes says how many of its events were deletes
+// (its run record's count, as `cdcctl status` shows it).
+func TestWindowLineCountsTheDeletes(t *testing.T) {
+	ctx := context.Background()
+	st, err := stack.Start(ctx, stack.Options{Addr: "127.0.0.1:0", Name: fmt.Sprintf("wdel-%d", time.Now().UnixNano()%1e9), SampleSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.PutResource(ctx, "Patient", "brief", []byte(`{"resourceType":"Patient","id":"brief"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.FHIR(ctx, http.MethodDelete, "Patient/brief", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(5 * time.Millisecond)
+	w, err := st.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	printWindow(&b, w)
+	if line := b.String(); w.Deletes != 1 || !strings.Contains(line, ": 1 events (1 deletes) in ") {
+		t.Errorf("line %q (deletes %d): want the window's one event counted as a delete", line, w.Deletes)
+	}
+}
+
+// A finished reconciliation's line says what it checked beside what it
+// found, as `cdcctl status` does.
+func TestReconciliationLineSaysWhatItChecked(t *testing.T) {
+	r := stack.Reconciliation{RunID: "reconcile-1", Status: "SUCCEEDED", Last: &reconcile.LastRun{RunID: "reconcile-1",
+		Counts: reconcile.Result{Stats: reconcile.Stats{Store: 24, Deletes: 1, Pending: 2}, HardDeletes: 1, DeliveredLive: 60}}}
+	var b bytes.Buffer
+	printReconciliation(&b, r, nil)
+	if want := ": 60 delivered versions checked, 1 deletes (1 hard), 0 repairs, 0 unconfirmed, 24 resources listed, 2 pending\n"; !strings.HasSuffix(b.String(), want) {
+		t.Errorf("line %q, want it to end %q", b.String(), want)
 	}
 }

@@ -43,8 +43,10 @@ type Run struct {
 	// Outcome is one of the Outcome constants.
 	Outcome string `json:"outcome"`
 	Window  *Span  `json:"window,omitempty"`
-	// Events counts the events delivered while the window ran.
-	Events int64 `json:"events"`
+	// Events counts the events delivered while the window ran; Deletes the
+	// delete events among them its run published (its run record's).
+	Events  int64 `json:"events"`
+	Deletes int64 `json:"deletes,omitempty"`
 	// OverlapSkipped counts the lines of the window's overlap it did not
 	// publish again: the previous window had (the run's history counts).
 	OverlapSkipped int64 `json:"overlapSkipped,omitempty"`

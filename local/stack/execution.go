@@ -126,7 +126,7 @@ func (s *Stack) Wait(ctx context.Context, arn string, started time.Time, eventsB
 	s.recordExportNotice(ctx, w.RunID)
 	if rec, ok := s.history(ctx, w.RunID); ok {
 		w.Window = &report.Span{Since: envelope.FormatTime(rec.Window.Since), Until: envelope.FormatTime(rec.Window.Until)}
-		w.OverlapSkipped = rec.Counts.OverlapSkipped
+		w.OverlapSkipped, w.Deletes = rec.Counts.OverlapSkipped, rec.Counts.Deletes
 		s.noteJobRun(rec)
 		// The run record decides, as in `cdcctl status`: a run that
 		// committed stays committed when its execution failed afterwards
