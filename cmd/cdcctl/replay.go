@@ -112,7 +112,7 @@ func runReplay(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	case res.Created:
 		fmt.Fprintf(stdout, "checkpoint set to %s (new RUN record) by %s\n", checkpointText(r.To), r.By)
 	case r.Datastore != "":
-		fmt.Fprintf(stdout, "the RUN record moved from data store %s to %s by %s: its checkpoint and origin are %s (was %s)\n",
+		fmt.Fprintf(stdout, "the RUN record moved from data store %s to %s by %s: its checkpoint is %s (was %s), its origin now\n",
 			orDash(r.FromDatastore), r.Datastore, r.By, checkpointText(r.To), checkpointText(r.From))
 	default:
 		fmt.Fprintf(stdout, "checkpoint moved back from %s to %s by %s\n", checkpointText(r.From), checkpointText(r.To), r.By)

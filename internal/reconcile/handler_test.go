@@ -593,6 +593,37 @@ func TestReconcileStartsAtTheOrigin(t *testing.T) {
 	}
 }
 
+// TestAMovedRecordComparesNothingOfTheOldStore: after `cdcctl replay
+// --datastore` the origin is the time of the move. The old store's
+// versions in the delivered index are all older, so resources the new
+// store lacks (here: erased, no history) are not published as hard
+// deletes; with the origin before them they would be.
+func TestAMovedRecordComparesNothingOfTheOldStore(t *testing.T) {
+	r := newRig(t, 4)
+	r.write("old-a")
+	r.write("old-b")
+	r.deliver("run-1", "old-a", "old-b")
+	before := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	r.ds.HardDelete("Patient", "old-a") // absent from "the new store", no history
+	r.ds.HardDelete("Patient", "old-b")
+	moved := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	r.write("new-1")
+	r.deliver("run-2", "new-1")
+	time.Sleep(2 * time.Millisecond)
+	sum := r.reconcileFrom("rec-1", moved, time.Now(), -1)
+	if got := r.published(); len(got) != 0 || sum.Deletes+sum.HardDeletes+sum.Repairs != 0 {
+		t.Fatalf("after the move: published %v, counts %+v; want nothing about the old store", got, sum)
+	}
+	// The same index with the origin before the old versions: each is
+	// taken for an erased resource of this store.
+	sum = r.reconcileFrom("rec-2", before.Add(-time.Minute), time.Now(), -1)
+	if sum.HardDeletes != 2 {
+		t.Fatalf("with the origin before the old versions: %+v, want the two taken for hard deletes", sum)
+	}
+}
+
 // TestReconcileTypeFilterChange: a type dropped from the filter is no
 // longer compared (nothing is deleted for it); a type added is compared
 // from the next reconciliation, and its versions no run delivered are

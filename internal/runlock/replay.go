@@ -29,9 +29,11 @@ type ReplayRequest struct {
 	// Datastore moves the record to this HealthLake data store when it
 	// belongs to another (the pipeline's DatastoreId changed): the new
 	// store is delivered from Since, which may then be after the old
-	// store's checkpoint, and Since becomes the record's origin (the
-	// reconciliation repairs nothing of the new store before it). ""
-	// keeps the record's data store.
+	// store's checkpoint, and the time of the move becomes the record's
+	// origin: the reconciliation compares only versions written after it,
+	// so the old store's versions in the delivered index (all written
+	// before) are never taken for deletions of the new store. "" keeps
+	// the record's data store.
 	Datastore string
 }
 
@@ -145,8 +147,10 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			// ... and the window after it skips nothing as already delivered.
 			update += ", #rReason = :reason, #pending = :none, #cpBy = :replay"
 			if moved {
-				// ... and the new data store is delivered from since on.
-				update += ", #ds = :ds, #origin = :to"
+				// ... and the new data store is the pipeline's; what the
+				// reconciliation compares starts now (the old store's
+				// delivered versions are all older).
+				update += ", #ds = :ds, #origin = :now"
 			}
 			cond := "#version = :v AND #cp = :from AND " + lockFree
 			names, values := used(map[string]string{"#cp": attrCheckpoint, "#version": attrVersion, "#rAt": attrLastReplayAt,
