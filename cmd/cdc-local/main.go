@@ -402,9 +402,7 @@ func printReconciliation(w io.Writer, r stack.Reconciliation, err error) {
 	took := r.Duration().Round(time.Millisecond)
 	switch {
 	case r.Finished():
-		c := r.Last.Counts
-		fmt.Fprintf(w, "cdc-local: reconciliation %s SUCCEEDED in %s: %d delivered versions checked, %d deletes (%d hard), %d repairs, %d unconfirmed, %d resources listed, %d pending\n",
-			r.RunID, took, c.DeliveredLive, c.Deletes, c.HardDeletes, c.Repairs, c.Unconfirmed, c.Store, c.Pending)
+		fmt.Fprintf(w, "cdc-local: reconciliation %s SUCCEEDED in %s: %s\n", r.RunID, took, r.Last.Counts.Summary())
 	case r.Skipped:
 		fmt.Fprintf(w, "cdc-local: reconciliation %s SKIPPED in %s: nothing compared (no checkpoint yet); the deletes and repairs wait for the next one\n", r.RunID, took)
 	default:

@@ -66,6 +66,8 @@ type reconcileSummary struct {
 	Repairs       int64 `json:"repairs"`
 	Unconfirmed   int64 `json:"unconfirmed"`
 	Pending       int64 `json:"pending"`
+	// summary is the counts' line (reconcile.Result.Summary).
+	summary string
 }
 
 func summarize(l *reconcile.LastRun) *reconcileSummary {
@@ -74,7 +76,7 @@ func summarize(l *reconcile.LastRun) *reconcileSummary {
 	}
 	return &reconcileSummary{RunID: l.RunID, StartedAt: l.StartedAt, FinishedAt: l.FinishedAt, Checkpoint: l.Checkpoint,
 		Partitions: l.Partitions, DeliveredLive: l.Counts.DeliveredLive, Queries: l.Counts.Queries, Leaves: l.Counts.Leaves, Resources: l.Counts.Store, Deletes: l.Counts.Deletes, HardDeletes: l.Counts.HardDeletes,
-		Repairs: l.Counts.Repairs, Unconfirmed: l.Counts.Unconfirmed, Pending: l.Counts.Pending}
+		Repairs: l.Counts.Repairs, Unconfirmed: l.Counts.Unconfirmed, Pending: l.Counts.Pending, summary: l.Counts.Summary()}
 }
 
 // describeExecutionAPI is the part of the Step Functions client --wait uses.

@@ -136,10 +136,8 @@ func TestRunWaitCountsTheWindowsDeletes(t *testing.T) {
 	if _, err := st.PutResource(ctx, "Patient", "soon-gone", []byte(`{"resourceType":"Patient","id":"soon-gone"}`)); err != nil {
 		t.Fatal(err)
 	}
-	var out, errb strings.Builder
-	if code := run(ctx, []string{"run", "--wait", "--name", "announce"}, strings.NewReader(""), &out, &errb); code != exitOK ||
-		!strings.Contains(out.String(), " events, 0 deletes, ") {
-		t.Fatalf("first window: exit %d\n%s%s", code, out.String(), errb.String())
+	if code, out, errs := runCLI(t, "run", "--wait", "--name", "announce"); code != exitOK || !strings.Contains(out, " events, 0 deletes, ") {
+		t.Fatalf("first window: exit %d\n%s%s", code, out, errs)
 	}
 	resp, err := st.FHIR(ctx, http.MethodDelete, "Patient/soon-gone", nil)
 	if err != nil {
@@ -150,11 +148,9 @@ func TestRunWaitCountsTheWindowsDeletes(t *testing.T) {
 		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
 	}
 	time.Sleep(20 * time.Millisecond) // past the stack's safety lag
-	out.Reset()
-	errb.Reset()
-	code := run(ctx, []string{"run", "--wait", "--name", "withdraw"}, strings.NewReader(""), &out, &errb)
-	if code != exitOK || !strings.Contains(out.String(), "run withdraw SUCCEEDED: window ") || !strings.Contains(out.String(), ", 0 events, 1 deletes, 0 quarantined") {
-		t.Fatalf("delete window: exit %d, want 0 events and 1 delete\n%s%s", code, out.String(), errb.String())
+	code, out, errs := runCLI(t, "run", "--wait", "--name", "withdraw")
+	if code != exitOK || !strings.Contains(out, "run withdraw SUCCEEDED: window ") || !strings.Contains(out, ", 0 events, 1 deletes, 0 quarantined") {
+		t.Fatalf("delete window: exit %d, want 0 events and 1 delete\n%s%s", code, out, errs)
 	}
 	text := cdcctlStatus(t)
 	var head, row string

@@ -166,7 +166,7 @@ func printStatus(w io.Writer, st runlock.Status, v statusView) {
 		return
 	}
 	if envelope.IsSnapshotSince(st.Checkpoint) {
-		fmt.Fprintln(w, "checkpoint   the beginning (snapshot): the next run exports the whole store")
+		fmt.Fprintf(w, "checkpoint   %s: the next run exports the whole store\n", checkpointText(st.Checkpoint))
 	} else {
 		fmt.Fprintf(w, "checkpoint   %s (lag %s)\n", envelope.FormatTime(st.Checkpoint), roundDur(st.Lag))
 	}

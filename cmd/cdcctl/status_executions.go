@@ -159,17 +159,13 @@ func printReconciliationStatus(w io.Writer, v *reconcileStatusView) {
 	if v == nil {
 		return
 	}
-	counts := func(l *reconcileSummary) string {
-		return fmt.Sprintf("%d delivered versions checked, %d deletes (%d hard), %d repairs, %d unconfirmed, %d resources listed, %d pending",
-			l.DeliveredLive, l.Deletes, l.HardDeletes, l.Repairs, l.Unconfirmed, l.Resources, l.Pending)
-	}
 	l, n := v.Last, v.Latest
 	switch {
 	case v.Outcome == "NONE":
 		fmt.Fprintln(w, "reconciliation none yet (`cdcctl reconcile` starts one)")
 		return
 	case v.Outcome == string(sfntypes.ExecutionStatusSucceeded):
-		fmt.Fprintf(w, "reconciliation %s SUCCEEDED at %s: %s\n", l.RunID, l.FinishedAt, counts(l))
+		fmt.Fprintf(w, "reconciliation %s SUCCEEDED at %s: %s\n", l.RunID, l.FinishedAt, l.summary)
 		if l.Repairs > 0 {
 			fmt.Fprintln(w, "             a repair is a version the runs never delivered: see docs/OPERATIONS.md (ReconcileRepairs)")
 		}
@@ -184,7 +180,7 @@ func printReconciliationStatus(w io.Writer, v *reconcileStatusView) {
 		fmt.Fprintf(w, ": %s", n.Note)
 	}
 	if l != nil {
-		fmt.Fprintf(w, "; the last finished: %s at %s: %s", l.RunID, l.FinishedAt, counts(l))
+		fmt.Fprintf(w, "; the last finished: %s at %s: %s", l.RunID, l.FinishedAt, l.summary)
 	}
 	fmt.Fprintln(w)
 }

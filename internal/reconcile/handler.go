@@ -257,6 +257,13 @@ type Result struct {
 	DeliveredLive int64 `json:"deliveredLive,omitempty"`
 }
 
+// Summary is the counts' one line, as `cdcctl status` and cdc-local print
+// them: what was checked, then what was found.
+func (r Result) Summary() string {
+	return fmt.Sprintf("%d delivered versions checked, %d deletes (%d hard), %d repairs, %d unconfirmed, %d resources listed, %d pending",
+		r.DeliveredLive, r.Deletes, r.HardDeletes, r.Repairs, r.Unconfirmed, r.Store, r.Pending)
+}
+
 // Done is the answer of the count and list loops.
 type Done struct {
 	Done bool `json:"done"`

@@ -1,6 +1,7 @@
 package runlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -135,7 +136,7 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 			if rec.Reason != "" {
 				it[attrLastReplayReason] = str(rec.Reason)
 			}
-			if ds := firstOf(req.Datastore, s.cfg.DatastoreID); ds != "" {
+			if ds := cmp.Or(req.Datastore, s.cfg.DatastoreID); ds != "" {
 				it[attrDatastore] = str(ds)
 			}
 			stateWrite = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: it,
@@ -251,14 +252,4 @@ func orUnknown(v string) string {
 		return "unknown"
 	}
 	return v
-}
-
-// firstOf returns the first of vs that is not "".
-func firstOf(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
