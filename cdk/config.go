@@ -40,6 +40,10 @@ const (
 	// the schema registry and consumer rules are built from at synth time.
 	ContextEventSource = "eventSource"
 	ContextDetailType  = "detailType"
+	// ContextPermissionsBoundary names the IAM policy (a name, or a policy
+	// ARN) set as the permissions boundary of every role the stack creates,
+	// for accounts whose guardrails refuse iam:CreateRole without one.
+	ContextPermissionsBoundary = "permissionsBoundary"
 )
 
 // Defaults of the context values, relative to the cdk/ directory.
@@ -65,6 +69,9 @@ type Config struct {
 	// timeouts and memory, queue limits, the export wait, the run timeout
 	// and lease, the PutEvents budget.
 	Settings stackconfig.Config
+	// PermissionsBoundary is the managed policy, by name or ARN, every role
+	// of the stack gets as its permissions boundary; "" sets none.
+	PermissionsBoundary string
 	// Region is where the stack will be deployed when synth knows it
 	// (CDK_DEFAULT_REGION, which the CDK CLI sets from the credentials'
 	// profile); "" when it does not. The template stays Region-agnostic;
@@ -96,6 +103,7 @@ func ConfigFromContext(lookup func(key string) any) (Config, error) {
 	set(ContextASLFile, &c.ASLFile)
 	set(ContextEventSource, &c.EventSource)
 	set(ContextDetailType, &c.DetailType)
+	set(ContextPermissionsBoundary, &c.PermissionsBoundary)
 	values, err := settingsFromContext(lookup(ContextSettings))
 	if err != nil {
 		return c, err
@@ -166,6 +174,9 @@ func (c Config) Validate() error {
 	if err := ValidateEventNames(c.eventNames()); err != nil {
 		return err
 	}
+	if err := ValidatePermissionsBoundary(c.PermissionsBoundary); err != nil {
+		return err
+	}
 	for _, l := range pipeline.LambdasOf(c.Settings) {
 		p := filepath.Join(c.LambdaDir, l, "bootstrap")
 		if st, err := os.Stat(p); err != nil || st.IsDir() {
@@ -195,6 +206,34 @@ func ValidateStackName(name string) error {
 	}
 	if err := pipeline.CheckName(name); err != nil {
 		return fmt.Errorf("%s: %w (set -c %s=NAME)", ContextStackName, err, ContextStackName)
+	}
+	return nil
+}
+
+// policyNameRE is an IAM managed policy's name (CreatePolicy PolicyName:
+// 1–128 of letters, digits and +=,.@_-); CDK's ${Qualifier} placeholder
+// stands for the bootstrap qualifier. policyARNRE is a customer or AWS
+// managed policy's ARN, with an optional path.
+var (
+	policyNameRE = regexp.MustCompile(`^(?:[\w+=,.@-]|\$\{Qualifier\})+$`)
+	policyARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:iam::(?:\d{12}|aws|\$\{AWS::AccountId\}):policy/(?:[\w+=,.@-]+/)*[\w+=,.@-]+$`)
+)
+
+// ValidatePermissionsBoundary accepts "" (no boundary), a managed policy's
+// name or its ARN, and refuses anything CloudFormation would refuse when it
+// creates the first role — after the bucket, key and table already exist.
+func ValidatePermissionsBoundary(v string) error {
+	if v == "" {
+		return nil
+	}
+	if strings.HasPrefix(v, "arn:") {
+		if !policyARNRE.MatchString(v) {
+			return fmt.Errorf("permissions boundary %q: not an IAM policy ARN (arn:aws:iam::ACCOUNT:policy/NAME) (set -c %s=NAME|ARN)", v, ContextPermissionsBoundary)
+		}
+		return nil
+	}
+	if len(v) > 128 || !policyNameRE.MatchString(v) {
+		return fmt.Errorf("permissions boundary %q: want a managed policy name (at most 128 of letters, digits and +=,.@_-) or its ARN (set -c %s=NAME|ARN)", v, ContextPermissionsBoundary)
 	}
 	return nil
 }

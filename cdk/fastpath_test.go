@@ -20,8 +20,9 @@ import (
 )
 
 // fastPathSynth is the app's stack with the FastPath setting on (and the
-// id-only payload, a 3-second batching window), synthesized once under
-// cdk-nag's packs.
+// id-only payload, a 3-second batching window, and a permissions boundary:
+// boundaryName), synthesized once under cdk-nag's packs: every role the
+// stack can create, with every option that adds to them.
 var fastPathSynth struct {
 	once     sync.Once
 	json     map[string]any
@@ -34,6 +35,7 @@ func fastPathTemplate(t *testing.T) map[string]any {
 	t.Helper()
 	fastPathSynth.once.Do(func() {
 		cfg := synthesized.cfg
+		cfg.PermissionsBoundary = boundaryName
 		if err := cfg.Settings.Apply(map[string]string{"FastPath": "true", "FastPathPayload": "id-only", "FastPathBatchingWindow": "3s"}); err != nil {
 			fastPathSynth.err = err
 			return

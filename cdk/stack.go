@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -54,8 +56,14 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 	if err := ValidateEventNames(source, detailType); err != nil {
 		return nil, err
 	}
+	if err := ValidatePermissionsBoundary(cfg.PermissionsBoundary); err != nil {
+		return nil, err
+	}
 	if props == nil {
 		props = &awscdk.StackProps{}
+	}
+	if cfg.PermissionsBoundary != "" && props.PermissionsBoundary == nil {
+		props.PermissionsBoundary = permissionsBoundary(cfg.PermissionsBoundary)
 	}
 	if props.Description == nil {
 		props.Description = jsii.String("healthlake-cdc: AWS HealthLake change-data-capture to EventBridge")
@@ -95,4 +103,13 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 		return nil, err
 	}
 	return stack, nil
+}
+
+// permissionsBoundary is the boundary of every role in the stack: CDK sets
+// PermissionsBoundary on each AWS::IAM::Role (and user) under it.
+func permissionsBoundary(v string) awscdk.PermissionsBoundary {
+	if strings.HasPrefix(v, "arn:") {
+		return awscdk.PermissionsBoundary_FromArn(jsii.String(v))
+	}
+	return awscdk.PermissionsBoundary_FromName(jsii.String(v))
 }
