@@ -44,6 +44,11 @@ const (
 	// ARN) set as the permissions boundary of every role the stack creates,
 	// for accounts whose guardrails refuse iam:CreateRole without one.
 	ContextPermissionsBoundary = "permissionsBoundary"
+	// ContextVPCSubnetIDs and ContextVPCSecurityGroupIDs place every
+	// function in the account's VPC: comma-separated subnet and security
+	// group ids, both or neither (pipeline.VPC).
+	ContextVPCSubnetIDs        = "vpcSubnetIds"
+	ContextVPCSecurityGroupIDs = "vpcSecurityGroupIds"
 )
 
 // Defaults of the context values, relative to the cdk/ directory.
@@ -72,6 +77,8 @@ type Config struct {
 	// PermissionsBoundary is the managed policy, by name or ARN, every role
 	// of the stack gets as its permissions boundary; "" sets none.
 	PermissionsBoundary string
+	// VPC places the functions in the account's subnets; nil: outside any VPC.
+	VPC *pipeline.VPC
 	// Region is where the stack will be deployed when synth knows it
 	// (CDK_DEFAULT_REGION, which the CDK CLI sets from the credentials'
 	// profile); "" when it does not. The template stays Region-agnostic;
@@ -104,6 +111,12 @@ func ConfigFromContext(lookup func(key string) any) (Config, error) {
 	set(ContextEventSource, &c.EventSource)
 	set(ContextDetailType, &c.DetailType)
 	set(ContextPermissionsBoundary, &c.PermissionsBoundary)
+	var subnets, groups string
+	set(ContextVPCSubnetIDs, &subnets)
+	set(ContextVPCSecurityGroupIDs, &groups)
+	if subnets != "" || groups != "" {
+		c.VPC = &pipeline.VPC{SubnetIDs: splitIDs(subnets), SecurityGroupIDs: splitIDs(groups)}
+	}
 	values, err := settingsFromContext(lookup(ContextSettings))
 	if err != nil {
 		return c, err
@@ -177,6 +190,9 @@ func (c Config) Validate() error {
 	if err := ValidatePermissionsBoundary(c.PermissionsBoundary); err != nil {
 		return err
 	}
+	if err := ValidateVPC(c.VPC); err != nil {
+		return err
+	}
 	for _, l := range pipeline.LambdasOf(c.Settings) {
 		p := filepath.Join(c.LambdaDir, l, "bootstrap")
 		if st, err := os.Stat(p); err != nil || st.IsDir() {
@@ -234,6 +250,29 @@ func ValidatePermissionsBoundary(v string) error {
 	}
 	if len(v) > 128 || !policyNameRE.MatchString(v) {
 		return fmt.Errorf("permissions boundary %q: want a managed policy name (at most 128 of letters, digits and +=,.@_-) or its ARN (set -c %s=NAME|ARN)", v, ContextPermissionsBoundary)
+	}
+	return nil
+}
+
+// splitIDs splits a comma-separated list of ids, dropping blanks.
+func splitIDs(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ValidateVPC checks the functions' VPC placement (pipeline.VPC.Check) and
+// names the context keys to fix.
+func ValidateVPC(v *pipeline.VPC) error {
+	if v == nil {
+		return nil
+	}
+	if err := v.Check(); err != nil {
+		return fmt.Errorf("%w (set -c %s=subnet-…,subnet-… -c %s=sg-…)", err, ContextVPCSubnetIDs, ContextVPCSecurityGroupIDs)
 	}
 	return nil
 }

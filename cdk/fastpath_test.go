@@ -20,9 +20,10 @@ import (
 )
 
 // fastPathSynth is the app's stack with the FastPath setting on (and the
-// id-only payload, a 3-second batching window, and a permissions boundary:
-// boundaryName), synthesized once under cdk-nag's packs: every role the
-// stack can create, with every option that adds to them.
+// id-only payload, a 3-second batching window, a permissions boundary:
+// boundaryName, and the functions in a VPC: testVPC), synthesized once
+// under cdk-nag's packs: every role the stack can create, with every option
+// that adds to them.
 var fastPathSynth struct {
 	once     sync.Once
 	json     map[string]any
@@ -36,6 +37,7 @@ func fastPathTemplate(t *testing.T) map[string]any {
 	fastPathSynth.once.Do(func() {
 		cfg := synthesized.cfg
 		cfg.PermissionsBoundary = boundaryName
+		cfg.VPC = &testVPC
 		if err := cfg.Settings.Apply(map[string]string{"FastPath": "true", "FastPathPayload": "id-only", "FastPathBatchingWindow": "3s"}); err != nil {
 			fastPathSynth.err = err
 			return

@@ -59,6 +59,9 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 	if err := ValidatePermissionsBoundary(cfg.PermissionsBoundary); err != nil {
 		return nil, err
 	}
+	if err := ValidateVPC(cfg.VPC); err != nil {
+		return nil, err
+	}
 	if props == nil {
 		props = &awscdk.StackProps{}
 	}
@@ -98,6 +101,7 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 		QuarantineExpiryDays:          p.QuarantineExpiryDays.ValueAsNumber(),
 		AccessLogsExpiryDays:          p.AccessLogsExpiryDays.ValueAsNumber(),
 		AlarmEmail:                    p.AlarmEmail.ValueAsString(),
+		VPC:                           cfg.VPC,
 	})
 	if err != nil {
 		return nil, err

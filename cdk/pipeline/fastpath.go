@@ -443,7 +443,6 @@ func suppressFastPathFindings(f awslambda.Function, set stackconfig.Config) {
 	}
 	suppress(f,
 		nagRule{id: "HIPAA.Security-LambdaDLQ", reason: "A function DLQ only receives failed asynchronous invocations, and the fast-path Lambda is invoked only by its SQS event-source mapping: a notification it fails on returns to the fast-path queue and moves after MaxReceiveCount receives to the fast-path dead-letter queue, which has an alarm (FastPathDeadLetterAlarm)."},
-		nagRule{id: "HIPAA.Security-LambdaInsideVPC", reason: "The function reaches only AWS service APIs (HealthLake, S3, SQS, EventBridge, KMS) over TLS, every call authorised by its IAM role; no data store is reachable on a network, and it accepts no inbound connections. A VPC would add NAT or interface endpoints without narrowing access, which IAM and the KMS key policy already scope to this stack's resources."},
 	)
 }
 
@@ -456,6 +455,5 @@ func suppressFastPathSetupFindings(f awslambda.Function, set stackconfig.Config)
 	}
 	suppress(f,
 		nagRule{id: "HIPAA.Security-LambdaDLQ", reason: "CloudFormation invokes the custom resource's function asynchronously with a request it must answer at the request's pre-signed URL; an invocation that fails after Lambda's two retries fails the stack operation (at the custom resource's ServiceTimeout), which CloudFormation shows and rolls back. A dead-letter queue would hold a request nothing can answer any more: the retry is the next deploy. Its scheduled check needs none either: a check that fails is the next one ten minutes later, and FastPathSubscriptionAlarm treats checks that report nothing as breaching."},
-		nagRule{id: "HIPAA.Security-LambdaInsideVPC", reason: "The function reaches only the HealthLake API (SubscriptionTopic and Subscription resources of the data store) and CloudFormation's response URL over TLS, the HealthLake calls authorised by its IAM role; it accepts no inbound connections. A VPC would add NAT or interface endpoints without narrowing access."},
 	)
 }

@@ -90,6 +90,7 @@ func (b *builder) newLambda(id, name, desc string, res stackconfig.Resources) fn
 		// nil (none) unless ReservedConcurrency is on.
 		ReservedConcurrentExecutions: reserved,
 	})
+	b.placeInVPC(f)
 	return fn{f: f, role: role, logs: lg}
 }
 

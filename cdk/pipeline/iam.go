@@ -10,9 +10,9 @@ import (
 
 // applyPolicy attaches p's statements, as internal/iampolicy defines them,
 // to role as one customer-managed policy (not an inline one: HIPAA Security
-// IAMNoInlinePolicy). Every identity statement of the stack's roles comes
-// from there; cdc-local enforces the same ones.
-func applyPolicy(role awsiam.Role, p iampolicy.Principal, res iampolicy.Resources) {
+// IAMNoInlinePolicy), and returns it. Every identity statement of the
+// stack's roles comes from there; cdc-local enforces the same ones.
+func applyPolicy(role awsiam.Role, p iampolicy.Principal, res iampolicy.Resources) awsiam.ManagedPolicy {
 	var stmts []awsiam.PolicyStatement
 	for _, s := range iampolicy.MustPolicy(p, res) {
 		effect := awsiam.Effect_ALLOW
@@ -48,6 +48,10 @@ func applyPolicy(role awsiam.Role, p iampolicy.Principal, res iampolicy.Resource
 		Roles:       &[]awsiam.IRole{role},
 	})
 	suppressScopedWildcards(policy)
+	if res.InVPC && iampolicy.IsFunction(p) {
+		suppress(policy, nagRule{id: "AwsSolutions-IAM5", reason: "VpcNetworkInterfaces: Lambda creates, describes and deletes the function's network interfaces in the VPC under its role. ec2:DescribeNetworkInterfaces and ec2:DescribeSubnets support no resource-level permission; the interfaces' ids are Lambda's and unknown in advance. The statement is AWS's own managed policy AWSLambdaVPCAccessExecutionRole's, without its CloudWatch Logs actions.", appliesTo: []string{"Resource::*"}})
+	}
+	return policy
 }
 
 // suppressScopedWildcards records why the two kinds of wildcard the
@@ -84,37 +88,46 @@ func (b *builder) iamPolicies() {
 		EventBusARN:     *b.bus.EventBusArn(),
 		// The state machine's ARN is built from its fixed name: its own
 		// role may name it without a dependency cycle.
-		StateMachineARN:          *b.smArn,
-		ExecutionsARN:            *executionsArn(b.smName),
-		MapRunExecutionsARN:      *mapRunExecutionsArn(b.smName),
-		RunLockFunctionARN:       *b.runLock.f.FunctionArn(),
-		PrepareChangeFunctionARN: *b.prepareChange.f.FunctionArn(),
-		ExportRoleARN:            *b.exportRole.RoleArn(),
-		LogGroupARNs: map[iampolicy.Principal]string{
-			iampolicy.RunLock: *b.runLock.logs.LogGroupArn(), iampolicy.StartExport: *b.startExport.logs.LogGroupArn(),
-			iampolicy.CheckExport: *b.checkExport.logs.LogGroupArn(), iampolicy.PrepareChange: *b.prepareChange.logs.LogGroupArn(),
-			iampolicy.Reconcile: *b.reconcileFn.logs.LogGroupArn(),
-		},
+		StateMachineARN:              *b.smArn,
+		ExecutionsARN:                *executionsArn(b.smName),
+		MapRunExecutionsARN:          *mapRunExecutionsArn(b.smName),
+		RunLockFunctionARN:           *b.runLock.f.FunctionArn(),
+		PrepareChangeFunctionARN:     *b.prepareChange.f.FunctionArn(),
+		ExportRoleARN:                *b.exportRole.RoleArn(),
+		LogGroupARNs:                 map[iampolicy.Principal]string{},
 		ReconcileFunctionARN:         *b.reconcileFn.f.FunctionArn(),
 		ReconcileStateMachineARN:     *b.rec.arn,
 		ReconcileExecutionsARN:       *executionsArn(b.rec.name),
 		ReconcileMapRunExecutionsARN: *mapRunExecutionsArn(b.rec.name),
+		InVPC:                        b.cfg.VPC != nil,
 	}
-	roles := map[iampolicy.Principal]awsiam.Role{
-		iampolicy.RunLock: b.runLock.role, iampolicy.StartExport: b.startExport.role, iampolicy.CheckExport: b.checkExport.role,
-		iampolicy.PrepareChange: b.prepareChange.role, iampolicy.StateMachine: b.smRole, iampolicy.HealthLakeExport: b.exportRole,
-		iampolicy.Scheduler: b.schedRole, iampolicy.Reconcile: b.reconcileFn.role, iampolicy.ReconcileStateMachine: b.rec.role,
+	functions := map[iampolicy.Principal]fn{
+		iampolicy.RunLock: b.runLock, iampolicy.StartExport: b.startExport, iampolicy.CheckExport: b.checkExport,
+		iampolicy.PrepareChange: b.prepareChange, iampolicy.Reconcile: b.reconcileFn,
 	}
 	if b.fp != nil {
 		// Set only with the fast path: prepare-change then also reads its
 		// record items (iampolicy, HasFastPath).
 		res.FastPathQueueARN = *b.fp.out.Queue.QueueArn()
-		res.LogGroupARNs[iampolicy.FastPath] = *b.fp.fn.logs.LogGroupArn()
-		res.LogGroupARNs[iampolicy.FastPathSetup] = *b.fp.setup.logs.LogGroupArn()
-		roles[iampolicy.FastPath] = b.fp.fn.role
-		roles[iampolicy.FastPathSetup] = b.fp.setup.role
+		functions[iampolicy.FastPath] = b.fp.fn
+		functions[iampolicy.FastPathSetup] = b.fp.setup
+	}
+	roles := map[iampolicy.Principal]awsiam.Role{
+		iampolicy.StateMachine: b.smRole, iampolicy.HealthLakeExport: b.exportRole,
+		iampolicy.Scheduler: b.schedRole, iampolicy.ReconcileStateMachine: b.rec.role,
+	}
+	for p, f := range functions {
+		roles[p] = f.role
+		res.LogGroupARNs[p] = *f.logs.LogGroupArn()
 	}
 	for p, role := range roles {
-		applyPolicy(role, p, res)
+		policy := applyPolicy(role, p, res)
+		// A function is created after its role's policy and deleted before
+		// it: Lambda checks a VPC function's role for the network-interface
+		// actions at CreateFunction, and needs them to delete the function's
+		// interfaces; and a function's first invocations have every grant.
+		if f, ok := functions[p]; ok {
+			f.f.Node().AddDependency(policy)
+		}
 	}
 }

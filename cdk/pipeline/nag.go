@@ -47,7 +47,7 @@ type nagRule struct {
 	appliesTo  []string
 }
 
-// suppressLambdaFindings records why two HIPAA checks do not apply to the
+// suppressLambdaFindings records why a HIPAA check does not apply to the
 // pipeline's functions, and, unless the ReservedConcurrency setting is on,
 // why they have no reserved concurrency.
 func suppressLambdaFindings(f awslambda.Function, set stackconfig.Config) {
@@ -56,7 +56,6 @@ func suppressLambdaFindings(f awslambda.Function, set stackconfig.Config) {
 	}
 	suppress(f,
 		nagRule{id: "HIPAA.Security-LambdaDLQ", reason: "A function DLQ only receives failed asynchronous invocations, and none of these functions is invoked asynchronously: start-export and check-export are invoked by SQS event-source mappings, whose source queues have dead-letter queues with alarms; run-lock, prepare-change and reconcile are invoked synchronously by Step Functions, which retries and catches every failure into HandleFailure and the ExecutionFailedAlarm."},
-		nagRule{id: "HIPAA.Security-LambdaInsideVPC", reason: "The functions reach only AWS service APIs (HealthLake, S3, SQS, DynamoDB, EventBridge, Step Functions, KMS) over TLS, every call authorised by the function's IAM role; no data store is reachable on a network, and the functions accept no inbound connections. A VPC would add NAT or interface endpoints without narrowing access, which IAM and the KMS key policy already scope to this stack's resources."},
 	)
 }
 

@@ -88,6 +88,10 @@ type Props struct {
 	ClaimChecksExpiryDays, QuarantineExpiryDays, AccessLogsExpiryDays *float64
 	// AlarmEmail is subscribed to the alarm topic when not empty (default "").
 	AlarmEmail *string
+
+	// VPC, when set, places every function of the pipeline in the
+	// account's subnets (default nil: outside any VPC).
+	VPC *VPC
 }
 
 // LogRetentionValues are the values CloudWatch Logs accepts for RetentionInDays.
@@ -211,6 +215,11 @@ func (p Props) withDefaults() (Props, error) {
 	}
 	if p.DatastoreID == nil {
 		return p, fmt.Errorf("pipeline %s: DatastoreID is required", p.Name)
+	}
+	if p.VPC != nil {
+		if err := p.VPC.Check(); err != nil {
+			return p, fmt.Errorf("pipeline %s: %w", p.Name, err)
+		}
 	}
 	str := func(v **string, def string) {
 		if *v == nil {

@@ -119,6 +119,11 @@ type Resources struct {
 	// Subscription notifications, routed from the notification bus
 	// (docs/FASTPATH.md). Set only where the fast path is deployed.
 	FastPathQueueARN string
+
+	// InVPC is set where the functions are attached to a VPC (docs/DEPLOY.md,
+	// "Functions in a VPC"): each function's role then lets Lambda manage
+	// the function's network interfaces (VpcNetworkInterfaces).
+	InVPC bool
 }
 
 // HasFastPath reports whether the fast path's resources are set.
@@ -420,6 +425,9 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 			Statement{Sid: "ReadFastPathRecords", Actions: []string{"dynamodb:Query"}, Resources: []string{r.TableARN},
 				Conditions: OwnItems(PKFastPath)})
 	}
+	if r.InVPC && IsFunction(p) {
+		out = append(out, vpcNetworkInterfaces)
+	}
 	if r.HasReconcile() && (r.ReconcileFunctionARN == "" || r.ReconcileStateMachineARN == "" ||
 		r.ReconcileExecutionsARN == "" || r.ReconcileMapRunExecutionsARN == "") {
 		return nil, fmt.Errorf("iampolicy: %s: the reconciliation's resources are partly set", p)
@@ -428,6 +436,32 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// vpcNetworkInterfaces is what Lambda needs of a function's role to attach
+// the function to its VPC: it creates, describes and deletes the function's
+// network interfaces and their addresses under the role, when the function
+// is created or updated and when Lambda reclaims them, and checks the role
+// for them at CreateFunction (Lambda Developer Guide, "Giving Lambda
+// functions access to resources in an Amazon VPC": these six actions, as AWS's
+// managed policy AWSLambdaVPCAccessExecutionRole grants them, on "*";
+// DescribeNetworkInterfaces and DescribeSubnets support no resource-level
+// permission at all).
+var vpcNetworkInterfaces = Statement{
+	Sid: "VpcNetworkInterfaces",
+	Actions: []string{"ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+		"ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"},
+	Resources:    []string{"*"},
+	NotExercised: "Lambda manages a VPC function's network interfaces with its role; cdc-local has no VPC",
+}
+
+// IsFunction reports whether p is a Lambda function's execution role.
+func IsFunction(p Principal) bool {
+	switch p {
+	case StartExport, CheckExport, PrepareChange, RunLock, Reconcile, FastPath, FastPathSetup:
+		return true
+	}
+	return false
 }
 
 // MustPolicy is Policy for the principals of Principals, which cannot fail

@@ -24,7 +24,34 @@ func testResources() Resources {
 		ExportRoleARN: "arn:aws:iam::111122223333:role/export", LogGroupARNs: logs,
 		ReconcileFunctionARN: arn("lambda", "function:reconcile"), ReconcileStateMachineARN: arn("states", "stateMachine:rec"),
 		ReconcileExecutionsARN: arn("states", "execution:rec:*"), ReconcileMapRunExecutionsARN: arn("states", "execution:rec/*"),
-		FastPathQueueARN: arn("sqs", "fast-path"),
+		FastPathQueueARN: arn("sqs", "fast-path"), InVPC: true,
+	}
+}
+
+// TestFunctionsInAVPCMayManageTheirNetworkInterfaces: with InVPC every
+// function's role, and no other, has the statement Lambda needs to attach
+// the function to the VPC; without it, none has.
+func TestFunctionsInAVPCMayManageTheirNetworkInterfaces(t *testing.T) {
+	for _, inVPC := range []bool{false, true} {
+		r := testResources()
+		r.InVPC = inVPC
+		functions := 0
+		for _, p := range All() {
+			stmts, err := Policy(p, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			has := len(Without(stmts, "VpcNetworkInterfaces")) < len(stmts)
+			if IsFunction(p) {
+				functions++
+			}
+			if want := inVPC && IsFunction(p); has != want {
+				t.Errorf("InVPC %v: %s has VpcNetworkInterfaces %v, want %v", inVPC, p, has, want)
+			}
+		}
+		if functions != 7 {
+			t.Errorf("%d function roles, want the 7 Lambdas' (start-export, check-export, prepare-change, run-lock, reconcile, fast-path, fast-path-setup)", functions)
+		}
 	}
 }
 
