@@ -174,23 +174,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// Validate checks the settings (stackconfig.Config.Validate) and that every
-// input file exists, so that a missing build fails with a hint instead of a
-// jsii stack trace.
+// Validate checks the values (validateValues) and that every input file
+// exists, so that a missing build fails with a hint instead of a jsii stack
+// trace.
 func (c Config) Validate() error {
-	if err := ValidateStackName(c.StackName); err != nil {
-		return err
-	}
-	if err := c.Settings.Validate(); err != nil {
-		return err
-	}
-	if err := ValidateEventNames(c.eventNames()); err != nil {
-		return err
-	}
-	if err := ValidatePermissionsBoundary(c.PermissionsBoundary); err != nil {
-		return err
-	}
-	if err := ValidateVPC(c.VPC); err != nil {
+	if err := c.validateValues(); err != nil {
 		return err
 	}
 	for _, l := range pipeline.LambdasOf(c.Settings) {
@@ -203,6 +191,25 @@ func (c Config) Validate() error {
 		return fmt.Errorf("state machine definition: %w (set -c %s=FILE)", err, ContextASLFile)
 	}
 	return nil
+}
+
+// validateValues checks what the configuration says, not the files it
+// names: the stack name, the settings (stackconfig.Config.Validate), the
+// event names, the permissions boundary and the VPC placement.
+func (c Config) validateValues() error {
+	if err := ValidateStackName(c.StackName); err != nil {
+		return err
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return err
+	}
+	if err := ValidateEventNames(c.eventNames()); err != nil {
+		return err
+	}
+	if err := ValidatePermissionsBoundary(c.PermissionsBoundary); err != nil {
+		return err
+	}
+	return ValidateVPC(c.VPC)
 }
 
 // stackNameRE is CloudFormation's stack name: a letter, then letters,

@@ -46,22 +46,10 @@ var (
 // logical ids: the stack's resources keep the ids they had before the
 // pipeline became a construct, so an update replaces none of them.
 func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (awscdk.Stack, error) {
-	if err := ValidateStackName(cfg.StackName); err != nil {
-		return nil, err
-	}
-	if err := cfg.Settings.Validate(); err != nil {
+	if err := cfg.validateValues(); err != nil {
 		return nil, err
 	}
 	source, detailType := cfg.eventNames()
-	if err := ValidateEventNames(source, detailType); err != nil {
-		return nil, err
-	}
-	if err := ValidatePermissionsBoundary(cfg.PermissionsBoundary); err != nil {
-		return nil, err
-	}
-	if err := ValidateVPC(cfg.VPC); err != nil {
-		return nil, err
-	}
 	if props == nil {
 		props = &awscdk.StackProps{}
 	}
