@@ -82,7 +82,7 @@ type fastPath struct {
 	busArn       *string
 	deadLetterQs map[string]awssqs.IQueue
 	// keyStatement is what the notification bus's key policy must allow
-	// when that key is not the stack's (FastPathBusKey), else nil.
+	// when that key is not the stack's (the data store's: DatastoreKey), else nil.
 	keyStatement awsiam.PolicyStatement
 }
 
@@ -190,7 +190,7 @@ func (b *builder) fastPathInfra() {
 	fp.busArn = arn("events", "event-bus/", b.s(busName))
 
 	// The bus is under the stack's key, like the change bus, or under the
-	// data store's customer-managed key (FastPathBusKey: HealthLake
+	// data store's customer-managed key (DatastoreKey, or FastPathBusKey: HealthLake
 	// requires the same key); EventBridge may use it only with this bus's
 	// ARN as encryption context. The stack cannot change another key's
 	// policy: the statement goes out as NotificationBusKeyPolicyStatement.
@@ -204,11 +204,11 @@ func (b *builder) fastPathInfra() {
 		}},
 	})
 	busKey := b.key.KeyArn()
-	if k := b.set.FastPathBusKey; k != "" {
+	if k := b.set.DatastoreKeyARN(); k != "" {
 		busKey = b.s(k)
 		fp.keyStatement = keyStatement
 		awscdk.Annotations_Of(b.stack).AddWarningV2(b.s("healthlake-cdc:FastPathBusKey"), b.s(
-			"FastPathBusKey: the notification bus is encrypted with "+k+", a key this stack does not manage. Before "+
+			"The data store's key (DatastoreKey, FastPathBusKey): the notification bus is encrypted with "+k+", a key this stack does not manage. Before "+
 				"HealthLake can deliver, that key's policy must let events.amazonaws.com use it for the bus: add the "+
 				"statement of the stack output NotificationBusKeyPolicyStatement (docs/DEPLOY.md, \"Prerequisites\")."))
 	} else {
@@ -431,7 +431,7 @@ func (b *builder) fastPathOutputs(out func(id string, v *string, desc string)) {
 	out("FastPathDeadLetterQueueUrl", b.fp.out.DeadLetterQueue.QueueUrl(), "Dead-letter queue of the fast path")
 	if st := b.fp.keyStatement; st != nil {
 		out("NotificationBusKeyPolicyStatement", awscdk.Stack_Of(b.stack).ToJsonString(st.ToStatementJson(), nil),
-			"Statement to add to the policy of the notification bus's key (FastPathBusKey), so that EventBridge can use it for that bus")
+			"Statement to add to the policy of the notification bus's key (the data store's key: DatastoreKey), so that EventBridge can use it for that bus")
 	}
 }
 

@@ -185,15 +185,62 @@ func TestLambdasOf(t *testing.T) {
 	}
 }
 
-// With FastPathBusKey (a data store on a customer-managed key: HealthLake
-// delivers only to a bus on that same key) the notification bus is
-// encrypted with that key; the stack's key policy gets no statement for
-// it, the statement the other key's policy needs goes out as the output
-// NotificationBusKeyPolicyStatement, and synth warns that it must be added.
+// A data store on a customer-managed key (DatastoreKey, or FastPathBusKey
+// set alone: HealthLake delivers only to a bus on that same key): the
+// notification bus is encrypted with that key; the stack's key policy gets
+// no statement for it, the statement the other key's policy needs goes out
+// as the output NotificationBusKeyPolicyStatement, synth warns that it must
+// be added — and every role that calls HealthLake may use the key through
+// HealthLake (TestEveryHealthLakeCallerMayUseTheDataStoresKey).
 func TestFastPathBusKeyEncryptsTheNotificationBus(t *testing.T) {
 	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-	p := fastPathProps(t, fastPathLambdaDir(t), map[string]string{"FastPathBusKey": key})
-	p.ResourceTypes = jsii.String("Patient")
+	for _, setting := range []string{"DatastoreKey", "FastPathBusKey"} {
+		t.Run(setting, func(t *testing.T) {
+			p := fastPathProps(t, fastPathLambdaDir(t), map[string]string{setting: key})
+			p.ResourceTypes = jsii.String("Patient")
+			stack, tpl := synthProps(t, p)
+			for id, bus := range resourcesOf(tpl, "AWS::Events::EventBus") {
+				props := bus["Properties"].(map[string]any)
+				if props["Name"] == NotificationBusName("p") {
+					if props["KmsKeyIdentifier"] != key {
+						t.Errorf("%s KmsKeyIdentifier = %v, want the data store's key", id, props["KmsKeyIdentifier"])
+					}
+				} else if js(props["KmsKeyIdentifier"]) == js(key) {
+					t.Errorf("%s (the change bus) is on the data store's key", id)
+				}
+			}
+			for id, k := range resourcesOf(tpl, "AWS::KMS::Key") {
+				if strings.Contains(js(k), "EventBridgeNotificationBusEncryption") {
+					t.Errorf("%s: the stack's key policy names the notification bus, which is on another key", id)
+				}
+			}
+			outputs, _ := tpl["Outputs"].(map[string]any)
+			var statement string
+			for name, o := range outputs {
+				if strings.Contains(name, "NotificationBusKeyPolicyStatement") {
+					statement = js(o.(map[string]any)["Value"])
+				}
+			}
+			for _, want := range []string{"events.amazonaws.com", "kms:GenerateDataKey", "kms:Decrypt", "kms:EncryptionContext:aws:events:event-bus:arn", "event-bus/p-notifications"} {
+				if !strings.Contains(statement, want) {
+					t.Errorf("NotificationBusKeyPolicyStatement %s lacks %s", statement, want)
+				}
+			}
+			warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("FastPathBusKey")))
+			if warnings == nil || len(*warnings) == 0 {
+				t.Error("no synth warning that the key's policy needs the statement")
+			}
+			if got := keyUsers(tpl, key); len(got) != 7 {
+				t.Errorf("roles that may use the data store's key: %v, want the 7 functions'", got)
+			}
+		})
+	}
+}
+
+// synthProps builds a pipeline from p in a stack of its own under cdk-nag's
+// packs and returns the stack and its template; nag errors fail the test.
+func synthProps(t *testing.T, p Props) (awscdk.Stack, map[string]any) {
+	t.Helper()
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
 	ApplyNagPacks(app)
 	stack := awscdk.NewStack(app, jsii.String("S"), nil)
@@ -203,36 +250,55 @@ func TestFastPathBusKeyEncryptsTheNotificationBus(t *testing.T) {
 	for _, f := range errorAnnotations(stack) {
 		t.Error(f)
 	}
-	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()
-	for id, bus := range resourcesOf(tpl, "AWS::Events::EventBus") {
-		props := bus["Properties"].(map[string]any)
-		if props["Name"] == NotificationBusName("p") {
-			if props["KmsKeyIdentifier"] != key {
-				t.Errorf("%s KmsKeyIdentifier = %v, want the data store's key", id, props["KmsKeyIdentifier"])
+	return stack, *assertions.Template_FromStack(stack, nil).ToJSON()
+}
+
+// keyUsers returns the roles (the Roles of each customer-managed policy)
+// with a UseDatastoreKey statement on key that admits the key's use only
+// through HealthLake in the stack's Region.
+func keyUsers(tpl map[string]any, key string) []string {
+	var out []string
+	for _, pol := range resourcesOf(tpl, "AWS::IAM::ManagedPolicy") {
+		props := pol["Properties"].(map[string]any)
+		for _, st := range props["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			st := st.(map[string]any)
+			if st["Sid"] != "UseDatastoreKey" || st["Resource"] != key {
+				continue
 			}
-		} else if js(props["KmsKeyIdentifier"]) == js(key) {
-			t.Errorf("%s (the change bus) is on the data store's key", id)
+			via := js(st["Condition"].(map[string]any)["StringEquals"].(map[string]any)["kms:ViaService"])
+			if !strings.Contains(via, `"healthlake.",{"Ref":"AWS::Region"},".amazonaws.com"`) {
+				continue
+			}
+			out = append(out, js(props["Roles"]))
 		}
 	}
-	for id, k := range resourcesOf(tpl, "AWS::KMS::Key") {
-		if strings.Contains(js(k), "EventBridgeNotificationBusEncryption") {
-			t.Errorf("%s: the stack's key policy names the notification bus, which is on another key", id)
+	return out
+}
+
+// TestEveryHealthLakeCallerMayUseTheDataStoresKey: with DatastoreKey and
+// the fast path off, the five functions' roles (each calls HealthLake) may
+// use the data store's key through HealthLake, no other role may, and synth
+// warns that the key's policy must let IAM policies grant it.
+func TestEveryHealthLakeCallerMayUseTheDataStoresKey(t *testing.T) {
+	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	set := DefaultSettings()
+	if err := set.Apply(map[string]string{"DatastoreKey": key}); err != nil {
+		t.Fatal(err)
+	}
+	stack, tpl := synthProps(t, Props{Name: "p", LambdaDir: fakeLambdaDir(t), ASLFile: realASL, Settings: &set, DatastoreID: jsii.String("ds-1")})
+	got := keyUsers(tpl, key)
+	if len(got) != 5 {
+		t.Errorf("roles that may use the data store's key: %v, want the 5 functions'", got)
+	}
+	for _, r := range got {
+		for _, not := range []string{"StateMachine", "Scheduler", "HealthLakeExport"} {
+			if strings.Contains(r, not) {
+				t.Errorf("%s may use the data store's key", r)
+			}
 		}
 	}
-	outputs, _ := tpl["Outputs"].(map[string]any)
-	var statement string
-	for name, o := range outputs {
-		if strings.Contains(name, "NotificationBusKeyPolicyStatement") {
-			statement = js(o.(map[string]any)["Value"])
-		}
-	}
-	for _, want := range []string{"events.amazonaws.com", "kms:GenerateDataKey", "kms:Decrypt", "kms:EncryptionContext:aws:events:event-bus:arn", "event-bus/p-notifications"} {
-		if !strings.Contains(statement, want) {
-			t.Errorf("NotificationBusKeyPolicyStatement %s lacks %s", statement, want)
-		}
-	}
-	warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("FastPathBusKey")))
+	warnings := assertions.Annotations_FromStack(stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("DatastoreKey")))
 	if warnings == nil || len(*warnings) == 0 {
-		t.Error("no synth warning that the key's policy needs the statement")
+		t.Error("no synth warning that the key's policy must let IAM policies grant it")
 	}
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -100,6 +101,8 @@ func (b *builder) iamPolicies() {
 		ReconcileExecutionsARN:       *executionsArn(b.rec.name),
 		ReconcileMapRunExecutionsARN: *mapRunExecutionsArn(b.rec.name),
 		InVPC:                        b.cfg.VPC != nil,
+		DatastoreKeyARN:              b.set.DatastoreKeyARN(),
+		Region:                       *awscdk.Aws_REGION(),
 	}
 	functions := map[iampolicy.Principal]fn{
 		iampolicy.RunLock: b.runLock, iampolicy.StartExport: b.startExport, iampolicy.CheckExport: b.checkExport,
@@ -115,6 +118,13 @@ func (b *builder) iamPolicies() {
 	roles := map[iampolicy.Principal]awsiam.Role{
 		iampolicy.StateMachine: b.smRole, iampolicy.HealthLakeExport: b.exportRole,
 		iampolicy.Scheduler: b.schedRole, iampolicy.ReconcileStateMachine: b.rec.role,
+	}
+	if k := res.DatastoreKeyARN; k != "" {
+		awscdk.Annotations_Of(b.stack).AddWarningV2(b.s("healthlake-cdc:DatastoreKey"), b.s(
+			"DatastoreKey: HealthLake uses the data store's key "+k+" with the caller's permission. Each role that calls "+
+				"HealthLake is granted it (UseDatastoreKey), which takes effect only if that key's policy lets IAM policies "+
+				"of this account grant its use (the default key policy does); otherwise add the roles to the key policy "+
+				"(docs/DEPLOY.md, \"Prerequisites\")."))
 	}
 	for p, f := range functions {
 		roles[p] = f.role

@@ -148,7 +148,7 @@ func TestSimulateRefusesFlagsItDoesNotHonour(t *testing.T) {
 		"sink": "file:" + filepath.Join(t.TempDir(), "e"), "safety-lag": "1s", "fault-rate": "0.2", "fault-seed": "3",
 		"state": t.TempDir(), "export-delay": "1s", "export-startup": "1s", "export-per-mb": "1s",
 		"export-visibility-lag": "1s", "history-lag": "1s", "iam": "off", "fast-path": "true", "fast-path-payload": "id-only",
-		"healthlake-quotas": "legacy",
+		"healthlake-quotas": "legacy", "datastore-key": "arn:aws:kms:us-east-1:000000000000:key/k",
 	}
 	var c config
 	newFlagSet(&c, io.Discard).VisitAll(func(f *flag.Flag) {

@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/sink"
@@ -80,6 +81,9 @@ type config struct {
 	fastPathPayload string
 	// iam is "on" (every principal's statements enforced) or "off".
 	iam string
+	// datastoreKey is --datastore-key: the data store on a customer-managed
+	// KMS key (stack.Options.DatastoreKey).
+	datastoreKey string
 	// healthLakeQuotas is --healthlake-quotas: current, legacy or off
 	// (stack.Options.HealthLakeQuotas).
 	healthLakeQuotas string
@@ -119,6 +123,7 @@ func newFlagSet(c *config, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.fastPath, "fast-path", false, "run the Subscriptions fast path: a HealthLake Subscription (active after HealthLake's modelled 5 minutes) publishes each change within seconds; the windows skip what it delivered (docs/FASTPATH.md)")
 	fs.StringVar(&c.fastPathPayload, "fast-path-payload", "full-resource", "the fast path Subscription's payload: full-resource or id-only (read back with vread)")
 	fs.StringVar(&c.iam, "iam", "on", "IAM: on enforces every principal's statements (internal/iampolicy); off allows every call and only counts what would be denied")
+	fs.StringVar(&c.datastoreKey, "datastore-key", "", "the data store is encrypted with this customer-managed KMS key `ARN` (the DatastoreKey setting): every HealthLake call also needs the caller's use of the key through HealthLake; empty: an AWS owned key")
 	fs.StringVar(&c.healthLakeQuotas, "healthlake-quotas", stack.QuotasCurrent, "HealthLake request-rate quotas: current (a data store created now), legacy (one created before 21 August 2023: 100 reads a second) or off (docs/LOCAL.md)")
 	fs.BoolVar(&c.verbose, "v", false, "log the pipeline's steps (ids, counts, durations) to stderr")
 	fs.DurationVar(&c.simulate, "simulate", 0, "run `DURATION` of --workload on simulated time and exit with the report (docs/SIMULATION.md)")
@@ -161,6 +166,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.iam != "on" && c.iam != "off" {
 		return c, fmt.Errorf("--iam must be on or off, not %q", c.iam)
+	}
+	if c.datastoreKey != "" {
+		set := stackconfig.Default()
+		set.DatastoreKey = c.datastoreKey
+		if err := set.Validate(); err != nil {
+			return c, fmt.Errorf("--datastore-key: %w", err)
+		}
 	}
 	if err := stack.ValidHealthLakeQuotas(c.healthLakeQuotas); err != nil {
 		return c, fmt.Errorf("--healthlake-quotas: %w", err)
@@ -222,6 +234,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ExportStartup: c.exportStartup, ExportPerMB: c.exportPerMB, VisibilityLag: c.visibilityLag, HistoryLag: c.historyLag,
 		IAMOff: c.iam == "off", ReconcileEvery: c.reconcileEvery, Latency: &c.latencyModel,
 		FastPath: c.fastPath, FastPathPayload: c.fastPathPayload, HealthLakeQuotas: c.healthLakeQuotas,
+		DatastoreKey: c.datastoreKey,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "cdc-local:", err)
@@ -314,6 +327,7 @@ var simulateRefuses = map[string]string{
 	"iam":                   "a simulation always enforces every principal's IAM statements",
 	"fast-path":             "the fast path is the workload's fastPath section (fastPath.on; testdata/workloads/fastpath.json)",
 	"fast-path-payload":     "the fast path's payload is the workload's fastPath.payload",
+	"datastore-key":         "a simulation's data store is on an AWS owned key",
 }
 
 // simulateHonours are the flags --simulate acts on.

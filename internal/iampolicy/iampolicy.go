@@ -120,6 +120,13 @@ type Resources struct {
 	// (docs/FASTPATH.md). Set only where the fast path is deployed.
 	FastPathQueueARN string
 
+	// DatastoreKeyARN is the data store's customer-managed KMS key; empty
+	// for a data store on an AWS owned key. Region is the stack's Region,
+	// which names HealthLake's endpoint in kms:ViaService. Set, every
+	// principal that calls HealthLake may use the key through HealthLake
+	// (UseDatastoreKey).
+	DatastoreKeyARN, Region string
+
 	// InVPC is set where the functions are attached to a VPC (docs/DEPLOY.md,
 	// "Functions in a VPC"): each function's role then lets Lambda manage
 	// the function's network interfaces (VpcNetworkInterfaces).
@@ -428,6 +435,25 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 	if r.InVPC && IsFunction(p) {
 		out = append(out, vpcNetworkInterfaces)
 	}
+	if r.DatastoreKeyARN != "" {
+		if r.Region == "" {
+			return nil, fmt.Errorf("iampolicy: %s: DatastoreKeyARN without Region", p)
+		}
+		var keyActions []string
+		for _, a := range Actions(out) {
+			if strings.HasPrefix(a, "healthlake:") {
+				keyActions = append(keyActions, DatastoreKeyActions(a)...)
+			}
+		}
+		if len(keyActions) > 0 {
+			out = append(out, Statement{
+				Sid:        "UseDatastoreKey",
+				Actions:    Actions([]Statement{{Actions: keyActions}}),
+				Resources:  []string{r.DatastoreKeyARN},
+				Conditions: Conditions{"StringEquals": {ViaService: HealthLakeViaService(r.Region)}},
+			})
+		}
+	}
 	if r.HasReconcile() && (r.ReconcileFunctionARN == "" || r.ReconcileStateMachineARN == "" ||
 		r.ReconcileExecutionsARN == "" || r.ReconcileMapRunExecutionsARN == "") {
 		return nil, fmt.Errorf("iampolicy: %s: the reconciliation's resources are partly set", p)
@@ -436,6 +462,40 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ViaService is KMS's condition key naming the AWS service that used a key
+// on the caller's behalf.
+const ViaService = "kms:ViaService"
+
+// HealthLakeViaService returns the kms:ViaService values of HealthLake in
+// region: the Regional endpoint name KMS documents for the key ("service.
+// region.amazonaws.com") and the Region-less name HealthLake's own example
+// key policy uses (HealthLake Developer Guide, "Encryption at rest").
+func HealthLakeViaService(region string) []string {
+	return []string{"healthlake." + region + ".amazonaws.com", "healthlake.amazonaws.com"}
+}
+
+// DatastoreKeyActions returns the KMS actions HealthLake performs with a
+// data store's customer-managed key, under the caller's permission, for a
+// call authorised by the HealthLake action a: kms:Decrypt for reads,
+// searches and history, kms:GenerateDataKey for writes, kms:DescribeKey for
+// every call (HealthLake Developer Guide, "Encryption at rest": "required
+// for all operations"). The page names categories, not actions: history
+// under "read", and export calls under "all operations" are this mapping's
+// reading (docs/LOCAL.md, "IAM"). local/iam checks the same table.
+func DatastoreKeyActions(a string) []string {
+	switch a {
+	case "healthlake:ReadResource", "healthlake:VersionReadResource", "healthlake:SearchWithGet",
+		"healthlake:SearchWithPost", "healthlake:GetHistoryByResourceId":
+		return []string{"kms:Decrypt", "kms:DescribeKey"}
+	case "healthlake:CreateResource", "healthlake:UpdateResource", "healthlake:PatchResource", "healthlake:DeleteResource":
+		return []string{"kms:GenerateDataKey", "kms:DescribeKey"}
+	}
+	if strings.HasPrefix(a, "healthlake:") {
+		return []string{"kms:DescribeKey"}
+	}
+	return nil
 }
 
 // vpcNetworkInterfaces is what Lambda needs of a function's role to attach

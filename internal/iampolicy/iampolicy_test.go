@@ -25,6 +25,61 @@ func testResources() Resources {
 		ReconcileFunctionARN: arn("lambda", "function:reconcile"), ReconcileStateMachineARN: arn("states", "stateMachine:rec"),
 		ReconcileExecutionsARN: arn("states", "execution:rec:*"), ReconcileMapRunExecutionsARN: arn("states", "execution:rec/*"),
 		FastPathQueueARN: arn("sqs", "fast-path"), InVPC: true,
+		DatastoreKeyARN: arn("kms", "key/datastore"), Region: "us-east-1",
+	}
+}
+
+// TestHealthLakeCallersMayUseTheDatastoreKey: with a data store on a
+// customer-managed key, every principal that calls HealthLake may use the
+// key — only through HealthLake, and only with the KMS actions its
+// HealthLake actions need (DatastoreKeyActions) — and no other principal
+// may; without the key, none has the statement.
+func TestHealthLakeCallersMayUseTheDatastoreKey(t *testing.T) {
+	r := testResources()
+	callers := 0
+	for _, p := range All() {
+		stmts, err := Policy(p, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, a := range Actions(stmts) {
+			want = append(want, DatastoreKeyActions(a)...)
+		}
+		want = Actions([]Statement{{Actions: want}})
+		var got *Statement
+		for i := range stmts {
+			if stmts[i].Sid == "UseDatastoreKey" {
+				got = &stmts[i]
+			}
+		}
+		if len(want) == 0 {
+			if got != nil {
+				t.Errorf("%s calls no HealthLake API but may use the data store's key", p)
+			}
+			continue
+		}
+		callers++
+		if got == nil {
+			t.Errorf("%s calls HealthLake but may not use the data store's key", p)
+			continue
+		}
+		if strings.Join(got.Actions, " ") != strings.Join(want, " ") || len(got.Resources) != 1 || got.Resources[0] != r.DatastoreKeyARN {
+			t.Errorf("%s: UseDatastoreKey %v on %v, want %v on %s", p, got.Actions, got.Resources, want, r.DatastoreKeyARN)
+		}
+		if via := got.Conditions["StringEquals"][ViaService]; strings.Join(via, " ") != "healthlake.us-east-1.amazonaws.com healthlake.amazonaws.com" {
+			t.Errorf("%s: UseDatastoreKey through %v, want only HealthLake", p, via)
+		}
+	}
+	if callers != 7 {
+		t.Errorf("%d principals call HealthLake, want 7 (the Lambdas)", callers)
+	}
+	r.DatastoreKeyARN = ""
+	for _, p := range All() {
+		stmts, _ := Policy(p, r)
+		if len(Without(stmts, "UseDatastoreKey")) != len(stmts) {
+			t.Errorf("%s may use a data store key the stack was given none of", p)
+		}
 	}
 }
 

@@ -226,6 +226,16 @@ type Config struct {
 	// default 2-minute safety lag: the versions are recorded long before
 	// the windows read the record).
 	FastPathBatchingWindow time.Duration
+	// DatastoreKey is the ARN of the customer-managed KMS key the HealthLake
+	// data store is encrypted with (its SseConfiguration); empty: an AWS
+	// owned key. HealthLake uses a customer-managed key with the caller's
+	// permission — kms:Decrypt for reads and searches, kms:GenerateDataKey
+	// for writes, kms:DescribeKey for every operation (HealthLake Developer
+	// Guide, "Encryption at rest") — so every role that calls HealthLake
+	// then has UseDatastoreKey (internal/iampolicy), and with FastPath the
+	// notification bus is encrypted with it (HealthLake requires the data
+	// store's key there).
+	DatastoreKey string
 	// FastPathBusKey is the ARN of the KMS key the notification bus is
 	// encrypted with; empty: the stack's key. HealthLake requires a data
 	// store encrypted with a customer-managed key to deliver to a bus on
@@ -302,6 +312,16 @@ func (c Config) QuotaAdvice(region string) string {
 
 // kmsKeyARN matches a KMS key's ARN (not an alias's).
 var kmsKeyARN = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$`)
+
+// DatastoreKeyARN is the data store's customer-managed key: DatastoreKey,
+// or FastPathBusKey, which HealthLake requires to be that same key; "" for
+// a data store on an AWS owned key.
+func (c Config) DatastoreKeyARN() string {
+	if c.DatastoreKey != "" {
+		return c.DatastoreKey
+	}
+	return c.FastPathBusKey
+}
 
 // Default returns the configuration the stack deploys.
 func Default() Config {
@@ -610,6 +630,11 @@ func (c Config) Validate() error {
 		bad("FastPathBusKey is set but FastPath is off: it encrypts the fast path's notification bus only")
 	case c.FastPathBusKey != "" && !kmsKeyARN.MatchString(c.FastPathBusKey):
 		bad("FastPathBusKey %q: want a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>), the data store's key itself, not an alias", c.FastPathBusKey)
+	case c.FastPathBusKey != "" && c.DatastoreKey != "" && c.FastPathBusKey != c.DatastoreKey:
+		bad("FastPathBusKey %q differs from DatastoreKey %q: HealthLake delivers only to a bus on the data store's own key (set DatastoreKey alone)", c.FastPathBusKey, c.DatastoreKey)
+	}
+	if c.DatastoreKey != "" && !kmsKeyARN.MatchString(c.DatastoreKey) {
+		bad("DatastoreKey %q: want a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>), the data store's key itself, not an alias (aws healthlake describe-fhir-datastore: SseConfiguration.KmsEncryptionConfig.KmsKeyId)", c.DatastoreKey)
 	}
 	for _, name := range Lambdas() {
 		fn, _ := c.Function(name)

@@ -421,6 +421,36 @@ func TestFastPathBusKeyIsAKeyARNWithTheFastPath(t *testing.T) {
 	}
 }
 
+// TestDatastoreKeyIsTheDataStoresKey: DatastoreKey is a KMS key's ARN; the
+// data store's key is DatastoreKey or, set alone, FastPathBusKey (HealthLake
+// requires the bus on the data store's key), and the two may not differ.
+func TestDatastoreKeyIsTheDataStoresKey(t *testing.T) {
+	const key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	const other = "arn:aws:kms:us-east-1:123456789012:key/00000000-12ab-34cd-56ef-1234567890ab"
+	c := Default()
+	if c.DatastoreKeyARN() != "" {
+		t.Errorf("default: data store key %q, want none (AWS owned)", c.DatastoreKeyARN())
+	}
+	c.DatastoreKey = key
+	if err := c.Validate(); err != nil || c.DatastoreKeyARN() != key {
+		t.Fatalf("DatastoreKey %q: %v, key %q", key, err, c.DatastoreKeyARN())
+	}
+	for _, bad := range []string{"alias/healthlake", "1234abcd-12ab-34cd-56ef-1234567890ab", "arn:aws:kms:us-east-1:123456789012:alias/x"} {
+		c.DatastoreKey = bad
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "DatastoreKey") {
+			t.Errorf("DatastoreKey %q: %v, want refused", bad, err)
+		}
+	}
+	c.DatastoreKey, c.FastPath, c.FastPathBusKey = "", true, key
+	if err := c.Validate(); err != nil || c.DatastoreKeyARN() != key {
+		t.Errorf("FastPathBusKey alone: %v, data store key %q, want %q", err, c.DatastoreKeyARN(), key)
+	}
+	c.DatastoreKey = other
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "differs from DatastoreKey") {
+		t.Errorf("two different keys: %v, want refused", err)
+	}
+}
+
 // TestFastPathMappingIsOneLambdaAccepts: the fast-path mapping's batch size
 // and window are within what CreateEventSourceMapping accepts for a
 // standard queue (BatchSize up to 10,000, above 10 only with a window of a

@@ -499,7 +499,8 @@ func (m *Mapper) healthlake(r *http.Request, body []byte) []Check {
 		case in.ResourceARN != "":
 			res = in.ResourceARN
 		}
-		return []Check{check(opAction("healthlake", op), res, nil)}
+		action := opAction("healthlake", op)
+		return m.withDatastoreKey([]Check{check(action, res, nil)}, res, action)
 	}
 	// FHIR REST: /datastore/{id}/r4/…
 	rt, ok := restRoute("healthlake", r)
@@ -509,9 +510,25 @@ func (m *Mapper) healthlake(r *http.Request, body []byte) []Check {
 	ds := m.arn("healthlake", "datastore/fhir/"+splitPath(r.URL.Path)[1])
 	switch rt.Action {
 	case "healthlake:StartFHIRExportJobWithPost", "healthlake:StartFHIRExportJobWithGet":
-		return m.startExport(rt.Action, body, ds)
+		return m.withDatastoreKey(m.startExport(rt.Action, body, ds), ds, rt.Action)
 	}
-	return []Check{check(rt.Action, ds, nil)}
+	return m.withDatastoreKey([]Check{check(rt.Action, ds, nil)}, ds, rt.Action)
+}
+
+// withDatastoreKey appends the KMS checks of a data store on a
+// customer-managed key (Keys): HealthLake uses the key with the caller's
+// permission, as the Regional HealthLake endpoint in kms:ViaService, with
+// the KMS actions iampolicy.DatastoreKeyActions gives for the call.
+func (m *Mapper) withDatastoreKey(checks []Check, ds, action string) []Check {
+	key := m.Keys[ds]
+	if key == "" {
+		return checks
+	}
+	via := map[string][]string{iampolicy.ViaService: {iampolicy.HealthLakeViaService(m.Region)[0]}}
+	for _, a := range iampolicy.DatastoreKeyActions(action) {
+		checks = append(checks, check(a, key, via))
+	}
+	return checks
 }
 
 // startExport: the caller starts the job and passes the data access role;

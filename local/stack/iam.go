@@ -58,6 +58,8 @@ func (s *Stack) PolicyResources() iampolicy.Resources {
 		ReconcileStateMachineARN:     env.ARN("states", "stateMachine:"+rsm),
 		ReconcileExecutionsARN:       env.ARN("states", "execution:"+rsm+":*"),
 		ReconcileMapRunExecutionsARN: env.ARN("states", "execution:"+rsm+"/*"),
+		DatastoreKeyARN:              s.opts.DatastoreKey,
+		Region:                       env.Region,
 	}
 }
 
@@ -71,6 +73,9 @@ func (s *Stack) setupIAM() error {
 		s.Env.ARN("sqs", s.opts.Name+"-start-dlq"), s.Env.ARN("sqs", s.opts.Name+"-recheck-dlq"),
 		s.Env.ARN("sqs", s.fastPathQueue()), s.Env.ARN("sqs", s.fastPathQueue()+"-dlq")} {
 		keys[arn] = s.keyARN()
+	}
+	if k := s.opts.DatastoreKey; k != "" {
+		keys[res.DatastoreARN] = k
 	}
 	mode := iam.Enforce
 	if s.opts.IAMOff {

@@ -29,6 +29,11 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
 
+// testDatastoreKey is the customer-managed key the IAM tests' data stores
+// are encrypted with: every HealthLake call then also uses the key
+// (UseDatastoreKey), which the tests cover with the other statements.
+const testDatastoreKey = "arn:aws:kms:us-east-1:000000000000:key/datastore-cmk"
+
 // runConcurrent starts two executions together and waits for both: the
 // second finds the lock held and asks Step Functions about its holder.
 func runConcurrent(t *testing.T, st *Stack) {
@@ -87,7 +92,11 @@ func coverageStacks(t *testing.T) (allowed map[string]int64, stacks []*Stack) {
 	allowed = map[string]int64{}
 	// Exports outlast the first re-check (1 s), so check-export re-queues
 	// before HealthLake's job event ends the wait.
-	st := startStack(t, func(o *Options) { o.SampleSize = 12; o.ExportDelay = 1200 * time.Millisecond })
+	st := startStack(t, func(o *Options) {
+		o.DatastoreKey = testDatastoreKey
+		o.SampleSize = 12
+		o.ExportDelay = 1200 * time.Millisecond
+	})
 	for _, name := range []string{"seeded", "idle", "big", "retried-start", "completed-with-errors"} {
 		prepareScenario(t, st, name)
 		w := runWindow(t, st)
@@ -97,7 +106,12 @@ func coverageStacks(t *testing.T) (allowed map[string]int64, stacks []*Stack) {
 	}
 	runConcurrent(t, st)
 	runReconcileScenario(t, st, nil)
-	to := startStack(t, func(o *Options) { o.SampleSize = 6; o.ExportDelay = time.Hour; o.RecheckDelay = 200 * time.Second })
+	to := startStack(t, func(o *Options) {
+		o.DatastoreKey = testDatastoreKey
+		o.SampleSize = 6
+		o.ExportDelay = time.Hour
+		o.RecheckDelay = 200 * time.Second
+	})
 	runTakeOver(t, to)
 	fp := fastPathCoverage(t)
 	for _, s := range []*Stack{st, to, fp} {
@@ -114,6 +128,7 @@ func coverageStacks(t *testing.T) (allowed map[string]int64, stacks []*Stack) {
 func fastPathCoverage(t *testing.T) *Stack {
 	t.Helper()
 	st := startStack(t, func(o *Options) {
+		o.DatastoreKey = testDatastoreKey
 		o.SampleSize = 2
 		o.FastPath, o.FastPathPayload, o.FastPathTypes = true, "id-only", []string{"Patient"}
 		o.Subscriptions.ActivationDelay = 200 * time.Millisecond
@@ -203,7 +218,7 @@ func scenarioOf(p iampolicy.Principal, sid string) string {
 	switch {
 	case p == iampolicy.StartExport && sid == "FollowExports":
 		return "retried-start"
-	case p == iampolicy.RunLock && (sid == "FollowExports" || sid == "LockHolderStatus"):
+	case p == iampolicy.RunLock && (sid == "FollowExports" || sid == "LockHolderStatus" || sid == "UseDatastoreKey"):
 		return "takeover"
 	case p == iampolicy.PrepareChange && sid == "WriteClaimChecksAndQuarantine":
 		return "big"
@@ -228,7 +243,11 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs one window per statement")
 	}
-	shared := startStack(t, func(o *Options) { o.SampleSize = 4; o.ExportDelay = 200 * time.Millisecond })
+	shared := startStack(t, func(o *Options) {
+		o.DatastoreKey = testDatastoreKey
+		o.SampleSize = 4
+		o.ExportDelay = 200 * time.Millisecond
+	})
 	runWindow(t, shared)
 	// Stacks of the scenarios that need other timings, started on first use
 	// and closed when the whole test ends.
@@ -240,16 +259,29 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 		var st *Stack
 		switch sc {
 		case "takeover":
-			st = startStack(t, func(o *Options) { o.SampleSize = 2; o.ExportDelay = time.Hour; o.RecheckDelay = 200 * time.Second })
+			st = startStack(t, func(o *Options) {
+				o.DatastoreKey = testDatastoreKey
+				o.SampleSize = 2
+				o.ExportDelay = time.Hour
+				o.RecheckDelay = 200 * time.Second
+			})
 		case "recheck":
 			// Exports that take a few re-checks.
-			st = startStack(t, func(o *Options) { o.SampleSize = 2; o.ExportDelay = 2 * time.Second })
+			st = startStack(t, func(o *Options) {
+				o.DatastoreKey = testDatastoreKey
+				o.SampleSize = 2
+				o.ExportDelay = 2 * time.Second
+			})
 		case "reconcile":
-			st = startStack(t, func(o *Options) { o.SampleSize = 2 })
+			st = startStack(t, func(o *Options) {
+				o.DatastoreKey = testDatastoreKey
+				o.SampleSize = 2
+			})
 			runWindow(t, st)
 		case "fastpath":
 			// id-only: every version is read back (VersionReadResource).
 			st = startStack(t, func(o *Options) {
+				o.DatastoreKey = testDatastoreKey
 				o.SampleSize = 2
 				o.FastPath, o.FastPathPayload, o.FastPathTypes = true, "id-only", []string{"Patient"}
 				o.Subscriptions.ActivationDelay = 200 * time.Millisecond

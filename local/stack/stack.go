@@ -199,6 +199,12 @@ type Options struct {
 	// Latency is the per-call latency model (docs/LOCAL.md, "Latency
 	// model"); nil or Off: none (tests). cdc-local and the simulator set it.
 	Latency *localaws.LatencyConfig
+	// DatastoreKey, when set, is the ARN of the customer-managed KMS key
+	// the data store is encrypted with (the DatastoreKey setting): the
+	// emulator reports it, every principal that calls HealthLake has
+	// UseDatastoreKey, and IAM checks each HealthLake call's use of the key
+	// (docs/LOCAL.md, "IAM"). Empty: an AWS owned key, no KMS check.
+	DatastoreKey string
 	// FastPath deploys the Subscriptions fast path (docs/FASTPATH.md): the
 	// notification bus, its rule and queue, the fast-path Lambda, and a
 	// SubscriptionTopic and Subscription on FastPathTypes (default: the
@@ -564,6 +570,7 @@ func (s *Stack) startEmulators() error {
 		Region: env.Region, AccountID: env.AccountID,
 		// HealthLake writes exports as the role the start call passed.
 		S3: awsclient.NewS3(s.principalConfig(iampolicy.HealthLakeExport)), Datastores: []string{s.opts.DatastoreID},
+		DatastoreKMSKeyID:  s.opts.DatastoreKey,
 		ResourcesPerFile:   s.opts.ResourcesPerFile,
 		Quotas:             quotas,
 		DatastoreCreatedAt: created,
