@@ -468,12 +468,16 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 // on the caller's behalf.
 const ViaService = "kms:ViaService"
 
-// HealthLakeViaService returns the kms:ViaService values of HealthLake in
-// region: the Regional endpoint name KMS documents for the key ("service.
-// region.amazonaws.com") and the Region-less name HealthLake's own example
-// key policy uses (HealthLake Developer Guide, "Encryption at rest").
+// HealthLakeEndpoint is the kms:ViaService value of HealthLake in region,
+// as the KMS Developer Guide lists it ("healthlake.AWS_region.amazonaws.com").
+func HealthLakeEndpoint(region string) string { return "healthlake." + region + ".amazonaws.com" }
+
+// HealthLakeViaService returns the kms:ViaService values a statement admits
+// for HealthLake in region: its Regional endpoint (HealthLakeEndpoint) and
+// the Region-less name HealthLake's own example key policy uses (HealthLake
+// Developer Guide, "Encryption at rest").
 func HealthLakeViaService(region string) []string {
-	return []string{"healthlake." + region + ".amazonaws.com", "healthlake.amazonaws.com"}
+	return []string{HealthLakeEndpoint(region), "healthlake.amazonaws.com"}
 }
 
 // DatastoreKeyActions returns the KMS actions HealthLake performs with a

@@ -81,12 +81,18 @@ func targetOp(r *http.Request) string {
 // withKey appends the KMS check AWS makes when the resource's data is
 // encrypted with a customer-managed key.
 func (m *Mapper) withKey(checks []Check, resourceARN string, actions ...string) []Check {
+	return m.withKeyVia(checks, resourceARN, nil, actions...)
+}
+
+// withKeyVia is withKey with the request context of the KMS checks (the
+// service that uses the key on the caller's behalf: kms:ViaService).
+func (m *Mapper) withKeyVia(checks []Check, resourceARN string, ctx map[string][]string, actions ...string) []Check {
 	key := m.Keys[resourceARN]
 	if key == "" {
 		return checks
 	}
 	for _, a := range actions {
-		checks = append(checks, check(a, key, nil))
+		checks = append(checks, check(a, key, ctx))
 	}
 	return checks
 }
@@ -517,18 +523,11 @@ func (m *Mapper) healthlake(r *http.Request, body []byte) []Check {
 
 // withDatastoreKey appends the KMS checks of a data store on a
 // customer-managed key (Keys): HealthLake uses the key with the caller's
-// permission, as the Regional HealthLake endpoint in kms:ViaService, with
-// the KMS actions iampolicy.DatastoreKeyActions gives for the call.
+// permission, as its Regional endpoint in kms:ViaService, with the KMS
+// actions iampolicy.DatastoreKeyActions gives for the call.
 func (m *Mapper) withDatastoreKey(checks []Check, ds, action string) []Check {
-	key := m.Keys[ds]
-	if key == "" {
-		return checks
-	}
-	via := map[string][]string{iampolicy.ViaService: {iampolicy.HealthLakeViaService(m.Region)[0]}}
-	for _, a := range iampolicy.DatastoreKeyActions(action) {
-		checks = append(checks, check(a, key, via))
-	}
-	return checks
+	via := map[string][]string{iampolicy.ViaService: {iampolicy.HealthLakeEndpoint(m.Region)}}
+	return m.withKeyVia(checks, ds, via, iampolicy.DatastoreKeyActions(action)...)
 }
 
 // startExport: the caller starts the job and passes the data access role;

@@ -176,6 +176,42 @@ func TestHistoryMapsToGetHistoryByResourceId(t *testing.T) {
 	}
 }
 
+// TestADataStoresKeyIsCheckedThroughHealthLake: with the data store on a
+// customer-managed key, each HealthLake call also checks the caller's use
+// of the key — the KMS actions iampolicy.DatastoreKeyActions gives for the
+// call, with kms:ViaService HealthLake's Regional endpoint; on another data
+// store, or without the key, nothing more.
+func TestADataStoresKeyIsCheckedThroughHealthLake(t *testing.T) {
+	const key = "arn:aws:kms:us-east-1:111122223333:key/ds-cmk"
+	ds := "arn:aws:healthlake:us-east-1:111122223333:datastore/fhir/" + testDatastore
+	m := testMapper()
+	m.Keys = map[string]string{ds: key}
+	for _, c := range []struct {
+		method, path string
+		want         []string
+	}{
+		{"GET", "/datastore/" + testDatastore + "/r4/Patient/p1", []string{"healthlake:ReadResource", "kms:Decrypt", "kms:DescribeKey"}},
+		{"GET", "/datastore/" + testDatastore + "/r4/Patient/_history", []string{"healthlake:GetHistoryByResourceId", "kms:Decrypt", "kms:DescribeKey"}},
+		{"PUT", "/datastore/" + testDatastore + "/r4/Subscription/s1", []string{"healthlake:UpdateResource", "kms:GenerateDataKey", "kms:DescribeKey"}},
+		{"GET", "/datastore/" + testDatastore + "/r4/export/job-1", []string{"healthlake:DescribeFHIRExportJobWithGet", "kms:DescribeKey"}},
+		{"GET", "/datastore/other/r4/Patient/p1", []string{"healthlake:ReadResource"}},
+	} {
+		got := m.Checks("healthlake", httptest.NewRequest(c.method, c.path, nil), nil)
+		var actions []string
+		for _, g := range got {
+			actions = append(actions, g.Action)
+			if strings.HasPrefix(g.Action, "kms:") {
+				if g.Resource != key || strings.Join(g.Context[iampolicy.ViaService], ",") != "healthlake.us-east-1.amazonaws.com" {
+					t.Errorf("%s %s: %s on %s via %v, want on %s via healthlake.us-east-1.amazonaws.com", c.method, c.path, g.Action, g.Resource, g.Context, key)
+				}
+			}
+		}
+		if strings.Join(actions, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s %s: checks %v, want %v", c.method, c.path, actions, c.want)
+		}
+	}
+}
+
 // ddbRequest is a DynamoDB JSON-protocol request signed with accessKey.
 func ddbRequest(op, accessKey string, body any) *http.Request {
 	b, _ := json.Marshal(body)
