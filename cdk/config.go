@@ -49,6 +49,10 @@ const (
 	// group ids, both or neither (pipeline.VPC).
 	ContextVPCSubnetIDs        = "vpcSubnetIds"
 	ContextVPCSecurityGroupIDs = "vpcSecurityGroupIds"
+	// ContextClaimCheckReaders names other AWS accounts, comma-separated,
+	// whose principals may read the claim-check objects
+	// (pipeline.Props.ClaimCheckReaders).
+	ContextClaimCheckReaders = "claimCheckReaderAccounts"
 )
 
 // Defaults of the context values, relative to the cdk/ directory.
@@ -79,6 +83,8 @@ type Config struct {
 	PermissionsBoundary string
 	// VPC places the functions in the account's subnets; nil: outside any VPC.
 	VPC *pipeline.VPC
+	// ClaimCheckReaders are the other accounts that may read claim-checks.
+	ClaimCheckReaders []string
 	// Region is where the stack will be deployed when synth knows it
 	// (CDK_DEFAULT_REGION, which the CDK CLI sets from the credentials'
 	// profile); "" when it does not. The template stays Region-agnostic;
@@ -117,6 +123,9 @@ func ConfigFromContext(lookup func(key string) any) (Config, error) {
 	if subnets != "" || groups != "" {
 		c.VPC = &pipeline.VPC{SubnetIDs: splitIDs(subnets), SecurityGroupIDs: splitIDs(groups)}
 	}
+	var readers string
+	set(ContextClaimCheckReaders, &readers)
+	c.ClaimCheckReaders = splitIDs(readers)
 	values, err := settingsFromContext(lookup(ContextSettings))
 	if err != nil {
 		return c, err
@@ -208,6 +217,9 @@ func (c Config) validateValues() error {
 	}
 	if err := ValidatePermissionsBoundary(c.PermissionsBoundary); err != nil {
 		return err
+	}
+	if err := pipeline.CheckClaimCheckReaders(c.ClaimCheckReaders); err != nil {
+		return fmt.Errorf("%w (set -c %s=ACCOUNT,ACCOUNT)", err, ContextClaimCheckReaders)
 	}
 	return ValidateVPC(c.VPC)
 }

@@ -21,7 +21,8 @@ import (
 
 // fastPathSynth is the app's stack with the FastPath setting on (and the
 // id-only payload, a 3-second batching window, a permissions boundary:
-// boundaryName, and the functions in a VPC: testVPC), synthesized once
+// boundaryName, the functions in a VPC: testVPC, and claim-check readers in
+// other accounts: testClaimCheckReaders), synthesized once
 // under cdk-nag's packs: every role the stack can create, with every option
 // that adds to them.
 var fastPathSynth struct {
@@ -38,6 +39,7 @@ func fastPathTemplate(t *testing.T) map[string]any {
 		cfg := synthesized.cfg
 		cfg.PermissionsBoundary = boundaryName
 		cfg.VPC = &testVPC
+		cfg.ClaimCheckReaders = testClaimCheckReaders
 		if err := cfg.Settings.Apply(map[string]string{"FastPath": "true", "FastPathPayload": "id-only", "FastPathBatchingWindow": "3s"}); err != nil {
 			fastPathSynth.err = err
 			return

@@ -90,6 +90,7 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 		AccessLogsExpiryDays:          p.AccessLogsExpiryDays.ValueAsNumber(),
 		AlarmEmail:                    p.AlarmEmail.ValueAsString(),
 		VPC:                           cfg.VPC,
+		ClaimCheckReaders:             cfg.ClaimCheckReaders,
 	})
 	if err != nil {
 		return nil, err

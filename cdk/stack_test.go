@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -330,7 +331,7 @@ func TestLambdaAssetsComeFromLambdaDir(t *testing.T) {
 
 func TestConfigFromContext(t *testing.T) {
 	c, err := ConfigFromContext(func(string) any { return nil })
-	if err != nil || c != DefaultConfig() || c.LambdaDir != "../build" {
+	if err != nil || !reflect.DeepEqual(c, DefaultConfig()) || c.LambdaDir != "../build" {
 		t.Errorf("no context: %+v, %v", c, err)
 	}
 	ctx := map[string]any{ContextLambdaDir: "/tmp/l", ContextASLFile: "x.json", ContextStackName: "S", "other": 1,
@@ -851,7 +852,7 @@ func TestOutputsForCdcctl(t *testing.T) {
 			t.Errorf("output %s = %v, want value %v", name, o, v)
 		}
 	}
-	for _, name := range []string{"StateMachineArn", "TableName", "BucketName"} {
+	for _, name := range []string{"StateMachineArn", "TableName", "BucketName", "KeyArn"} {
 		if outputs[name] == nil {
 			t.Errorf("output %s missing", name)
 		}

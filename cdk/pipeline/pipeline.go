@@ -225,6 +225,7 @@ func (b *builder) outputs() {
 	out("ReconcileStateMachineArn", b.rec.sm.StateMachineArn(), "CDC_RECONCILE_STATE_MACHINE_ARN for cdcctl reconcile")
 	out("TableName", b.table.TableName(), "CDC_TABLE for cdcctl")
 	out("BucketName", b.bucket.BucketName(), "CDC_BUCKET for cdcctl")
+	out("KeyArn", b.key.KeyArn(), "The stack's KMS key: a consumer resolving claim-checks needs kms:Decrypt on it")
 	out("EventBusArn", b.bus.EventBusArn(), "The change event bus")
 	out("SchemaRegistryName", b.evSchema.registry.AttrRegistryName(), "Schema registry of the change events")
 	out("EventSchemaArn", b.evSchema.schema.AttrSchemaArn(), "Registered schema of the change events (OpenAPI 3)")

@@ -92,6 +92,38 @@ type Props struct {
 	// VPC, when set, places every function of the pipeline in the
 	// account's subnets (default nil: outside any VPC).
 	VPC *VPC
+	// ClaimCheckReaders are other AWS accounts (12-digit ids) whose
+	// principals may read the claim-check objects, for consumers in those
+	// accounts (docs/CONSUMERS.md, "A consumer in another account"); at
+	// most MaxClaimCheckReaders. Default none: this account only.
+	ClaimCheckReaders []string
+}
+
+// MaxClaimCheckReaders bounds ClaimCheckReaders: each account is a principal
+// in the bucket policy and the key policy, which are limited in size (20 KB
+// and 32 KB); 20 accounts keep both far below.
+const MaxClaimCheckReaders = 20
+
+var accountIDRE = regexp.MustCompile(`^[0-9]{12}$`)
+
+// CheckClaimCheckReaders refuses what IAM would refuse as a principal (an
+// account id is 12 digits), a repeated account, or more than
+// MaxClaimCheckReaders.
+func CheckClaimCheckReaders(accounts []string) error {
+	if len(accounts) > MaxClaimCheckReaders {
+		return fmt.Errorf("ClaimCheckReaders: %d accounts, at most %d", len(accounts), MaxClaimCheckReaders)
+	}
+	seen := map[string]bool{}
+	for _, a := range accounts {
+		if !accountIDRE.MatchString(a) {
+			return fmt.Errorf("ClaimCheckReaders: %q is not an AWS account id (12 digits)", a)
+		}
+		if seen[a] {
+			return fmt.Errorf("ClaimCheckReaders: account %s given twice", a)
+		}
+		seen[a] = true
+	}
+	return nil
 }
 
 // LogRetentionValues are the values CloudWatch Logs accepts for RetentionInDays.
@@ -220,6 +252,9 @@ func (p Props) withDefaults() (Props, error) {
 		if err := p.VPC.Check(); err != nil {
 			return p, fmt.Errorf("pipeline %s: %w", p.Name, err)
 		}
+	}
+	if err := CheckClaimCheckReaders(p.ClaimCheckReaders); err != nil {
+		return p, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
 	str := func(v **string, def string) {
 		if *v == nil {

@@ -115,6 +115,44 @@ func (b *builder) artifactBucket() {
 		LifecycleRules:         &rules,
 	})
 	suppressArtifactBucketFindings(b.bucket)
+	b.claimCheckReaders()
+}
+
+// claimCheckReaders lets the accounts of the ClaimCheckReaders prop read the
+// claim-check objects — consumers in those accounts resolving
+// `resourceRef` (docs/CONSUMERS.md, "A consumer in another account"):
+// s3:GetObject on claim-check/* in the bucket policy, and kms:Decrypt of the
+// stack's key in its policy, only through S3 in the stack's Region. The
+// artifact bucket is the only S3 data under the key, and the bucket policy
+// admits claim-check/* only (an encryption-context condition naming the
+// bucket would make the key and the bucket depend on each other). Each
+// account's IAM policies must still grant its own principals both
+// ("Allowing users in other accounts to use a KMS key", KMS Developer
+// Guide). None by default.
+func (b *builder) claimCheckReaders() {
+	accounts := b.cfg.ClaimCheckReaders
+	if len(accounts) == 0 {
+		return
+	}
+	var principals []awsiam.IPrincipal
+	for _, a := range accounts {
+		principals = append(principals, awsiam.NewAccountPrincipal(b.s(a)))
+	}
+	b.bucket.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("ClaimCheckReaders"),
+		Principals: &principals,
+		Actions:    jsii.Strings("s3:GetObject"),
+		Resources:  &[]*string{b.bucket.ArnForObjects(b.s(PrefixClaimCheck + "*"))},
+	}))
+	b.key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        b.s("ClaimCheckReaders"),
+		Principals: &principals,
+		Actions:    jsii.Strings("kms:Decrypt"),
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"kms:ViaService": awscdk.Fn_Sub(b.s("s3.${AWS::Region}.amazonaws.com"), nil),
+		}},
+	}), nil)
 }
 
 // newTable creates the table of the RUN record, history and export ledger.
