@@ -68,6 +68,10 @@ type Config struct {
 	ExportRoleARN string
 	// KMSKeyID encrypts exports (CDC_KMS_KEY_ID, optional).
 	KMSKeyID string
+	// DatastoreKey is the data store's customer-managed key the stack was
+	// deployed for (CDC_DATASTORE_KEY; empty: an AWS owned key): a refused
+	// export start compares it with the data store's own (datastorehint.go).
+	DatastoreKey string
 	// RecheckQueueURL is the delayed re-check queue (CDC_RECHECK_QUEUE_URL).
 	RecheckQueueURL string
 	// ResourceTypes is the `_type` filter (CDC_RESOURCE_TYPES, comma-separated).
@@ -167,6 +171,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		HealthLakeEndpoint: getenv(stackconfig.EnvHealthLakeEndpoint),
 		ExportRoleARN:      getenv(stackconfig.EnvExportRoleARN),
 		KMSKeyID:           getenv(stackconfig.EnvKMSKeyID),
+		DatastoreKey:       getenv(stackconfig.EnvDatastoreKey),
 		RecheckQueueURL:    getenv(stackconfig.EnvRecheckQueueURL),
 		ExportPrefix:       getenv(stackconfig.EnvExportPrefix),
 	}
@@ -295,6 +300,12 @@ type JobLister interface {
 	ListFHIRExportJobs(ctx context.Context, in *hlsdk.ListFHIRExportJobsInput, optFns ...func(*hlsdk.Options)) (*hlsdk.ListFHIRExportJobsOutput, error)
 }
 
+// DatastoreDescriber describes the data store after HealthLake refused an
+// export start (*healthlake.Client satisfies it).
+type DatastoreDescriber interface {
+	DescribeFHIRDatastore(ctx context.Context, in *hlsdk.DescribeFHIRDatastoreInput, optFns ...func(*hlsdk.Options)) (*hlsdk.DescribeFHIRDatastoreOutput, error)
+}
+
 // TaskCallbacks answers Step Functions task tokens (*sfn.Client satisfies it).
 type TaskCallbacks interface {
 	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
@@ -319,10 +330,13 @@ type ObjectStore interface {
 type Deps struct {
 	Export ExportAPI
 	Jobs   JobLister
-	DB     DynamoAPI
-	S3     ObjectStore
-	SQS    Queue
-	SFN    TaskCallbacks
+	// Datastores describes the data store when an export start is refused;
+	// nil: the failure reason names nothing more.
+	Datastores DatastoreDescriber
+	DB         DynamoAPI
+	S3         ObjectStore
+	SQS        Queue
+	SFN        TaskCallbacks
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger receives structured logs (ids, counts, durations only); default slog.Default().
@@ -398,11 +412,12 @@ func NewDeps(awsCfg aws.Config, cfg Config) (Deps, error) {
 		}
 	})
 	return Deps{
-		Export: hl,
-		Jobs:   lister,
-		DB:     dynamodb.NewFromConfig(awsCfg),
-		S3:     awsclient.NewS3(awsCfg),
-		SQS:    sqs.NewFromConfig(awsCfg),
-		SFN:    sfn.NewFromConfig(awsCfg),
+		Export:     hl,
+		Jobs:       lister,
+		Datastores: lister,
+		DB:         dynamodb.NewFromConfig(awsCfg),
+		S3:         awsclient.NewS3(awsCfg),
+		SQS:        sqs.NewFromConfig(awsCfg),
+		SFN:        sfn.NewFromConfig(awsCfg),
 	}, nil
 }

@@ -243,8 +243,13 @@ func (h *StartHandler) exportRefused(ctx context.Context, log *slog.Logger, msg 
 		// may have started a job nobody will poll: cancel it.
 		h.cancelSiblings(ctx, log, jobName, "")
 	}
-	_, ferr := h.failTask(ctx, msg.TaskToken, ErrExportStartFailed,
-		fmt.Sprintf("run %s: HealthLake refused the export: %v", msg.RunID, err))
+	// The hint comes before HealthLake's answer: run records keep the
+	// start of a reason.
+	cause := fmt.Sprintf("run %s: HealthLake refused the export: %v", msg.RunID, err)
+	if hint := h.datastoreHint(ctx, log); hint != "" {
+		cause = fmt.Sprintf("run %s: HealthLake refused the export (%s): %v", msg.RunID, hint, err)
+	}
+	_, ferr := h.failTask(ctx, msg.TaskToken, ErrExportStartFailed, cause)
 	return ferr
 }
 

@@ -263,6 +263,10 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 			{Sid: "UseKey", Actions: []string{"kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"}, Resources: []string{r.KeyARN}},
 			{Sid: "StartExport", Actions: []string{"healthlake:StartFHIRExportJobWithPost"}, Resources: []string{r.DatastoreARN}},
 			healthlakeFollow,
+			// After HealthLake refuses an export start, the data store's
+			// status, age and key explain why (exportjob.RefusalHint).
+			{Sid: "DescribeDatastore", Actions: []string{"healthlake:DescribeFHIRDatastore"}, Resources: []string{r.DatastoreARN},
+				NotExercised: "only after HealthLake refuses an export start; local/stack TestARefusedExportStartNamesTheDataStoresKey makes that call as start-export"},
 			{
 				Sid: "PassExportRole", Actions: []string{"iam:PassRole"}, Resources: []string{r.ExportRoleARN},
 				Conditions: Conditions{"StringEquals": {"iam:PassedToService": {HealthLakeService}}},
@@ -484,10 +488,12 @@ func HealthLakeViaService(region string) []string {
 // data store's customer-managed key, under the caller's permission, for a
 // call authorised by the HealthLake action a: kms:Decrypt for reads,
 // searches and history, kms:GenerateDataKey for writes, kms:DescribeKey for
-// every call (HealthLake Developer Guide, "Encryption at rest": "required
-// for all operations"). The page names categories, not actions: history
-// under "read", and export calls under "all operations" are this mapping's
-// reading (docs/LOCAL.md, "IAM"). local/iam checks the same table.
+// every call on the data store's content (HealthLake Developer Guide,
+// "Encryption at rest": "required for all operations"). The page names
+// categories, not actions: history under "read", export calls under "all
+// operations", and none for the data store's management (describe, list,
+// tags) are this mapping's reading (docs/LOCAL.md, "IAM"). local/iam checks
+// the same table.
 func DatastoreKeyActions(a string) []string {
 	switch a {
 	case "healthlake:ReadResource", "healthlake:VersionReadResource", "healthlake:SearchWithGet",
@@ -495,6 +501,13 @@ func DatastoreKeyActions(a string) []string {
 		return []string{"kms:Decrypt", "kms:DescribeKey"}
 	case "healthlake:CreateResource", "healthlake:UpdateResource", "healthlake:PatchResource", "healthlake:DeleteResource":
 		return []string{"kms:GenerateDataKey", "kms:DescribeKey"}
+	}
+	switch a {
+	case "healthlake:DescribeFHIRDatastore", "healthlake:ListFHIRDatastores", "healthlake:ListTagsForResource",
+		"healthlake:TagResource", "healthlake:UntagResource":
+		// The data store's management, not its content: HealthLake's own
+		// read-only managed policy grants them with no KMS action.
+		return nil
 	}
 	if strings.HasPrefix(a, "healthlake:") {
 		return []string{"kms:DescribeKey"}

@@ -56,6 +56,9 @@ func (c Config) Env(name string) map[string]string {
 			// start-export sends the first re-check; its delay never
 			// exceeds the cap either.
 			EnvRecheckMaxDelay: dur(c.RecheckCap),
+			// What the stack was told of the data store's key: a refused
+			// export start compares it with the data store's own.
+			EnvDatastoreKey: c.DatastoreKeyARN(),
 		}
 	case Reconcile:
 		// Each compare child publishes at one prepare-change invocation's
@@ -108,6 +111,8 @@ const (
 	EnvValidate           = "CDC_VALIDATE"
 	EnvSafetyLag          = "CDC_SAFETY_LAG"
 	EnvInitialCheckpoint  = "CDC_INITIAL_CHECKPOINT"
+	// EnvDatastoreKey is the DatastoreKey setting (empty: an AWS owned key).
+	EnvDatastoreKey = "CDC_DATASTORE_KEY"
 
 	// Not set by the stack: the handlers' defaults hold (cdc-local sets
 	// EnvRecheckDelay to its own timing).

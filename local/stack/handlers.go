@@ -64,6 +64,7 @@ func (s *Stack) resourceTypes() string {
 // (Options.FastPathBatchingWindow when set; negative: none).
 func (s *Stack) deployedConfig() stackconfig.Config {
 	cfg := stackconfig.Default()
+	cfg.DatastoreKey = s.opts.DatastoreKey
 	if q := s.opts.PutEventsQuota; q > 0 {
 		cfg.PutEventsQuota = q
 	}

@@ -1,0 +1,47 @@
+package exportjob
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRefusalHintNamesWhatToFix: a refused export start is explained by the
+// data store's status, its age (no _since before 2023-06-01) and its
+// customer-managed key compared with the DatastoreKey the stack was
+// deployed for — each with what to do — and by nothing on a data store that
+// explains nothing.
+func TestRefusalHintNamesWhatToFix(t *testing.T) {
+	const key = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	newStore := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name       string
+		facts      DatastoreFacts
+		configured string
+		want       []string // all present; none when empty
+	}{
+		{"explains nothing", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore}, "", nil},
+		{"AWS owned key, a key configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore}, key, nil},
+		{"key not configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, "",
+			[]string{"customer-managed key " + key, "without the DatastoreKey setting", "DatastoreKey=" + key}},
+		{"another key configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key},
+			"arn:aws:kms:us-east-1:111122223333:key/other", []string{"but the stack's DatastoreKey is arn:aws:kms:us-east-1:111122223333:key/other", "DatastoreKey=" + key}},
+		{"the same key", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, key,
+			[]string{"is the stack's DatastoreKey", "key policy"}},
+		{"the same key by id", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: "1234abcd-12ab-34cd-56ef-1234567890ab"}, key,
+			[]string{"is the stack's DatastoreKey"}},
+		{"not active", DatastoreFacts{Status: "DELETING", CreatedAt: newStore}, "", []string{"DELETING, not ACTIVE"}},
+		{"before _since", DatastoreFacts{Status: "ACTIVE", CreatedAt: time.Date(2023, 5, 31, 23, 0, 0, 0, time.UTC)}, "",
+			[]string{"created on 2023-05-31", "_since"}},
+	} {
+		got := RefusalHint(c.facts, c.configured)
+		if len(c.want) == 0 && got != "" {
+			t.Errorf("%s: %q, want nothing", c.name, got)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q lacks %q", c.name, got, w)
+			}
+		}
+	}
+}
