@@ -2,13 +2,17 @@ package exportjob
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	hlsdk "github.com/aws/aws-sdk-go-v2/service/healthlake"
 	hltypes "github.com/aws/aws-sdk-go-v2/service/healthlake/types"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
 // DatastoreFacts are what DescribeFHIRDatastore says of the data store that
@@ -31,8 +35,10 @@ var SinceExportsFrom = time.Date(2023, 6, 1, 0, 0, 0, 0, time.UTC)
 // RefusalHint returns what in the data store's facts, compared with the key
 // the stack was deployed for (configuredKey, the DatastoreKey setting),
 // explains a refused export start, with what to do: "" when nothing does.
-// It names data store properties only, never resource content.
-func RefusalHint(f DatastoreFacts, configuredKey string) string {
+// denied says the refusal was an access denial: only then is the key the
+// stack was deployed for suspected (its policy). It names data store
+// properties only, never resource content.
+func RefusalHint(f DatastoreFacts, configuredKey string, denied bool) string {
 	var hints []string
 	if f.Status != "" && f.Status != string(hltypes.DatastoreStatusActive) {
 		hints = append(hints, "the data store is "+f.Status+", not ACTIVE")
@@ -49,7 +55,7 @@ func RefusalHint(f DatastoreFacts, configuredKey string) string {
 	case !sameKey(key, configuredKey):
 		hints = append(hints, "the data store is encrypted with the customer-managed key "+key+
 			" but the stack's DatastoreKey is "+configuredKey+": deploy with DatastoreKey="+key+" (docs/DEPLOY.md, \"Prerequisites\")")
-	default:
+	case denied:
 		hints = append(hints, "the data store's key "+key+" is the stack's DatastoreKey: its key policy must let this account's IAM policies grant its use, or name the stack's roles (docs/DEPLOY.md, \"Prerequisites\")")
 	}
 	return strings.Join(hints, "; ")
@@ -62,9 +68,9 @@ func sameKey(a, b string) bool {
 }
 
 // datastoreHint describes the data store and returns RefusalHint's
-// explanation of a refused export start; "" when the data store cannot be
+// explanation of HealthLake's refusal; "" when the data store cannot be
 // described (logged) or nothing explains the refusal.
-func (h *StartHandler) datastoreHint(ctx context.Context, log *slog.Logger) string {
+func (h *StartHandler) datastoreHint(ctx context.Context, log *slog.Logger, refusal error) string {
 	if h.d.Datastores == nil {
 		return ""
 	}
@@ -81,5 +87,19 @@ func (h *StartHandler) datastoreHint(ctx context.Context, log *slog.Logger) stri
 		sse.KmsEncryptionConfig.CmkType == hltypes.CmkTypeCmCmk {
 		f.CustomerManagedKey = aws.ToString(sse.KmsEncryptionConfig.KmsKeyId)
 	}
-	return RefusalHint(f, h.cfg.DatastoreKey)
+	return RefusalHint(f, h.cfg.DatastoreKey, accessDenied(refusal))
+}
+
+// accessDenied reports whether HealthLake's refusal err is an access
+// denial: HTTP 403, or an error naming AccessDenied or KMS.
+func accessDenied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var api *fhirrest.APIError
+	if errors.As(err, &api) && api.StatusCode == http.StatusForbidden {
+		return true
+	}
+	text := strings.ToLower(err.Error())
+	return strings.Contains(text, "accessdenied") || strings.Contains(text, "kms")
 }

@@ -18,23 +18,25 @@ func TestRefusalHintNamesWhatToFix(t *testing.T) {
 		name       string
 		facts      DatastoreFacts
 		configured string
+		denied     bool
 		want       []string // all present; none when empty
 	}{
-		{"explains nothing", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore}, "", nil},
-		{"AWS owned key, a key configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore}, key, nil},
-		{"key not configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, "",
+		{"explains nothing", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore}, "", true, nil},
+		{"AWS owned key, a key configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore}, key, true, nil},
+		{"key not configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, "", false,
 			[]string{"customer-managed key " + key, "without the DatastoreKey setting", "DatastoreKey=" + key}},
 		{"another key configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key},
-			"arn:aws:kms:us-east-1:111122223333:key/other", []string{"but the stack's DatastoreKey is arn:aws:kms:us-east-1:111122223333:key/other", "DatastoreKey=" + key}},
-		{"the same key", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, key,
+			"arn:aws:kms:us-east-1:111122223333:key/other", false, []string{"but the stack's DatastoreKey is arn:aws:kms:us-east-1:111122223333:key/other", "DatastoreKey=" + key}},
+		{"the same key, denied", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, key, true,
 			[]string{"is the stack's DatastoreKey", "key policy"}},
-		{"the same key by id", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: "1234abcd-12ab-34cd-56ef-1234567890ab"}, key,
+		{"the same key, another refusal", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, key, false, nil},
+		{"the same key by id", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: "1234abcd-12ab-34cd-56ef-1234567890ab"}, key, true,
 			[]string{"is the stack's DatastoreKey"}},
-		{"not active", DatastoreFacts{Status: "DELETING", CreatedAt: newStore}, "", []string{"DELETING, not ACTIVE"}},
-		{"before _since", DatastoreFacts{Status: "ACTIVE", CreatedAt: time.Date(2023, 5, 31, 23, 0, 0, 0, time.UTC)}, "",
+		{"not active", DatastoreFacts{Status: "DELETING", CreatedAt: newStore}, "", false, []string{"DELETING, not ACTIVE"}},
+		{"before _since", DatastoreFacts{Status: "ACTIVE", CreatedAt: time.Date(2023, 5, 31, 23, 0, 0, 0, time.UTC)}, "", false,
 			[]string{"created on 2023-05-31", "_since"}},
 	} {
-		got := RefusalHint(c.facts, c.configured)
+		got := RefusalHint(c.facts, c.configured, c.denied)
 		if len(c.want) == 0 && got != "" {
 			t.Errorf("%s: %q, want nothing", c.name, got)
 		}

@@ -246,7 +246,7 @@ func (h *StartHandler) exportRefused(ctx context.Context, log *slog.Logger, msg 
 	// The hint comes before HealthLake's answer: run records keep the
 	// start of a reason.
 	cause := fmt.Sprintf("run %s: HealthLake refused the export: %v", msg.RunID, err)
-	if hint := h.datastoreHint(ctx, log); hint != "" {
+	if hint := h.datastoreHint(ctx, log, err); hint != "" {
 		cause = fmt.Sprintf("run %s: HealthLake refused the export (%s): %v", msg.RunID, hint, err)
 	}
 	_, ferr := h.failTask(ctx, msg.TaskToken, ErrExportStartFailed, cause)
