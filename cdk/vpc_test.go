@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/healthlake-cdc/healthlake-cdc/cdk/pipeline"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
 )
 
 // testVPC is the placement the FastPath synth gives the functions
@@ -64,19 +65,37 @@ func TestFunctionsInAVPC(t *testing.T) {
 					t.Errorf("function %s: its role %s lacks %s", id, role, a)
 				}
 			}
-			// The function depends on its role's policy (the one with the
-			// network-interface statement).
-			var policy string
+			// The network-interface statement is a policy of its own (kept
+			// until CloudFormation's cleanup when the VPC placement is
+			// removed), and the function depends on each of its role's
+			// policies.
+			var policies []string
+			network := 0
 			pids, pols := ofType("AWS::IAM::ManagedPolicy")
 			for i, p := range pols {
 				for _, r := range asList(props(p)["Roles"]) {
-					if constructID(path(r, "Ref").(string)) == role {
-						policy = pids[i]
+					if constructID(path(r, "Ref").(string)) != role {
+						continue
+					}
+					policies = append(policies, pids[i])
+					sts := asList(path(props(p), "PolicyDocument", "Statement"))
+					for _, st := range sts {
+						if path(st, "Sid") == iampolicy.SidVpcNetworkInterfaces {
+							network++
+							if len(sts) != 1 {
+								t.Errorf("function %s: %s holds VpcNetworkInterfaces and %d other statements", id, pids[i], len(sts)-1)
+							}
+						}
 					}
 				}
 			}
-			if policy == "" || !slices.Contains(strs(b["DependsOn"]), policy) {
-				t.Errorf("function %s does not depend on its role's policy %q (DependsOn %v)", id, policy, b["DependsOn"])
+			if network != 1 || len(policies) != 2 {
+				t.Errorf("function %s: role %s has %d policies, %d with VpcNetworkInterfaces; want 2 and 1", id, role, len(policies), network)
+			}
+			for _, policy := range policies {
+				if !slices.Contains(strs(b["DependsOn"]), policy) {
+					t.Errorf("function %s does not depend on its role's policy %s (DependsOn %v)", id, policy, b["DependsOn"])
+				}
 			}
 		}
 		for _, r := range []string{"StateMachineRole", "SchedulerRole", "HealthLakeExportRole", "ReconcileStateMachineRole"} {

@@ -10,49 +10,72 @@ import (
 )
 
 // applyPolicy attaches p's statements, as internal/iampolicy defines them,
-// to role as one customer-managed policy (not an inline one: HIPAA Security
-// IAMNoInlinePolicy), and returns it. Every identity statement of the
-// stack's roles comes from there; cdc-local enforces the same ones.
-func applyPolicy(role awsiam.Role, p iampolicy.Principal, res iampolicy.Resources) awsiam.ManagedPolicy {
-	var stmts []awsiam.PolicyStatement
+// to role as customer-managed policies (not inline ones: HIPAA Security
+// IAMNoInlinePolicy), and returns them: "Policy" with every statement but
+// the VPC's, and with the functions in a VPC "NetworkPolicy" with
+// VpcNetworkInterfaces alone. A policy of its own is what keeps that
+// statement while Lambda still needs it: taking the functions out of the
+// VPC updates them first and deletes the policy only in CloudFormation's
+// cleanup, after every update, where the statement in "Policy" would go
+// with the policy's update, before the functions'. Every identity statement
+// of the stack's roles comes from internal/iampolicy; cdc-local enforces the
+// same ones.
+func applyPolicy(role awsiam.Role, p iampolicy.Principal, res iampolicy.Resources) []awsiam.ManagedPolicy {
+	var main, network []awsiam.PolicyStatement
 	for _, s := range iampolicy.MustPolicy(p, res) {
-		effect := awsiam.Effect_ALLOW
-		if s.Deny {
-			effect = awsiam.Effect_DENY
+		if s.Sid == iampolicy.SidVpcNetworkInterfaces {
+			network = append(network, policyStatement(s))
+		} else {
+			main = append(main, policyStatement(s))
 		}
-		props := &awsiam.PolicyStatementProps{
-			Sid:       jsii.String(s.Sid),
-			Effect:    effect,
-			Actions:   jsii.Strings(s.Actions...),
-			Resources: jsii.Strings(s.Resources...),
-		}
-		if len(s.Conditions) > 0 {
-			cond := map[string]any{}
-			for op, keys := range s.Conditions {
-				m := map[string]any{}
-				for k, v := range keys {
-					if len(v) == 1 {
-						m[k] = v[0]
-					} else {
-						m[k] = v
-					}
-				}
-				cond[op] = m
-			}
-			props.Conditions = &cond
-		}
-		stmts = append(stmts, awsiam.NewPolicyStatement(props))
 	}
 	policy := awsiam.NewManagedPolicy(role, jsii.String("Policy"), &awsiam.ManagedPolicyProps{
 		Description: jsii.String("healthlake-cdc: the statements of " + string(p) + " (internal/iampolicy)"),
-		Statements:  &stmts,
+		Statements:  &main,
 		Roles:       &[]awsiam.IRole{role},
 	})
 	suppressScopedWildcards(policy)
-	if res.InVPC && iampolicy.IsFunction(p) {
-		suppress(policy, nagRule{id: "AwsSolutions-IAM5", reason: "VpcNetworkInterfaces: Lambda creates, describes and deletes the function's network interfaces in the VPC under its role. ec2:DescribeNetworkInterfaces and ec2:DescribeSubnets support no resource-level permission; the interfaces' ids are Lambda's and unknown in advance. The statement is AWS's own managed policy AWSLambdaVPCAccessExecutionRole's, without its CloudWatch Logs actions.", appliesTo: []string{"Resource::*"}})
+	out := []awsiam.ManagedPolicy{policy}
+	if len(network) > 0 {
+		np := awsiam.NewManagedPolicy(role, jsii.String("NetworkPolicy"), &awsiam.ManagedPolicyProps{
+			Description: jsii.String("healthlake-cdc: the VPC statement of " + string(p) + " (internal/iampolicy, VpcNetworkInterfaces)"),
+			Statements:  &network,
+			Roles:       &[]awsiam.IRole{role},
+		})
+		suppress(np, nagRule{id: "AwsSolutions-IAM5", reason: "VpcNetworkInterfaces: Lambda creates, describes and deletes the function's network interfaces in the VPC under its role. ec2:DescribeNetworkInterfaces and ec2:DescribeSubnets support no resource-level permission; the interfaces' ids are Lambda's and unknown in advance. The statement is AWS's own managed policy AWSLambdaVPCAccessExecutionRole's, without its CloudWatch Logs actions.", appliesTo: []string{"Resource::*"}})
+		out = append(out, np)
 	}
-	return policy
+	return out
+}
+
+// policyStatement is s as a CDK policy statement.
+func policyStatement(s iampolicy.Statement) awsiam.PolicyStatement {
+	effect := awsiam.Effect_ALLOW
+	if s.Deny {
+		effect = awsiam.Effect_DENY
+	}
+	props := &awsiam.PolicyStatementProps{
+		Sid:       jsii.String(s.Sid),
+		Effect:    effect,
+		Actions:   jsii.Strings(s.Actions...),
+		Resources: jsii.Strings(s.Resources...),
+	}
+	if len(s.Conditions) > 0 {
+		cond := map[string]any{}
+		for op, keys := range s.Conditions {
+			m := map[string]any{}
+			for k, v := range keys {
+				if len(v) == 1 {
+					m[k] = v[0]
+				} else {
+					m[k] = v
+				}
+			}
+			cond[op] = m
+		}
+		props.Conditions = &cond
+	}
+	return awsiam.NewPolicyStatement(props)
 }
 
 // suppressScopedWildcards records why the two kinds of wildcard the
@@ -131,13 +154,16 @@ func (b *builder) iamPolicies() {
 		res.LogGroupARNs[p] = *f.logs.LogGroupArn()
 	}
 	for p, role := range roles {
-		policy := applyPolicy(role, p, res)
-		// A function is created after its role's policy and deleted before
-		// it: Lambda checks a VPC function's role for the network-interface
-		// actions at CreateFunction, and needs them to delete the function's
-		// interfaces; and a function's first invocations have every grant.
+		policies := applyPolicy(role, p, res)
+		// A function is created after its role's policies and deleted
+		// before them: Lambda checks a VPC function's role for the
+		// network-interface actions at CreateFunction, and needs them to
+		// delete the function's interfaces; and a function's first
+		// invocations have every grant.
 		if f, ok := functions[p]; ok {
-			f.f.Node().AddDependency(policy)
+			for _, policy := range policies {
+				f.f.Node().AddDependency(policy)
+			}
 		}
 	}
 }

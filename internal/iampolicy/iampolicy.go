@@ -515,6 +515,10 @@ func DatastoreKeyActions(a string) []string {
 	return nil
 }
 
+// SidVpcNetworkInterfaces names the statement of a function's role in a VPC
+// (vpcNetworkInterfaces); the CDK app gives it a policy of its own.
+const SidVpcNetworkInterfaces = "VpcNetworkInterfaces"
+
 // vpcNetworkInterfaces is what Lambda needs of a function's role to attach
 // the function to its VPC: it creates, describes and deletes the function's
 // network interfaces and their addresses under the role, when the function
@@ -525,7 +529,7 @@ func DatastoreKeyActions(a string) []string {
 // DescribeNetworkInterfaces and DescribeSubnets support no resource-level
 // permission at all).
 var vpcNetworkInterfaces = Statement{
-	Sid: "VpcNetworkInterfaces",
+	Sid: SidVpcNetworkInterfaces,
 	Actions: []string{"ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
 		"ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"},
 	Resources:    []string{"*"},
