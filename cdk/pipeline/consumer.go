@@ -49,7 +49,26 @@ type ConsumerProps struct {
 	// RetentionPeriod of the queue (default 4 days); the dead-letter queue
 	// keeps messages 14 days, SQS's maximum.
 	RetentionPeriod awscdk.Duration
+	// RemoteQueueARN, when set, is an SQS queue of ANOTHER account (in the
+	// bus's Region) the rule delivers to instead of a queue of its own:
+	// EventBridge assumes the consumer's execution role (Role, in this
+	// account, as AWS requires for a target in another account) to send to
+	// it. The other account's queue policy must let that role
+	// sqs:SendMessage (docs/CONSUMERS.md, "A consumer in another account").
+	// VisibilityTimeout, MaxReceiveCount and RetentionPeriod are then the
+	// remote queue's owner's to set.
+	RemoteQueueARN string
+	// RemoteQueueKeyARN is the customer-managed KMS key the remote queue is
+	// encrypted with, if any: the role may then use it (kms:GenerateDataKey,
+	// kms:Decrypt), which that key's policy must allow too.
+	RemoteQueueKeyARN string
 }
+
+// remoteQueueRE is an SQS queue's ARN; remoteKeyRE a KMS key's.
+var (
+	remoteQueueRE = regexp.MustCompile(`^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
+	remoteKeyRE   = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$`)
+)
 
 // Consumer is an EventBridge rule on the change bus that delivers matching
 // change events to an SQS queue encrypted with a customer-managed key, with
@@ -59,11 +78,15 @@ type ConsumerProps struct {
 // this rule (aws:SourceArn) and only over TLS.
 type Consumer struct {
 	// Construct is the scope of the consumer's resources.
-	Construct       constructs.Construct
-	Rule            awsevents.CfnRule
+	Construct constructs.Construct
+	Rule      awsevents.CfnRule
+	// Queue is the consumer's queue; nil with RemoteQueueARN.
 	Queue           awssqs.Queue
 	DeadLetterQueue awssqs.Queue
 	Key             awskms.IKey
+	// Role is the execution role EventBridge assumes to send to a remote
+	// queue (RemoteQueueARN); nil otherwise.
+	Role awsiam.Role
 	// Pattern is the rule's event pattern as deployed.
 	Pattern map[string]any
 }
@@ -108,6 +131,12 @@ func NewConsumer(scope constructs.Construct, id string, props ConsumerProps) (*C
 	if props.RuleName != "" && !ruleNameRE.MatchString(props.RuleName) {
 		return nil, fmt.Errorf("consumer %s: RuleName %q: want 1–64 letters, digits, '.', '-' or '_' (EventBridge PutRule Name)", id, props.RuleName)
 	}
+	if props.RemoteQueueARN != "" && !remoteQueueRE.MatchString(props.RemoteQueueARN) {
+		return nil, fmt.Errorf("consumer %s: RemoteQueueARN %q: want an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME)", id, props.RemoteQueueARN)
+	}
+	if props.RemoteQueueKeyARN != "" && (props.RemoteQueueARN == "" || !remoteKeyRE.MatchString(props.RemoteQueueKeyARN)) {
+		return nil, fmt.Errorf("consumer %s: RemoteQueueKeyARN %q: want a KMS key ARN, with RemoteQueueARN", id, props.RemoteQueueKeyARN)
+	}
 	if props.MaxReceiveCount == 0 {
 		props.MaxReceiveCount = 5
 	}
@@ -137,27 +166,34 @@ func NewConsumer(scope constructs.Construct, id string, props ConsumerProps) (*C
 		EnforceSSL:          jsii.Bool(true),
 		RetentionPeriod:     awscdk.Duration_Days(jsii.Number(14)),
 	})
-	c.Queue = awssqs.NewQueue(node, jsii.String("Queue"), &awssqs.QueueProps{
-		Encryption:          awssqs.QueueEncryption_KMS,
-		EncryptionMasterKey: c.Key,
-		EnforceSSL:          jsii.Bool(true),
-		VisibilityTimeout:   props.VisibilityTimeout,
-		RetentionPeriod:     props.RetentionPeriod,
-		DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: c.DeadLetterQueue, MaxReceiveCount: jsii.Number(props.MaxReceiveCount)},
-	})
+	target := &awsevents.CfnRule_TargetProperty{
+		Id: jsii.String("Queue"),
+		// EventBridge retries a failed delivery for up to a day (its
+		// maximum), then hands the event to the dead-letter queue.
+		RetryPolicy:      &awsevents.CfnRule_RetryPolicyProperty{MaximumEventAgeInSeconds: jsii.Number(86400), MaximumRetryAttempts: jsii.Number(185)},
+		DeadLetterConfig: &awsevents.CfnRule_DeadLetterConfigProperty{Arn: c.DeadLetterQueue.QueueArn()},
+	}
+	if props.RemoteQueueARN != "" {
+		c.Role = remoteQueueRole(node, props)
+		target.Arn, target.RoleArn = jsii.String(props.RemoteQueueARN), c.Role.RoleArn()
+		suppress(c.DeadLetterQueue, nagRule{id: "AwsSolutions-SQS3", reason: "This queue is the dead-letter queue of the rule's target (DeadLetterConfig): EventBridge puts there the events it could not deliver to the consumer's queue in the other account, whose own redrive is that account's."})
+	} else {
+		c.Queue = awssqs.NewQueue(node, jsii.String("Queue"), &awssqs.QueueProps{
+			Encryption:          awssqs.QueueEncryption_KMS,
+			EncryptionMasterKey: c.Key,
+			EnforceSSL:          jsii.Bool(true),
+			VisibilityTimeout:   props.VisibilityTimeout,
+			RetentionPeriod:     props.RetentionPeriod,
+			DeadLetterQueue:     &awssqs.DeadLetterQueue{Queue: c.DeadLetterQueue, MaxReceiveCount: jsii.Number(props.MaxReceiveCount)},
+		})
+		target.Arn = c.Queue.QueueArn()
+	}
 	ruleProps := &awsevents.CfnRuleProps{
 		Description:  jsii.String("healthlake-cdc consumer " + id + ": matching change events to its queue"),
 		EventBusName: props.Bus.EventBusName(),
 		EventPattern: pattern,
 		State:        jsii.String("ENABLED"),
-		Targets: []any{&awsevents.CfnRule_TargetProperty{
-			Id:  jsii.String("Queue"),
-			Arn: c.Queue.QueueArn(),
-			// EventBridge retries a failed delivery for up to a day (its
-			// maximum), then hands the event to the dead-letter queue.
-			RetryPolicy:      &awsevents.CfnRule_RetryPolicyProperty{MaximumEventAgeInSeconds: jsii.Number(86400), MaximumRetryAttempts: jsii.Number(185)},
-			DeadLetterConfig: &awsevents.CfnRule_DeadLetterConfigProperty{Arn: c.DeadLetterQueue.QueueArn()},
-		}},
+		Targets:      []any{target},
 	}
 	if props.RuleName != "" {
 		ruleProps.Name = jsii.String(props.RuleName)
@@ -165,7 +201,11 @@ func NewConsumer(scope constructs.Construct, id string, props ConsumerProps) (*C
 	c.Rule = awsevents.NewCfnRule(node, jsii.String("Rule"), ruleProps)
 
 	// Only this rule may send, to either queue, on EventBridge's behalf.
-	for _, q := range []awssqs.Queue{c.Queue, c.DeadLetterQueue} {
+	queues := []awssqs.Queue{c.DeadLetterQueue}
+	if c.Queue != nil {
+		queues = append(queues, c.Queue)
+	}
+	for _, q := range queues {
 		q.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String("OnlyTheConsumerRule"),
 			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)},
@@ -185,6 +225,36 @@ func NewConsumer(scope constructs.Construct, id string, props ConsumerProps) (*C
 		Resources:  jsii.Strings("*"),
 	}), jsii.Bool(true))
 	return c, nil
+}
+
+// remoteQueueRole is the execution role EventBridge assumes to deliver to
+// the remote queue: trusted by events.amazonaws.com for this account's
+// rules only (aws:SourceAccount: naming the rule would make the role and
+// the rule depend on each other), allowed sqs:SendMessage on that queue
+// and, with RemoteQueueKeyARN, the key's use (EventBridge User Guide,
+// "Sending events to AWS services in other accounts"). Its statements are
+// a customer-managed policy (HIPAA Security IAMNoInlinePolicy).
+func remoteQueueRole(scope constructs.Construct, props ConsumerProps) awsiam.Role {
+	role := awsiam.NewRole(scope, jsii.String("DeliveryRole"), &awsiam.RoleProps{
+		Description: jsii.String("EventBridge delivers this consumer's change events to its queue in another account"),
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": awscdk.Aws_ACCOUNT_ID()}},
+		}),
+	})
+	stmts := []awsiam.PolicyStatement{awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("SendToRemoteQueue"), Actions: jsii.Strings("sqs:SendMessage"), Resources: jsii.Strings(props.RemoteQueueARN),
+	})}
+	if props.RemoteQueueKeyARN != "" {
+		stmts = append(stmts, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("UseRemoteQueueKey"), Actions: jsii.Strings("kms:GenerateDataKey", "kms:Decrypt"), Resources: jsii.Strings(props.RemoteQueueKeyARN),
+		}))
+	}
+	awsiam.NewManagedPolicy(role, jsii.String("Policy"), &awsiam.ManagedPolicyProps{
+		Description: jsii.String("healthlake-cdc consumer: send to the remote queue"),
+		Statements:  &stmts,
+		Roles:       &[]awsiam.IRole{role},
+	})
+	return role
 }
 
 // AddConsumer adds a Consumer of this pipeline's change events under scope:

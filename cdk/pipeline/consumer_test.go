@@ -244,3 +244,72 @@ func asStrings(v any) []string {
 	}
 	return nil
 }
+
+// A consumer whose queue is in another account: the rule in this account
+// delivers to that queue as an execution role of this account (AWS requires
+// the role for a target in another account), which may send to that queue
+// and use its key, and nothing else; no queue of its own, the dead-letter
+// queue for undeliverable events stays here; cdk-nag finds nothing.
+func TestConsumerWithARemoteQueue(t *testing.T) {
+	const queue = "arn:aws:sqs:us-east-1:111122223333:patient-sync"
+	const key = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+	ApplyNagPacks(app)
+	stack := awscdk.NewStack(app, jsii.String("RemoteConsumerTest"), nil)
+	bus := awsevents.EventBus_FromEventBusName(stack, jsii.String("Bus"), jsii.String("healthlake-cdc"))
+	c, err := NewConsumer(stack, "PatientSync", ConsumerProps{
+		Bus: bus, Detail: map[string]any{"resourceType": []any{"Patient"}},
+		RemoteQueueARN: queue, RemoteQueueKeyARN: key,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Queue != nil || c.Role == nil {
+		t.Fatalf("Queue %v, Role %v: want no queue of its own and a delivery role", c.Queue, c.Role)
+	}
+	for _, f := range errorAnnotations(stack) {
+		t.Error(f)
+	}
+	tpl := *assertions.Template_FromStack(stack, nil).ToJSON()
+	if n := len(resourcesOf(tpl, "AWS::SQS::Queue")); n != 1 {
+		t.Errorf("%d queues, want the dead-letter queue only", n)
+	}
+	var rule map[string]any
+	for _, r := range resourcesOf(tpl, "AWS::Events::Rule") {
+		rule = r["Properties"].(map[string]any)
+	}
+	target := rule["Targets"].([]any)[0].(map[string]any)
+	if target["Arn"] != queue || target["RoleArn"] == nil || target["DeadLetterConfig"] == nil || target["RetryPolicy"] == nil {
+		t.Errorf("rule target %s: want the remote queue, a RoleArn, a dead-letter queue and a retry policy", js(target))
+	}
+	var trust, policy string
+	for _, r := range resourcesOf(tpl, "AWS::IAM::Role") {
+		trust = js(r["Properties"].(map[string]any)["AssumeRolePolicyDocument"])
+	}
+	for _, p := range resourcesOf(tpl, "AWS::IAM::ManagedPolicy") {
+		policy = js(p["Properties"].(map[string]any)["PolicyDocument"])
+	}
+	for _, want := range []string{"events.amazonaws.com", "aws:SourceAccount"} {
+		if !strings.Contains(trust, want) {
+			t.Errorf("trust %s lacks %s", trust, want)
+		}
+	}
+	for _, want := range []string{`"sqs:SendMessage"`, `"Resource":"` + queue + `"`, `"kms:GenerateDataKey"`, `"kms:Decrypt"`, `"Resource":"` + key + `"`} {
+		if !strings.Contains(policy, want) {
+			t.Errorf("role policy %s lacks %s", policy, want)
+		}
+	}
+	if strings.Count(policy, `"Sid"`) != 2 {
+		t.Errorf("role policy %s: want the two statements only", policy)
+	}
+	bad := awscdk.NewStack(app, jsii.String("Bad"), nil)
+	for _, p := range []ConsumerProps{
+		{Bus: bus, RemoteQueueARN: "https://sqs.us-east-1.amazonaws.com/111122223333/q"},
+		{Bus: bus, RemoteQueueARN: queue, RemoteQueueKeyARN: "alias/q"},
+		{Bus: bus, RemoteQueueKeyARN: key},
+	} {
+		if _, err := NewConsumer(bad, fmt.Sprintf("C%d", len(p.RemoteQueueARN)+len(p.RemoteQueueKeyARN)), p); err == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+}
