@@ -95,7 +95,6 @@ func TestClaimCheckReadersSetting(t *testing.T) {
 	for _, bad := range []string{"12345", "111122223333,111122223333", "arn:aws:iam::111122223333:root",
 		strings.Repeat("111122223333,", 21) + "1"} {
 		cfg, _ := ConfigFromContext(lookup(bad))
-		cfg.StackName, cfg.Settings = synthesized.cfg.StackName, synthesized.cfg.Settings
 		if err := cfg.validateValues(); err == nil || !strings.Contains(err.Error(), ContextClaimCheckReaders) {
 			t.Errorf("%q: %v, want an error naming -c %s", bad, err, ContextClaimCheckReaders)
 		}
