@@ -8,7 +8,7 @@ GOIMPORTS_VERSION := v0.30.0
 MODULE    := github.com/healthlake-cdc/healthlake-cdc
 ASL_VALIDATOR_VERSION := 4.0.0
 TOOLS     := $(CURDIR)/.tools
-LAMBDAS   := start-export check-export prepare-change run-lock reconcile fast-path fast-path-setup
+LAMBDAS   := start-export check-export prepare-change run-lock check-datastore reconcile fast-path fast-path-setup
 FUZZTIME  ?= 5s
 BENCHTIME ?= 1x
 # Packages whose code or tests run goroutines, tested again under the race

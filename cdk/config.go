@@ -16,7 +16,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
-// Lambdas lists the four Lambda functions of the pipeline, by the name of
+// Lambdas lists the Lambda functions of the pipeline (pipeline.Lambdas), by the name of
 // their cmd/ directory and of their build/<name>/bootstrap binary.
 var Lambdas = pipeline.Lambdas
 

@@ -609,8 +609,8 @@ func TestFastPathStackNagIAMNamesAndLifecycle(t *testing.T) {
 func TestFastPathLoggingConfig(t *testing.T) {
 	onFastPath(t, func() {
 		ids, fns := ofType("AWS::Lambda::Function")
-		if len(ids) != 7 {
-			t.Errorf("%d functions with the fast path, want 7", len(ids))
+		if len(ids) != 8 {
+			t.Errorf("%d functions with the fast path, want 8", len(ids))
 		}
 		for i, f := range fns {
 			construct := constructID(ids[i])

@@ -199,8 +199,8 @@ func TestScopedRejectsBroadResources(t *testing.T) {
 // unscoped statements from the scan above.
 func TestRolesHaveNoManagedPolicies(t *testing.T) {
 	ids, roles := ofType("AWS::IAM::Role")
-	if len(ids) != 9 {
-		t.Errorf("%d roles, want 9 (4 Lambdas, state machine, scheduler, HealthLake export; the reconciliation's Lambda and state machine): %v", len(ids), ids)
+	if len(ids) != 10 {
+		t.Errorf("%d roles, want 10 (4 Lambdas, state machine, scheduler, HealthLake export; the data store check; the reconciliation's Lambda and state machine): %v", len(ids), ids)
 	}
 	for i, r := range roles {
 		if m := props(r)["ManagedPolicyArns"]; m != nil {
@@ -331,6 +331,7 @@ var roleOf = map[iampolicy.Principal]string{
 	iampolicy.HealthLakeExport: "HealthLakeExportRole", iampolicy.Scheduler: "SchedulerRole",
 	iampolicy.Reconcile: "ReconcileRole", iampolicy.ReconcileStateMachine: "ReconcileStateMachineRole",
 	iampolicy.FastPath: "FastPathRole", iampolicy.FastPathSetup: "FastPathSetupRole",
+	iampolicy.CheckDatastore: "CheckDatastoreRole",
 }
 
 // templateResources are the iampolicy.Resources as the template renders
@@ -344,7 +345,8 @@ func templateResources(t *testing.T) iampolicy.Resources {
 	fnArn := func(id string) string { return arn("AWS::Lambda::Function", id) }
 	logs := map[iampolicy.Principal]string{}
 	for p, id := range map[iampolicy.Principal]string{iampolicy.RunLock: "RunLockLogs", iampolicy.StartExport: "StartExportLogs",
-		iampolicy.CheckExport: "CheckExportLogs", iampolicy.PrepareChange: "PrepareChangeLogs", iampolicy.Reconcile: "ReconcileLogs"} {
+		iampolicy.CheckExport: "CheckExportLogs", iampolicy.PrepareChange: "PrepareChangeLogs", iampolicy.Reconcile: "ReconcileLogs",
+		iampolicy.CheckDatastore: "CheckDatastoreLogs"} {
 		logs[p] = arn("AWS::Logs::LogGroup", id)
 	}
 	// The fast path's, where the template has it (the FastPath setting).

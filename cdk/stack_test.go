@@ -220,8 +220,8 @@ func TestQueueConsumersReportBatchItemFailures(t *testing.T) {
 // --- Lambdas --------------------------------------------------------------------
 
 func TestLambdasAreProvidedAL2023Arm64WithContractEnv(t *testing.T) {
-	check(t, "five functions (the runs' four, the reconciliation's)", func() {
-		synthesized.template.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(5))
+	check(t, "six functions (the runs' four, the reconciliation's, the data store check's)", func() {
+		synthesized.template.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(6))
 	})
 	check(t, "runtime", func() {
 		synthesized.template.AllResourcesProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
@@ -719,8 +719,8 @@ func TestAlarms(t *testing.T) {
 
 func TestLogGroupsHaveRetentionAndEveryLambdaUsesOne(t *testing.T) {
 	ids, lgs := ofType("AWS::Logs::LogGroup")
-	if len(ids) != 7 {
-		t.Errorf("%d log groups, want one per Lambda (5) and one per state machine (2)", len(ids))
+	if len(ids) != 8 {
+		t.Errorf("%d log groups, want one per Lambda (6) and one per state machine (2)", len(ids))
 	}
 	byID := map[string]bool{}
 	for i, lg := range lgs {

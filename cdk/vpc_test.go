@@ -48,8 +48,8 @@ func TestFunctionsInAVPC(t *testing.T) {
 	}
 	onFastPath(t, func() {
 		fns := functionsAndRoles()
-		if len(fns) != 7 {
-			t.Errorf("FastPath stack: %d functions, want 7", len(fns))
+		if len(fns) != 8 {
+			t.Errorf("FastPath stack: %d functions, want 8", len(fns))
 		}
 		want := map[string]any{"SubnetIds": []any{testVPC.SubnetIDs[0], testVPC.SubnetIDs[1]}, "SecurityGroupIds": []any{testVPC.SecurityGroupIDs[0]}}
 		for id, role := range fns {

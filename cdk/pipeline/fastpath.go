@@ -353,6 +353,7 @@ func (b *builder) fastPathSubscription() {
 	})
 	// The bus with its policy, the rule, the setup role with its policy.
 	cr.Node().AddDependency(fp.out.NotificationBus, fp.out.Rule, fp.setup.role)
+	b.afterDatastoreCheck(cr)
 	fp.out.Subscription = cr
 	b.fastPathCheck()
 }

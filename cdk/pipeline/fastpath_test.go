@@ -106,7 +106,7 @@ func TestFastPathReservesConcurrencyWithTheSetting(t *testing.T) {
 	if js(got) != js(want) {
 		t.Errorf("fast-path reservations = %v, want %v", got, want)
 	}
-	if n := p.Settings.ReservedConcurrencyTotal(); n != 31+p.Settings.FastPathMaxConcurrency()+1 {
+	if n := p.Settings.ReservedConcurrencyTotal(); n != 32+p.Settings.FastPathMaxConcurrency()+1 {
 		t.Errorf("ReservedConcurrencyTotal with the fast path = %d", n)
 	}
 }

@@ -1,4 +1,4 @@
-// The Lambda functions: their shared settings and the pipeline's five.
+// The Lambda functions: their shared settings, the pipeline's five and the data store check.
 
 package pipeline
 
@@ -104,6 +104,7 @@ func (b *builder) lambdas() {
 	b.prepareChange = b.newFn("PrepareChange", stackconfig.PrepareChange, "healthlake-cdc: one batch of export files to change events", res)
 	// The reconciliation's Lambda (docs/RECONCILE.md): plan, index, compare, finish.
 	b.reconcileFn = b.newFn("Reconcile", reconcileLambda, "healthlake-cdc: reconciliation of the delivered index with a full export", res)
+	b.datastoreCheckFunction(res)
 
 	// Event-source mappings (start queue → start-export, re-check queue →
 	// check-export). Built without SqsEventSource so that CDK adds no grants

@@ -130,6 +130,7 @@ func (b *builder) iamPolicies() {
 	functions := map[iampolicy.Principal]fn{
 		iampolicy.RunLock: b.runLock, iampolicy.StartExport: b.startExport, iampolicy.CheckExport: b.checkExport,
 		iampolicy.PrepareChange: b.prepareChange, iampolicy.Reconcile: b.reconcileFn,
+		iampolicy.CheckDatastore: b.checkDatastore,
 	}
 	if b.fp != nil {
 		// Set only with the fast path: prepare-change then also reads its

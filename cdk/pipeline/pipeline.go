@@ -157,6 +157,10 @@ type builder struct {
 	dash                                   awscloudwatch.Dashboard
 	// fp is the fast path, nil without the FastPath setting.
 	fp *fastPath
+	// checkDatastore is the deploy's data store check's Lambda, dsCheck
+	// its custom resource (datastorecheck.go).
+	checkDatastore fn
+	dsCheck        awscdk.CustomResource
 }
 
 func (b *builder) s(v string) *string { return jsii.String(v) }
@@ -199,6 +203,7 @@ func (b *builder) build(asl string) {
 	b.schedulerRole()
 	b.eventsDeadLetterAccess()
 	b.iamPolicies()
+	b.datastoreCheck()
 	b.fastPathSubscription()
 	b.schedules()
 	b.alarms()

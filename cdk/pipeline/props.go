@@ -14,10 +14,10 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
-// Lambdas lists the Lambda functions of the pipeline (the four of the runs
-// and the reconciliation's), by the name of
+// Lambdas lists the Lambda functions of the pipeline (the four of the runs,
+// the reconciliation's and the deploy's data store check), by the name of
 // their cmd/ directory and of their <LambdaDir>/<name>/bootstrap binary.
-var Lambdas = []string{"start-export", "check-export", "prepare-change", "run-lock", "reconcile"}
+var Lambdas = []string{"start-export", "check-export", "prepare-change", "run-lock", "reconcile", "check-datastore"}
 
 // Settings is the deployed configuration shared with cdc-local: Lambda
 // timeouts and memory, queue limits, the export wait, the run timeout and

@@ -68,7 +68,7 @@ func (b *builder) reconcileMachine(subs map[string]*string, reconcileFnArn *stri
 // reconciliation too). A rate() would fire at whatever hour the stack was
 // deployed.
 func (b *builder) reconcileSchedule(r reconciliation, schedRole awsiam.Role) {
-	awsscheduler.NewCfnSchedule(b.stack, b.s("ReconcileSchedule"), &awsscheduler.CfnScheduleProps{
+	schedule := awsscheduler.NewCfnSchedule(b.stack, b.s("ReconcileSchedule"), &awsscheduler.CfnScheduleProps{
 		Description:                b.s("Starts " + r.name + " (the ReconcileEvery, ReconcileHour and ReconcileTimeZone settings)"),
 		ScheduleExpression:         b.s(b.set.ReconcileCron()),
 		ScheduleExpressionTimezone: b.s(b.set.ReconcileTimeZone),
@@ -85,6 +85,7 @@ func (b *builder) reconcileSchedule(r reconciliation, schedRole awsiam.Role) {
 			DeadLetterConfig: &awsscheduler.CfnSchedule_DeadLetterConfigProperty{Arn: b.eventsDLQ.QueueArn()},
 		},
 	})
+	b.afterDatastoreCheck(schedule)
 }
 
 // The reconcile Lambda's name in Lambdas and the settings.

@@ -64,7 +64,7 @@ func TestFreshAccountDefaultsAndTheirSettings(t *testing.T) {
 				t.Errorf("default %s: no LambdaConcurrency suppression naming the setting: %s", id, js(f["Metadata"]))
 			}
 		}
-		want := map[string]float64{"CdcStartExport": 3, "CdcCheckExport": 3, "CdcPrepareChange": 10, "CdcRunLock": 5, "CdcReconcile": 10}
+		want := map[string]float64{"CdcStartExport": 3, "CdcCheckExport": 3, "CdcPrepareChange": 10, "CdcRunLock": 5, "CdcReconcile": 10, "CdcCheckDatastore": 1}
 		got := map[string]float64{}
 		for id, f := range resourcesOf(on, "AWS::Lambda::Function") {
 			n, _ := f["Properties"].(map[string]any)["ReservedConcurrentExecutions"].(float64)

@@ -28,7 +28,7 @@ func (b *builder) schedulerRole() {
 func (b *builder) schedules() {
 	expr := b.scheduleExpression(b.p.ScheduleMinutes)
 	b.reconcileSchedule(b.rec, b.schedRole)
-	awsscheduler.NewCfnSchedule(b.stack, b.s("Schedule"), &awsscheduler.CfnScheduleProps{
+	schedule := awsscheduler.NewCfnSchedule(b.stack, b.s("Schedule"), &awsscheduler.CfnScheduleProps{
 		Description:        b.s("Starts " + b.smName + " every ScheduleMinutes minutes"),
 		ScheduleExpression: expr,
 		State:              b.p.ScheduleState,
@@ -45,6 +45,7 @@ func (b *builder) schedules() {
 			DeadLetterConfig: &awsscheduler.CfnSchedule_DeadLetterConfigProperty{Arn: b.eventsDLQ.QueueArn()},
 		},
 	})
+	b.afterDatastoreCheck(schedule)
 }
 
 // scheduleExpression is rate(1 minute) or rate(N minutes): at synth for a

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/datastore"
 )
 
 // TestRefusalHintNamesWhatToFix: a refused export start is explained by the
@@ -16,24 +18,24 @@ func TestRefusalHintNamesWhatToFix(t *testing.T) {
 	newStore := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		name       string
-		facts      DatastoreFacts
+		facts      datastore.Facts
 		configured string
 		denied     bool
 		want       []string // all present; none when empty
 	}{
-		{"explains nothing", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore}, "", true, nil},
-		{"AWS owned key, a key configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore}, key, true, nil},
-		{"key not configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, "", false,
+		{"explains nothing", datastore.Facts{Status: "ACTIVE", CreatedAt: newStore}, "", true, nil},
+		{"AWS owned key, a key configured", datastore.Facts{Status: "ACTIVE", CreatedAt: newStore}, key, true, nil},
+		{"key not configured", datastore.Facts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, "", false,
 			[]string{"customer-managed key " + key, "without the DatastoreKey setting", "DatastoreKey=" + key}},
-		{"another key configured", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key},
+		{"another key configured", datastore.Facts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key},
 			"arn:aws:kms:us-east-1:111122223333:key/other", false, []string{"but the stack's DatastoreKey is arn:aws:kms:us-east-1:111122223333:key/other", "DatastoreKey=" + key}},
-		{"the same key, denied", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, key, true,
+		{"the same key, denied", datastore.Facts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, key, true,
 			[]string{"is the stack's DatastoreKey", "key policy"}},
-		{"the same key, another refusal", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, key, false, nil},
-		{"the same key by id", DatastoreFacts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: "1234abcd-12ab-34cd-56ef-1234567890ab"}, key, true,
+		{"the same key, another refusal", datastore.Facts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: key}, key, false, nil},
+		{"the same key by id", datastore.Facts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: "1234abcd-12ab-34cd-56ef-1234567890ab"}, key, true,
 			[]string{"is the stack's DatastoreKey"}},
-		{"not active", DatastoreFacts{Status: "DELETING", CreatedAt: newStore}, "", false, []string{"DELETING, not ACTIVE"}},
-		{"before _since", DatastoreFacts{Status: "ACTIVE", CreatedAt: time.Date(2023, 5, 31, 23, 0, 0, 0, time.UTC)}, "", false,
+		{"not active", datastore.Facts{Status: "DELETING", CreatedAt: newStore}, "", false, []string{"DELETING, not ACTIVE"}},
+		{"before _since", datastore.Facts{Status: "ACTIVE", CreatedAt: time.Date(2023, 5, 31, 23, 0, 0, 0, time.UTC)}, "", false,
 			[]string{"created on 2023-05-31", "_since"}},
 	} {
 		got := RefusalHint(c.facts, c.configured, c.denied)

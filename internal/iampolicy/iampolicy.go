@@ -11,6 +11,7 @@ package iampolicy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -37,15 +38,26 @@ const (
 	// Subscription in the data store (docs/FASTPATH.md).
 	FastPath      Principal = "fast-path"
 	FastPathSetup Principal = "fast-path-setup"
+	// CheckDatastore is the role of the deploy's data store check, the
+	// custom resource that fails a deploy on a data store the pipeline
+	// cannot run on (internal/datastorecheck).
+	CheckDatastore Principal = "check-datastore"
 )
 
-// Principals lists every principal, Lambdas first.
+// Principals lists every principal of the pipeline, Lambdas first.
 func Principals() []Principal {
-	return []Principal{StartExport, CheckExport, PrepareChange, RunLock, StateMachine, HealthLakeExport, Scheduler}
+	return []Principal{StartExport, CheckExport, PrepareChange, RunLock, CheckDatastore, StateMachine, HealthLakeExport, Scheduler}
 }
 
-// Lambdas lists the principals that are Lambda execution roles.
+// Lambdas lists the pipeline's four run Lambdas' principals.
 func Lambdas() []Principal { return []Principal{StartExport, CheckExport, PrepareChange, RunLock} }
+
+// Functions lists every principal that is a Lambda function's execution
+// role: the run Lambdas, the deploy's data store check, the
+// reconciliation's and the fast path's.
+func Functions() []Principal {
+	return append(append(Lambdas(), CheckDatastore, Reconcile), FastPathPrincipals()...)
+}
 
 // ReconcilePrincipals lists the reconciliation's own principals: its Lambda
 // and its state machine. Their statements need the Reconcile* fields of
@@ -414,6 +426,13 @@ func Policy(p Principal, r Resources) ([]Statement, error) {
 			// is VersionReadResource in the Service Authorization Reference.
 			{Sid: "ReadVersions", Actions: []string{"healthlake:VersionReadResource"}, Resources: []string{r.DatastoreARN}},
 		}
+	case CheckDatastore:
+		out = []Statement{
+			logs(),
+			// The deploy's check describes the data store: its status,
+			// creation date and key (internal/datastorecheck).
+			{Sid: "DescribeDatastore", Actions: []string{"healthlake:DescribeFHIRDatastore"}, Resources: []string{r.DatastoreARN}},
+		}
 	case FastPathSetup:
 		out = []Statement{
 			logs(),
@@ -536,14 +555,9 @@ var vpcNetworkInterfaces = Statement{
 	NotExercised: "Lambda manages a VPC function's network interfaces with its role; cdc-local has no VPC",
 }
 
-// IsFunction reports whether p is a Lambda function's execution role.
-func IsFunction(p Principal) bool {
-	switch p {
-	case StartExport, CheckExport, PrepareChange, RunLock, Reconcile, FastPath, FastPathSetup:
-		return true
-	}
-	return false
-}
+// IsFunction reports whether p is a Lambda function's execution role
+// (one of Functions).
+func IsFunction(p Principal) bool { return slices.Contains(Functions(), p) }
 
 // MustPolicy is Policy for the principals of Principals, which cannot fail
 // unless a Resources field is empty.

@@ -11,7 +11,7 @@ import (
 func testResources() Resources {
 	arn := func(svc, res string) string { return "arn:aws:" + svc + ":us-east-1:111122223333:" + res }
 	logs := map[Principal]string{}
-	for _, p := range append(append(Lambdas(), Reconcile), FastPathPrincipals()...) {
+	for _, p := range Functions() {
 		logs[p] = arn("logs", "log-group:/aws/lambda/"+string(p)+":*")
 	}
 	return Resources{
@@ -104,8 +104,8 @@ func TestFunctionsInAVPCMayManageTheirNetworkInterfaces(t *testing.T) {
 				t.Errorf("InVPC %v: %s has VpcNetworkInterfaces %v, want %v", inVPC, p, has, want)
 			}
 		}
-		if functions != 7 {
-			t.Errorf("%d function roles, want the 7 Lambdas' (start-export, check-export, prepare-change, run-lock, reconcile, fast-path, fast-path-setup)", functions)
+		if functions != 8 {
+			t.Errorf("%d function roles, want the 8 Lambdas' (start-export, check-export, prepare-change, run-lock, check-datastore, reconcile, fast-path, fast-path-setup)", functions)
 		}
 	}
 }

@@ -37,6 +37,10 @@ const (
 	// custom resource that creates its SubscriptionTopic and Subscription.
 	FastPath      = "fast-path"
 	FastPathSetup = "fast-path-setup"
+	// CheckDatastore is the custom resource that checks the data store at
+	// every deploy that changes the DatastoreId or the DatastoreKey
+	// (internal/datastorecheck); not one of Lambdas().
+	CheckDatastore = "check-datastore"
 )
 
 // TableTTLAttribute is the pipeline table's time-to-live attribute (epoch
@@ -248,6 +252,9 @@ type Config struct {
 	// mapping's consumer: its queue's visibility timeout is 6 × its timeout);
 	// FastPathSetupFunction the custom resource that keeps the Subscription.
 	FastPathFunction, FastPathSetupFunction Function
+	// CheckDatastoreFunction is the deploy's data store check (a custom
+	// resource: one DescribeFHIRDatastore call).
+	CheckDatastoreFunction Function
 }
 
 // DefaultPutEventsQuota is the lowest default PutEvents quota that
@@ -366,6 +373,7 @@ func Default() Config {
 		FastPathBatchingWindow: 0,
 		FastPathFunction:       Function{Timeout: 60 * time.Second, MemoryMB: 512},
 		FastPathSetupFunction:  Function{Timeout: 120 * time.Second, MemoryMB: 256},
+		CheckDatastoreFunction: Function{Timeout: 30 * time.Second, MemoryMB: 128},
 	}
 }
 
@@ -418,8 +426,8 @@ const ExportQueueMaxConcurrency = 2
 // dead-letter queue; run-lock a few overlapping executions (a throttled
 // call is retried by the state machine); the fast-path Lambda its queue
 // mapping's MaximumConcurrency (FastPathMaxConcurrency: the mapping never
-// asks for more), the custom resource's one (CloudFormation invokes it once
-// per stack operation).
+// asks for more), the custom resources' one each (CloudFormation invokes
+// them once per stack operation).
 func (c Config) ReservedConcurrencyOf(name string) int {
 	if !c.ReservedConcurrency {
 		return 0
@@ -433,20 +441,20 @@ func (c Config) ReservedConcurrencyOf(name string) int {
 		return ExportQueueMaxConcurrency + 1
 	case FastPath:
 		return c.FastPathMaxConcurrency()
-	case FastPathSetup:
+	case FastPathSetup, CheckDatastore:
 		return 1
 	}
 	return 0
 }
 
 // ReservedConcurrencyTotal is what the stack's Lambdas reserve together
-// with ReservedConcurrency on (31 with the defaults; 42 with FastPath too),
+// with ReservedConcurrency on (32 with the defaults; 43 with FastPath too),
 // whether or not it is on; the account's concurrency quota must be at least
 // this plus MinUnreservedConcurrency.
 func (c Config) ReservedConcurrencyTotal() int {
 	on := c
 	on.ReservedConcurrency = true
-	names := append(Lambdas(), Reconcile)
+	names := append(Lambdas(), CheckDatastore, Reconcile)
 	if c.FastPath {
 		names = append(names, FastPath, FastPathSetup)
 	}
@@ -515,6 +523,8 @@ func (c Config) Function(name string) (Function, bool) {
 		return c.FastPathFunction, true
 	case FastPathSetup:
 		return c.FastPathSetupFunction, true
+	case CheckDatastore:
+		return c.CheckDatastoreFunction, true
 	}
 	return Function{}, false
 }

@@ -336,19 +336,19 @@ func TestReconcileRetention(t *testing.T) {
 // account's quota is below the 100 units Lambda keeps unreserved.
 func TestReservedConcurrencyIsOptIn(t *testing.T) {
 	c := Default()
-	all := append(Lambdas(), Reconcile)
+	all := append(Lambdas(), CheckDatastore, Reconcile)
 	for _, name := range all {
 		if n := c.ReservedConcurrencyOf(name); n != 0 {
 			t.Errorf("%s reserves %d by default", name, n)
 		}
 	}
-	if got := c.ReservedConcurrencyTotal(); got != 31 {
-		t.Errorf("ReservedConcurrencyTotal = %d, want 31 (3 + 3 + 10 + 5 + 10)", got)
+	if got := c.ReservedConcurrencyTotal(); got != 32 {
+		t.Errorf("ReservedConcurrencyTotal = %d, want 32 (3 + 3 + 10 + 5 + 1 + 10)", got)
 	}
 	if err := c.Apply(map[string]string{"ReservedConcurrency": "true", "MapMaxConcurrency": "20"}); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{StartExport: 3, CheckExport: 3, PrepareChange: 20, RunLock: 5, Reconcile: 20}
+	want := map[string]int{StartExport: 3, CheckExport: 3, PrepareChange: 20, RunLock: 5, CheckDatastore: 1, Reconcile: 20}
 	for _, name := range all {
 		if got := c.ReservedConcurrencyOf(name); got != want[name] {
 			t.Errorf("%s reserves %d, want %d", name, got, want[name])

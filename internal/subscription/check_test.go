@@ -152,7 +152,7 @@ func TestServeTakesCustomResourceEvents(t *testing.T) {
 	if err := c.h.Serve(context.Background(), raw); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
-	if r := c.cfn.last(t); r.Status != "SUCCESS" || r.RequestID != ev.RequestID {
+	if r := c.cfn.Last(t); r.Status != "SUCCESS" || r.RequestID != ev.RequestID {
 		t.Errorf("response %+v", r)
 	}
 	if err := c.h.Serve(context.Background(), json.RawMessage(`[1,2]`)); err == nil {

@@ -1,21 +1,18 @@
 package subscription
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/cfnresponse"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/metrics"
@@ -432,51 +429,10 @@ func (h *CustomResource) sweep(ctx context.Context, spec Spec, removed *state, o
 
 // reason is a FAILED response's Reason: the error text, cut to about
 // 1,000 bytes.
-func reason(err error) string { return clip(err.Error()) }
+func reason(err error) string { return cfnresponse.Reason(err) }
 
 // respond PUTs the response to the pre-signed ResponseURL, retrying
 // transport errors and non-2xx answers.
 func (h *CustomResource) respond(ctx context.Context, responseURL string, resp cfn.Response) error {
-	if responseURL == "" {
-		return errors.New("respond to CloudFormation: the event has no ResponseURL")
-	}
-	body, err := json.Marshal(resp)
-	if err != nil {
-		return fmt.Errorf("respond to CloudFormation: encode: %w", err)
-	}
-	for attempt := 1; ; attempt++ {
-		err := h.put(ctx, responseURL, body)
-		if err == nil {
-			return nil
-		}
-		if attempt >= h.opts.SendAttempts || ctx.Err() != nil {
-			return fmt.Errorf("respond to CloudFormation after %d attempts: %w", attempt, err)
-		}
-		if serr := h.opts.Sleep(ctx, backoff.Ceiling(500*time.Millisecond, 5*time.Second, attempt)); serr != nil {
-			return fmt.Errorf("respond to CloudFormation: waiting to retry: %w (last error: %v)", serr, err)
-		}
-	}
-}
-
-// put sends the response once. Its errors never carry the pre-signed URL.
-func (h *CustomResource) put(ctx context.Context, responseURL string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, responseURL, bytes.NewReader(body))
-	if err != nil {
-		return errors.New("the ResponseURL is not a URL")
-	}
-	// No Content-Type: the URL is pre-signed without one.
-	res, err := h.opts.HTTPClient.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("send: %w", err)
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
-	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return fmt.Errorf("answered HTTP %d", res.StatusCode)
-	}
-	return nil
+	return cfnresponse.Sender{HTTPClient: h.opts.HTTPClient, Attempts: h.opts.SendAttempts, Sleep: h.opts.Sleep}.Send(ctx, responseURL, resp)
 }

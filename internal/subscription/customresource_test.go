@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -16,74 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/cfnresponse/cfntest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/subscription"
 )
 
-// cfnEndpoint is CloudFormation's pre-signed ResponseURL: it records every
-// response PUT to it; failFirst answers that many with 500.
-type cfnEndpoint struct {
-	srv       *httptest.Server
-	mu        sync.Mutex
-	got       []cfn.Response
-	failFirst int
-	bad       []string
-}
-
-func newCFNEndpoint(t *testing.T) *cfnEndpoint {
-	t.Helper()
-	e := &cfnEndpoint{}
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if r.Method != http.MethodPut || r.URL.Query().Get("X-Amz-Signature") != "sig" || r.Header.Get("Content-Type") != "" {
-			e.bad = append(e.bad, r.Method+" "+r.URL.String()+" Content-Type="+r.Header.Get("Content-Type"))
-		}
-		if e.failFirst > 0 {
-			e.failFirst--
-			http.Error(w, "<Error>InternalError</Error>", http.StatusInternalServerError)
-			return
-		}
-		var resp cfn.Response
-		if err := json.NewDecoder(r.Body).Decode(&resp); err != nil {
-			e.bad = append(e.bad, "undecodable body: "+err.Error())
-		}
-		e.got = append(e.got, resp)
-	}))
-	t.Cleanup(e.srv.Close)
-	return e
-}
-
-func (e *cfnEndpoint) setFailFirst(n int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.failFirst = n
-}
-
-// url is a ResponseURL shaped like S3's pre-signed ones.
-func (e *cfnEndpoint) url() string {
-	return e.srv.URL + "/cloudformation-custom-resource-response-useast1/arn%3Aaws%3Acloudformation?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=sig"
-}
-
-// last returns the one response received since the previous call.
-func (e *cfnEndpoint) last(t *testing.T) cfn.Response {
-	t.Helper()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.bad) > 0 {
-		t.Errorf("bad response requests: %q", e.bad)
-	}
-	if len(e.got) != 1 {
-		t.Fatalf("%d responses, want 1: %+v", len(e.got), e.got)
-	}
-	r := e.got[0]
-	e.got = nil
-	return r
-}
-
 type crFixture struct {
 	*fixture
-	cfn  *cfnEndpoint
+	cfn  *cfntest.Endpoint
 	h    *subscription.CustomResource
 	logs *bytes.Buffer
 }
@@ -99,7 +38,7 @@ func newCRFixture(t *testing.T) *crFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &crFixture{fixture: f, cfn: newCFNEndpoint(t), h: h, logs: logs}
+	return &crFixture{fixture: f, cfn: cfntest.New(t), h: h, logs: logs}
 }
 
 func (c *crFixture) props() map[string]any {
@@ -115,7 +54,7 @@ func (c *crFixture) props() map[string]any {
 
 func (c *crFixture) event(kind cfn.RequestType, physicalID string, props, old map[string]any) cfn.Event {
 	return cfn.Event{
-		RequestType: kind, RequestID: "req-" + string(kind), ResponseURL: c.cfn.url(),
+		RequestType: kind, RequestID: "req-" + string(kind), ResponseURL: c.cfn.URL(),
 		ResourceType: "Custom::HealthLakeSubscription", LogicalResourceID: "FastPathSubscription",
 		StackID: "arn:aws:cloudformation:us-east-1:123456789012:stack/cdc-test/1", PhysicalResourceID: physicalID,
 		ResourceProperties: props, OldResourceProperties: old,
@@ -128,7 +67,7 @@ func (c *crFixture) handle(t *testing.T, ev cfn.Event) cfn.Response {
 	if err := c.h.Handle(context.Background(), ev); err != nil {
 		t.Fatalf("handle %s: %v", ev.RequestType, err)
 	}
-	r := c.cfn.last(t)
+	r := c.cfn.Last(t)
 	if r.RequestID != ev.RequestID || r.LogicalResourceID != ev.LogicalResourceID || r.StackID != ev.StackID {
 		t.Errorf("response does not echo the event: %+v", r)
 	}
@@ -356,12 +295,12 @@ func TestCustomResourceReportsHealthLakeFailure(t *testing.T) {
 
 func TestCustomResourceRetriesTheResponse(t *testing.T) {
 	c := newCRFixture(t)
-	c.cfn.setFailFirst(2)
+	c.cfn.SetFailFirst(2)
 	r := c.handle(t, c.event(cfn.RequestCreate, "", c.props(), nil))
 	if r.Status != cfn.StatusSuccess {
 		t.Errorf("response %+v", r)
 	}
-	c.cfn.setFailFirst(100)
+	c.cfn.SetFailFirst(100)
 	err := c.h.Handle(context.Background(), c.event(cfn.RequestUpdate, r.PhysicalResourceID, c.props(), c.props()))
 	if err == nil || !strings.Contains(err.Error(), "after 5 attempts") || !strings.Contains(err.Error(), "HTTP 500") {
 		t.Fatalf("undeliverable response: %v", err)
@@ -369,9 +308,9 @@ func TestCustomResourceRetriesTheResponse(t *testing.T) {
 	if strings.Contains(err.Error(), "X-Amz-Signature") || strings.Contains(c.logs.String(), "X-Amz-Signature") {
 		t.Errorf("the error or logs carry the pre-signed URL: %v", err)
 	}
-	c.cfn.setFailFirst(0)
+	c.cfn.SetFailFirst(0)
 	// An unreachable ResponseURL: the error does not name it either.
-	c.cfn.srv.Close()
+	c.cfn.Close()
 	err = c.h.Handle(context.Background(), c.event(cfn.RequestUpdate, r.PhysicalResourceID, c.props(), c.props()))
 	if err == nil || strings.Contains(err.Error(), "X-Amz-Signature") {
 		t.Errorf("unreachable ResponseURL: %v", err)
@@ -399,7 +338,7 @@ func TestCustomResourceAnswersBeforeTheDeadline(t *testing.T) {
 	if err := h.Handle(ctx, c.event(cfn.RequestCreate, "", c.props(), nil)); err != nil {
 		t.Fatalf("handle: %v", err)
 	}
-	r := c.cfn.last(t)
+	r := c.cfn.Last(t)
 	if r.Status != cfn.StatusFailed || !strings.Contains(r.Reason, "context deadline exceeded") {
 		t.Errorf("response %+v", r)
 	}

@@ -42,8 +42,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
+	cliptext "github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 )
 
@@ -438,16 +438,7 @@ func (st *state) status(spec Spec) Result {
 func (s Spec) validateIdentity() error { return s.check(false) }
 
 // clip bounds an error text to maxErrorText bytes, on a rune boundary.
-func clip(s string) string {
-	if len(s) <= maxErrorText {
-		return s
-	}
-	cut := maxErrorText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func clip(s string) string { return cliptext.String(s, maxErrorText) }
 
 // deleteAbsentOK deletes a resource; one already absent is fine.
 func deleteAbsentOK(ctx context.Context, api API, datastoreID, typ, id string) error {

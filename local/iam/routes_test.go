@@ -109,7 +109,7 @@ func TestGrantedActionsAreReachable(t *testing.T) {
 		ReconcileFunctionARN: "f3", ReconcileStateMachineARN: "sm2", ReconcileExecutionsARN: "x2", ReconcileMapRunExecutionsARN: "y2",
 		FastPathQueueARN: "q3",
 	}
-	for _, p := range append(append(iampolicy.Lambdas(), iampolicy.Reconcile), iampolicy.FastPathPrincipals()...) {
+	for _, p := range iampolicy.Functions() {
 		res.LogGroupARNs[p] = "lg-" + string(p)
 	}
 	for _, p := range iampolicy.All() {
@@ -287,7 +287,7 @@ func TestEachPrincipalTouchesOnlyItsOwnItems(t *testing.T) {
 		ReconcileExecutionsARN: arn("states", "execution:rec:*"), ReconcileMapRunExecutionsARN: arn("states", "execution:rec/*"),
 		FastPathQueueARN: arn("sqs", "fast-path"),
 	}
-	for _, p := range append(append(iampolicy.Lambdas(), iampolicy.Reconcile), iampolicy.FastPathPrincipals()...) {
+	for _, p := range iampolicy.Functions() {
 		res.LogGroupARNs[p] = arn("logs", "log-group:"+string(p)+":*")
 	}
 	m := testMapper()

@@ -29,7 +29,7 @@ func (s *Stack) stateMachineName() string { return s.opts.Name }
 func (s *Stack) PolicyResources() iampolicy.Resources {
 	env, sm := s.Env, s.stateMachineName()
 	logs := map[iampolicy.Principal]string{}
-	for _, p := range append(append(iampolicy.Lambdas(), iampolicy.Reconcile), iampolicy.FastPathPrincipals()...) {
+	for _, p := range iampolicy.Functions() {
 		logs[p] = env.ARN("logs", "log-group:/aws/lambda/"+s.opts.Name+"-"+string(p)+":*")
 	}
 	rsm := s.reconcileMachineName()

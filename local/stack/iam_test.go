@@ -213,7 +213,8 @@ func prepareScenario(t *testing.T, st *Stack, name string) {
 // scenarioOf says which run makes a statement's calls: most are made by
 // any window with a change; following exports by run-lock and the lock
 // holder's status only by a take-over; start-export follows exports only
-// after an ambiguous start; claim-checks need a resource over the limit.
+// after an ambiguous start; claim-checks need a resource over the limit;
+// the data store check runs at a deploy ("deploy": the stack's start).
 func scenarioOf(p iampolicy.Principal, sid string) string {
 	switch {
 	case p == iampolicy.StartExport && sid == "FollowExports":
@@ -230,6 +231,8 @@ func scenarioOf(p iampolicy.Principal, sid string) string {
 		return "reconcile"
 	case p == iampolicy.FastPath || p == iampolicy.FastPathSetup:
 		return "fastpath"
+	case p == iampolicy.CheckDatastore:
+		return "deploy"
 	}
 	return "window"
 }
@@ -323,6 +326,10 @@ func TestIAMEveryStatementIsNeeded(t *testing.T) {
 					runReconcileScenario(t, st, denied)
 				case "fastpath":
 					runFastPathUntil(t, st, denied)
+				case "deploy":
+					// The deploy's data store check, as the stack makes it
+					// at start.
+					_, _ = st.CheckDatastore(context.Background(), testDatastoreKey)
 				default:
 					runUntil(t, st, denied, func() { prepareScenario(t, st, sc) })
 				}

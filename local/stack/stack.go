@@ -466,6 +466,9 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if err := s.createStateMachine(ctx); err != nil {
 		return nil, err
 	}
+	if _, err := s.CheckDatastore(ctx, s.opts.DatastoreKey); err != nil {
+		return nil, err
+	}
 	if err := s.ensureSubscription(ctx); err != nil {
 		return nil, err
 	}
@@ -511,19 +514,19 @@ func ValidHealthLakeQuotas(v string) error {
 // healthLakeQuotas are the HealthLake emulator's quota options for
 // Options.HealthLakeQuotas: whether they apply, and the data store's
 // creation date (zero: the clock's at start). A simulation's clock starts
-// in 2000 (testing/synctest), before any data store of today's quotas
-// existed: its data store is then dated fakehealthlake.LegacyBefore.
+// in 2000 (testing/synctest), before any data store of today's quotas — or
+// with exports since a time (the deploy's data store check) — existed: its
+// data store is then dated fakehealthlake.LegacyBefore.
 func (s *Stack) healthLakeQuotas() (on bool, created time.Time) {
-	switch s.opts.HealthLakeQuotas {
-	case QuotasLegacy:
+	on = s.opts.HealthLakeQuotas == QuotasCurrent || s.opts.HealthLakeQuotas == QuotasLegacy
+	switch {
+	case s.opts.HealthLakeQuotas == QuotasLegacy:
+		// Before the current quotas, after exports with _since.
 		return true, fakehealthlake.LegacyBefore.AddDate(0, -1, 0)
-	case QuotasCurrent:
-		if s.clock.Now().Before(fakehealthlake.LegacyBefore) {
-			return true, fakehealthlake.LegacyBefore
-		}
-		return true, time.Time{}
+	case s.clock.Now().Before(fakehealthlake.LegacyBefore):
+		return on, fakehealthlake.LegacyBefore
 	}
-	return false, time.Time{}
+	return on, time.Time{}
 }
 
 // putEventsQuota is the EventBridge emulator's PutEvents quota: the

@@ -1,0 +1,31 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	hlsdk "github.com/aws/aws-sdk-go-v2/service/healthlake"
+
+	"github.com/healthlake-cdc/healthlake-cdc/internal/datastore"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/datastorecheck"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
+)
+
+// CheckDatastore makes the deploy's data store check (the custom resource
+// DatastoreCheck, internal/datastorecheck) for a stack deployed with
+// configuredKey as its DatastoreKey, signing as the check-datastore role:
+// an error names what stops the pipeline on the data store. The stack runs
+// it at start with Options.DatastoreKey, before the Subscription and the
+// schedules, as CloudFormation does before creating them.
+func (s *Stack) CheckDatastore(ctx context.Context, configuredKey string) (datastore.Facts, error) {
+	api := hlsdk.NewFromConfig(s.principalConfig(iampolicy.CheckDatastore), func(o *hlsdk.Options) {
+		o.BaseEndpoint = aws.String(s.Res.HealthLakeEndpoint)
+	})
+	f, err := datastorecheck.Check(ctx, api, s.Env.Region,
+		datastorecheck.Properties{DatastoreID: s.Res.DatastoreID, DatastoreKey: configuredKey})
+	if err != nil {
+		return f, fmt.Errorf("stack: the deploy's data store check: %w", err)
+	}
+	return f, nil
+}
