@@ -42,9 +42,9 @@ func TestTheDeployChecksTheDataStore(t *testing.T) {
 		}
 	}
 	want := map[string]any{
-		"ServiceToken":   map[string]any{"Fn::GetAtt": []any{fnID, "Arn"}},
-		"DatastoreId":    "ds-1",
-		"DatastoreKey":   key,
+		"ServiceToken": map[string]any{"Fn::GetAtt": []any{fnID, "Arn"}},
+		"DatastoreId":  "ds-1",
+		"DatastoreKey": key,
 		// CDK renders the number as a string; CloudFormation takes both.
 		"ServiceTimeout": strconv.Itoa(3*stackconfig.Seconds(p.Settings.CheckDatastoreFunction.Timeout) + 180),
 	}
