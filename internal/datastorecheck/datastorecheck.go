@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -90,10 +91,15 @@ var ErrMisfit = errors.New("the pipeline cannot run on this data store")
 // Check describes the data store of p and returns its facts, and an error
 // naming what stops the pipeline on it: every misfit (ErrMisfit), a data
 // store HealthLake does not know in region (datastore.ErrNotFound), a
-// description refused, HealthLake's other errors.
+// Region without a HealthLake endpoint, a description refused, HealthLake's
+// other errors.
 func Check(ctx context.Context, api datastore.Describer, region string, p Properties) (datastore.Facts, error) {
 	f, err := datastore.Describe(ctx, api, p.DatastoreID)
+	var dns *net.DNSError
 	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return f, fmt.Errorf("HealthLake has no endpoint in Region %s (%s is not a host): deploy the stack to a Region HealthLake is offered in, the data store's: %w",
+			region, dns.Name, err)
 	case errors.Is(err, datastore.ErrNotFound):
 		return f, fmt.Errorf("HealthLake has no data store %s in this account and Region %s: check the DatastoreId parameter (and the Region deployed to): %w",
 			p.DatastoreID, region, err)

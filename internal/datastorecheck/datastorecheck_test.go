@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -261,3 +262,23 @@ func TestNoAnswerIsAnError(t *testing.T) {
 		t.Errorf("the logs carry the pre-signed URL")
 	}
 }
+
+// TestARegionWithoutHealthLakeFailsTheDeploy: where the Region has no
+// HealthLake endpoint (its host name does not resolve), the deploy fails
+// saying so rather than with the SDK's connection error alone.
+func TestARegionWithoutHealthLakeFailsTheDeploy(t *testing.T) {
+	noHost := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		return nil, &net.DNSError{Err: "no such host", Name: r.URL.Hostname(), IsNotFound: true}
+	})}
+	api := hlsdk.New(hlsdk.Options{Region: "xx-nowhere-1", HTTPClient: noHost, RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")})
+	_, err := datastorecheck.Check(context.Background(), api, "xx-nowhere-1", datastorecheck.Properties{DatastoreID: "ds1"})
+	if err == nil || !strings.Contains(err.Error(), "HealthLake has no endpoint in Region xx-nowhere-1 (healthlake.xx-nowhere-1.amazonaws.com is not a host)") {
+		t.Fatalf("check in a Region without HealthLake: %v", err)
+	}
+}
+
+// roundTrip is an http.RoundTripper made of a function.
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
