@@ -1,7 +1,7 @@
 // Package datastore says what in the pipeline's HealthLake data store stops
 // the pipeline as deployed: a status other than ACTIVE, a creation before
-// HealthLake's exports with _since, a customer-managed key the stack was not
-// deployed for. The deploy's check (internal/datastorecheck) refuses such a
+// 2023-06-01 (no export status by GET), a customer-managed key the stack was
+// not deployed for. The deploy's check (internal/datastorecheck) refuses such a
 // data store; start-export explains a refused export start with the same
 // reasons (exportjob.RefusalHint). It names data store properties only,
 // never resource content.
@@ -31,10 +31,14 @@ type Facts struct {
 	CustomerManagedKey string
 }
 
-// SinceExportsFrom is the first creation date of a data store that exports
-// with `_since`: those created before 2023-06-01 support only system-wide
-// REST export (docs/DEPLOY.md, "Prerequisites").
-var SinceExportsFrom = time.Date(2023, 6, 1, 0, 0, 0, 0, time.UTC)
+// ExportStatusFrom is the first creation date of a data store whose exports
+// the pipeline can follow: HealthLake's data stores created before
+// 2023-06-01 support only system-wide REST exports and answer no export
+// status to a GET on the data store's endpoint (HealthLake Developer Guide,
+// "Exporting data from your HealthLake data store using $export"), the
+// request with which the pipeline follows every export (docs/DEPLOY.md,
+// "Prerequisites").
+var ExportStatusFrom = time.Date(2023, 6, 1, 0, 0, 0, 0, time.UTC)
 
 // Describer is the HealthLake call Describe makes.
 type Describer interface {
@@ -81,9 +85,9 @@ func Misfits(f Facts, configuredKey string) []string {
 	if f.Status != "" && f.Status != string(hltypes.DatastoreStatusActive) {
 		out = append(out, "the data store is "+f.Status+", not ACTIVE")
 	}
-	if !f.CreatedAt.IsZero() && f.CreatedAt.Before(SinceExportsFrom) {
+	if !f.CreatedAt.IsZero() && f.CreatedAt.Before(ExportStatusFrom) {
 		out = append(out, "the data store was created on "+f.CreatedAt.UTC().Format("2006-01-02")+
-			", before HealthLake's exports with _since (data stores created from 2023-06-01): use a newer data store")
+			", before 2023-06-01: HealthLake answers no export status by GET on such a data store's endpoint, which the pipeline follows its exports with: use a data store created since")
 	}
 	switch key := f.CustomerManagedKey; {
 	case key == "":

@@ -9,8 +9,8 @@ import (
 	hltypes "github.com/aws/aws-sdk-go-v2/service/healthlake/types"
 )
 
-// TestMisfitsSayWhatToDo: a data store not ACTIVE, created before exports
-// with _since, or on a customer-managed key the stack was not deployed for
+// TestMisfitsSayWhatToDo: a data store not ACTIVE, created before
+// 2023-06-01 (no export status by GET), or on a customer-managed key the stack was not deployed for
 // (none, another) is a misfit, each named with what to do; an ACTIVE newer
 // store on an AWS owned key, or on the key deployed for (by ARN or id), is
 // none — nor is a key configured for a store on an AWS owned key.

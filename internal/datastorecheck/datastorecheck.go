@@ -2,7 +2,7 @@
 // the CloudFormation custom resource (Custom::HealthLakeDatastoreCheck) that
 // describes the data store named by the stack's DatastoreId and fails the
 // deploy, before any run starts, when the pipeline as deployed cannot run on
-// it (datastore.Misfits: not ACTIVE, created before exports with _since, a
+// it (datastore.Misfits: not ACTIVE, created before 2023-06-01, a
 // customer-managed key the stack was not deployed for), when HealthLake
 // does not know it in the stack's Region, or when the stack's roles may not
 // describe it. docs/DEPLOY.md, "Prerequisites".

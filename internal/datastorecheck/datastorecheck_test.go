@@ -153,8 +153,8 @@ func TestADataStoreThePipelineRunsOnPassesTheDeploy(t *testing.T) {
 // TestAMisfitFailsTheDeployWithWhatToDo: Create answers FAILED, with the
 // reason CloudFormation shows in the stack's events naming what to change,
 // for a data store on a key the stack was not deployed for, one created
-// before exports with _since, one HealthLake does not know, and one the
-// role may not describe.
+// before 2023-06-01 (whose exports the pipeline cannot follow), one
+// HealthLake does not know, and one the role may not describe.
 func TestAMisfitFailsTheDeployWithWhatToDo(t *testing.T) {
 	const other = "arn:aws:kms:us-east-1:000000000000:key/other"
 	withoutDescribe := func(s []iampolicy.Statement) []iampolicy.Statement { return iampolicy.Without(s, "DescribeDatastore") }
@@ -168,8 +168,8 @@ func TestAMisfitFailsTheDeployWithWhatToDo(t *testing.T) {
 			[]string{"data store ds1", "without the DatastoreKey setting", "DatastoreKey=" + dataStoreKey}},
 		"another key": {store{key: dataStoreKey}, "ds1", other, nil,
 			[]string{"but the stack's DatastoreKey is " + other, "DatastoreKey=" + dataStoreKey}},
-		"before _since": {store{created: time.Date(2023, 5, 2, 9, 0, 0, 0, time.UTC)}, "ds1", "", nil,
-			[]string{"created on 2023-05-02", "_since"}},
+		"before 2023-06-01": {store{created: time.Date(2023, 5, 2, 9, 0, 0, 0, time.UTC)}, "ds1", "", nil,
+			[]string{"created on 2023-05-02", "answers no export status by GET"}},
 		"unknown data store": {store{}, "0123456789abcdef0123456789abcdef", "", nil,
 			[]string{"HealthLake has no data store 0123456789abcdef0123456789abcdef in this account and Region us-east-1", "DatastoreId parameter"}},
 		"not allowed to describe": {store{}, "ds1", "", withoutDescribe,

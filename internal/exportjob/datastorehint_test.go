@@ -9,7 +9,7 @@ import (
 )
 
 // TestRefusalHintNamesWhatToFix: a refused export start is explained by the
-// data store's status, its age (no _since before 2023-06-01) and its
+// data store's status, its age (no export status by GET before 2023-06-01) and its
 // customer-managed key compared with the DatastoreKey the stack was
 // deployed for — each with what to do — and by nothing on a data store that
 // explains nothing.
@@ -35,8 +35,8 @@ func TestRefusalHintNamesWhatToFix(t *testing.T) {
 		{"the same key by id", datastore.Facts{Status: "ACTIVE", CreatedAt: newStore, CustomerManagedKey: "1234abcd-12ab-34cd-56ef-1234567890ab"}, key, true,
 			[]string{"is the stack's DatastoreKey"}},
 		{"not active", datastore.Facts{Status: "DELETING", CreatedAt: newStore}, "", false, []string{"DELETING, not ACTIVE"}},
-		{"before _since", datastore.Facts{Status: "ACTIVE", CreatedAt: time.Date(2023, 5, 31, 23, 0, 0, 0, time.UTC)}, "", false,
-			[]string{"created on 2023-05-31", "_since"}},
+		{"before 2023-06-01", datastore.Facts{Status: "ACTIVE", CreatedAt: time.Date(2023, 5, 31, 23, 0, 0, 0, time.UTC)}, "", false,
+			[]string{"created on 2023-05-31", "export status"}},
 	} {
 		got := RefusalHint(c.facts, c.configured, c.denied)
 		if len(c.want) == 0 && got != "" {
