@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/datastorecheck"
@@ -16,10 +17,19 @@ import (
 )
 
 // datastoreCheckFunction creates the check-datastore Lambda (its role's
-// statements come with the others': iamPolicies).
-func (b *builder) datastoreCheckFunction(res stackconfig.Resources) {
-	b.checkDatastore = b.newLambda("CheckDatastore", stackconfig.CheckDatastore,
-		"healthlake-cdc: checks at a deploy that the pipeline can run on its HealthLake data store (custom resource)", res)
+// statements come with the others': iamPolicies). It and what it needs come
+// before the stack's key: its environment is the pipeline's name alone and
+// its log group is not under the key (it logs data store ids, statuses and
+// key ARNs, never a resource), so that the key, and with it everything the
+// stack retains, can wait for the check (datastoreCheck).
+func (b *builder) datastoreCheckFunction() {
+	const id = "CheckDatastore"
+	lg := awslogs.NewLogGroup(b.stack, b.s(id+"Logs"), &awslogs.LogGroupProps{RemovalPolicy: awscdk.RemovalPolicy_RETAIN})
+	lg.Node().DefaultChild().(awslogs.CfnLogGroup).SetRetentionInDays(b.p.LogRetentionDays)
+	suppress(lg, nagRule{id: "HIPAA.Security-CloudWatchLogGroupEncrypted", reason: "The data store check's log group holds data store ids, statuses, key ARNs and HealthLake's error texts, never a resource (CloudWatch Logs encrypts it at rest all the same). It is not under the stack's key because the key waits for the check: a data store the pipeline cannot run on fails the first deploy before the key, the table and the buckets, which the stack retains, exist."})
+	b.checkDatastore = b.function(id, stackconfig.CheckDatastore,
+		"healthlake-cdc: checks at a deploy that the pipeline can run on its HealthLake data store (custom resource)",
+		map[string]string{stackconfig.EnvPipelineName: b.cfg.Name}, lg)
 	suppressDatastoreCheckFindings(b.checkDatastore.f, b.set)
 }
 
@@ -27,7 +37,11 @@ func (b *builder) datastoreCheckFunction(res stackconfig.Resources) {
 // DatastoreId parameter and the key the roles are granted (DatastoreKey), so
 // CloudFormation runs the check when the stack is created and at every
 // update that changes either. Created once the check's role has its
-// statements (the function depends on its policies).
+// statements (the function depends on its policies). The stack's key and
+// the access-log bucket wait for it — and with the key everything under it,
+// the table, the artifact bucket and the other log groups among them — so a
+// first deploy the check fails leaves nothing retained behind but the
+// check's own log group.
 func (b *builder) datastoreCheck() {
 	timeout := b.set.CheckDatastoreFunction.Timeout
 	b.dsCheck = awscdk.NewCustomResource(b.stack, b.s("DatastoreCheck"), &awscdk.CustomResourceProps{
@@ -41,6 +55,7 @@ func (b *builder) datastoreCheck() {
 		// retries a failed invocation twice (after about 1 and 2 minutes).
 		ServiceTimeout: seconds(3*timeout + 3*time.Minute),
 	})
+	b.afterDatastoreCheck(b.key, b.accessLogs)
 }
 
 // afterDatastoreCheck makes each of cs wait for the data store check: what

@@ -57,8 +57,15 @@ func (b *builder) newFn(id, name, desc string, res stackconfig.Resources) fn {
 
 // newLambda creates a Lambda whose timeout, memory and environment (the one
 // stackconfig.Config.LambdaEnv gives cdc-local too) come from the settings
-// and res, with its own role (no statements: iamPolicies) and log group.
+// and res, with its own role (no statements: iamPolicies) and log group
+// under the stack's key.
 func (b *builder) newLambda(id, name, desc string, res stackconfig.Resources) fn {
+	return b.function(id, name, desc, b.set.LambdaEnv(name, res), b.logGroup(id+"Logs", nil))
+}
+
+// function creates the Lambda name (its timeout and memory from the
+// settings) with environment env, its own role and the log group lg.
+func (b *builder) function(id, name, desc string, env map[string]string, lg awslogs.LogGroup) fn {
 	sf, ok := b.set.Function(name)
 	if !ok {
 		panic("no settings for Lambda " + name) // the builder and stackconfig name the same Lambdas
@@ -67,8 +74,7 @@ func (b *builder) newLambda(id, name, desc string, res stackconfig.Resources) fn
 		Description: b.s("Execution role of the " + name + " Lambda"),
 		AssumedBy:   awsiam.NewServicePrincipal(b.s("lambda.amazonaws.com"), nil),
 	})
-	lg := b.logGroup(id+"Logs", nil)
-	vars := cdkEnv(b.set.LambdaEnv(name, res))
+	vars := cdkEnv(env)
 	// Function-level concurrency (HIPAA Security LambdaConcurrency) only
 	// with the ReservedConcurrency setting: a new account's quota cannot
 	// hold it (nag.go).
@@ -104,7 +110,7 @@ func (b *builder) lambdas() {
 	b.prepareChange = b.newFn("PrepareChange", stackconfig.PrepareChange, "healthlake-cdc: one batch of export files to change events", res)
 	// The reconciliation's Lambda (docs/RECONCILE.md): plan, index, compare, finish.
 	b.reconcileFn = b.newFn("Reconcile", reconcileLambda, "healthlake-cdc: reconciliation of the delivered index with a full export", res)
-	b.datastoreCheckFunction(res)
+	b.datastoreCheckFunction()
 
 	// Event-source mappings (start queue → start-export, re-check queue →
 	// check-export). Built without SqsEventSource so that CDK adds no grants

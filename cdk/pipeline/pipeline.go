@@ -161,6 +161,9 @@ type builder struct {
 	// its custom resource (datastorecheck.go).
 	checkDatastore fn
 	dsCheck        awscdk.CustomResource
+	// accessLogs is the artifact bucket's access-log bucket (retained:
+	// it waits for the data store check too).
+	accessLogs awss3.Bucket
 }
 
 func (b *builder) s(v string) *string { return jsii.String(v) }

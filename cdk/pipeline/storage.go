@@ -78,6 +78,7 @@ func (b *builder) artifactBucket() {
 		}
 	}
 	accessLogs := b.accessLogBucket()
+	b.accessLogs = accessLogs
 	rules := []*awss3.LifecycleRule{
 		expire("expire-exports", PrefixExports, p.ExportsExpiryDays),
 		expire("expire-manifests", PrefixManifests, p.ManifestsExpiryDays),
