@@ -1,6 +1,7 @@
 // Command cdcctl is the operator CLI of healthlake-cdc: inspect export files,
 // show the run status, replay a period, release a stale lock, start a run,
-// list or redrive dead-letter queues, list quarantined records.
+// list or redrive dead-letter queues, list quarantined records, check a data
+// store before a deploy.
 package main
 
 import (
