@@ -11,7 +11,10 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/healthlake-cdc/healthlake-cdc/cdk/pipeline"
 )
 
 // cfnLintVersion is the cfn-lint these checks were written against
@@ -67,7 +70,9 @@ func lintTemplate(t *testing.T, bin, name string, tpl map[string]any) []cfnLintF
 // TestTemplatesPassCfnLint: a deployment pipeline that lints templates with
 // cfn-lint finds nothing in the stack's template — the default one; with
 // the fast path, a permissions boundary, a VPC and claim-check readers; and
-// with a data store key and reserved concurrency — but W3005 (the DependsOn the CDK writes beside a reference that implies
+// with a data store key and reserved concurrency — nor in a consumer's
+// (pipeline.NewConsumer: one with its queue here, one delivering to a queue
+// in another account), but W3005 (the DependsOn the CDK writes beside a reference that implies
 // it), in us-east-1, us-west-2 and eu-west-2; cfn-lint does find the error
 // in a template with one, so this test can fail. Skipped where cfn-lint is
 // not installed (docs/DEPLOY.md, "Build").
@@ -79,7 +84,8 @@ func TestTemplatesPassCfnLint(t *testing.T) {
 	if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil || string(out) != "cfn-lint "+cfnLintVersion+"\n" {
 		t.Logf("cfn-lint %q, the checks were written against %s", out, cfnLintVersion)
 	}
-	for name, tpl := range map[string]map[string]any{"default": synthesized.json, "fastpath": fastPathTemplate(t), "key": keyedTemplate(t)} {
+	for name, tpl := range map[string]map[string]any{"default": synthesized.json, "fastpath": fastPathTemplate(t), "key": keyedTemplate(t),
+		"consumers": consumersTemplate(t)} {
 		seen := map[string]int{}
 		for _, f := range lintTemplate(t, bin, name, tpl) {
 			if f.Rule.ID == "W3005" {
@@ -119,6 +125,26 @@ func keyedTemplate(t *testing.T) map[string]any {
 	stack, err := NewPipelineStack(app, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return *assertions.Template_FromStack(stack, nil).ToJSON()
+}
+
+// consumersTemplate is a consumer team's stack: two pipeline.NewConsumer,
+// one with its own queue, one delivering to a queue in another account.
+func consumersTemplate(t *testing.T) map[string]any {
+	t.Helper()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+	stack := awscdk.NewStack(app, jsii.String("Consumers"), nil)
+	bus := awsevents.EventBus_FromEventBusName(stack, jsii.String("Bus"), jsii.String("healthlake-cdc"))
+	for id, p := range map[string]pipeline.ConsumerProps{
+		"PatientSync": {Bus: bus, Detail: map[string]any{"resourceType": []any{"Patient"}, "operation": []any{"upsert"}}},
+		"RemoteSync": {Bus: bus, Detail: map[string]any{"resourceType": []any{"Observation"}},
+			RemoteQueueARN:    "arn:aws:sqs:us-east-1:111122223333:observation-sync",
+			RemoteQueueKeyARN: "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"},
+	} {
+		if _, err := pipeline.NewConsumer(stack, id, p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return *assertions.Template_FromStack(stack, nil).ToJSON()
 }
