@@ -91,7 +91,8 @@ var ErrMisfit = errors.New("the pipeline cannot run on this data store")
 // Check describes the data store of p and returns its facts, and an error
 // naming what stops the pipeline on it: every misfit (ErrMisfit), a data
 // store HealthLake does not know in region (datastore.ErrNotFound), a
-// Region without a HealthLake endpoint, a description refused, HealthLake's
+// Region without a HealthLake endpoint, no answer in time (in a VPC: no
+// HealthLake endpoint on its subnets), a description refused, HealthLake's
 // other errors.
 func Check(ctx context.Context, api datastore.Describer, region string, p Properties) (datastore.Facts, error) {
 	f, err := datastore.Describe(ctx, api, p.DatastoreID)
@@ -103,6 +104,9 @@ func Check(ctx context.Context, api datastore.Describer, region string, p Proper
 	case errors.Is(err, datastore.ErrNotFound):
 		return f, fmt.Errorf("HealthLake has no data store %s in this account and Region %s: check the DatastoreId parameter (and the Region deployed to): %w",
 			p.DatastoreID, region, err)
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return f, fmt.Errorf("HealthLake did not answer the description of data store %s in time: a function in a VPC reaches HealthLake only through the interface endpoint com.amazonaws.%s.healthlake on its subnets, with its security groups allowing HTTPS to it (docs/DEPLOY.md, \"Functions in a VPC\"): %w",
+			p.DatastoreID, region, err)
 	case isAccessDenied(err):
 		return f, fmt.Errorf("the check's role may not describe data store %s (healthlake:DescribeFHIRDatastore: a permissions boundary or service control policy refuses what the stack grants; docs/DEPLOY.md, \"Accounts with guardrails\"): %w",
 			p.DatastoreID, err)
@@ -113,6 +117,13 @@ func Check(ctx context.Context, api datastore.Describer, region string, p Proper
 		return f, fmt.Errorf("data store %s: %s: %w", p.DatastoreID, strings.Join(m, "; "), ErrMisfit)
 	}
 	return f, nil
+}
+
+// isTimeout reports whether err is a network timeout (a connection that
+// never opened, an answer that never came).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // isAccessDenied reports whether err is HealthLake's (or IAM's) access

@@ -282,3 +282,22 @@ func TestARegionWithoutHealthLakeFailsTheDeploy(t *testing.T) {
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestNoAnswerInTimeNamesTheVPCEndpoint: where HealthLake never answers —
+// a function in a VPC whose subnets have no HealthLake interface endpoint —
+// the check fails when its time is up, naming the endpoint to add, rather
+// than with a bare deadline.
+func TestNoAnswerInTimeNamesTheVPCEndpoint(t *testing.T) {
+	silent := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})}
+	api := hlsdk.New(hlsdk.Options{Region: "us-east-1", HTTPClient: silent,
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := datastorecheck.Check(ctx, api, "us-east-1", datastorecheck.Properties{DatastoreID: "ds1"})
+	if err == nil || !strings.Contains(err.Error(), "interface endpoint com.amazonaws.us-east-1.healthlake") {
+		t.Fatalf("check without an answer: %v", err)
+	}
+}
