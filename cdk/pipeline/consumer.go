@@ -14,6 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/eventpattern"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/cdcevent"
 )
 
@@ -64,11 +65,8 @@ type ConsumerProps struct {
 	RemoteQueueKeyARN string
 }
 
-// remoteQueueRE is an SQS queue's ARN; remoteKeyRE a KMS key's.
-var (
-	remoteQueueRE = regexp.MustCompile(`^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
-	remoteKeyRE   = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$`)
-)
+// remoteQueueRE is an SQS queue's ARN (a KMS key's: stackconfig.IsKMSKeyARN).
+var remoteQueueRE = regexp.MustCompile(`^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
 
 // Consumer is an EventBridge rule on the change bus that delivers matching
 // change events to an SQS queue encrypted with a customer-managed key, with
@@ -134,7 +132,7 @@ func NewConsumer(scope constructs.Construct, id string, props ConsumerProps) (*C
 	if props.RemoteQueueARN != "" && !remoteQueueRE.MatchString(props.RemoteQueueARN) {
 		return nil, fmt.Errorf("consumer %s: RemoteQueueARN %q: want an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME)", id, props.RemoteQueueARN)
 	}
-	if props.RemoteQueueKeyARN != "" && (props.RemoteQueueARN == "" || !remoteKeyRE.MatchString(props.RemoteQueueKeyARN)) {
+	if props.RemoteQueueKeyARN != "" && (props.RemoteQueueARN == "" || !stackconfig.IsKMSKeyARN(props.RemoteQueueKeyARN)) {
 		return nil, fmt.Errorf("consumer %s: RemoteQueueKeyARN %q: want a KMS key ARN, with RemoteQueueARN", id, props.RemoteQueueKeyARN)
 	}
 	if props.MaxReceiveCount == 0 {

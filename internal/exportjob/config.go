@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/datastore"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/manifest"
@@ -300,12 +301,6 @@ type JobLister interface {
 	ListFHIRExportJobs(ctx context.Context, in *hlsdk.ListFHIRExportJobsInput, optFns ...func(*hlsdk.Options)) (*hlsdk.ListFHIRExportJobsOutput, error)
 }
 
-// DatastoreDescriber describes the data store after HealthLake refused an
-// export start (*healthlake.Client satisfies it).
-type DatastoreDescriber interface {
-	DescribeFHIRDatastore(ctx context.Context, in *hlsdk.DescribeFHIRDatastoreInput, optFns ...func(*hlsdk.Options)) (*hlsdk.DescribeFHIRDatastoreOutput, error)
-}
-
 // TaskCallbacks answers Step Functions task tokens (*sfn.Client satisfies it).
 type TaskCallbacks interface {
 	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
@@ -332,7 +327,7 @@ type Deps struct {
 	Jobs   JobLister
 	// Datastores describes the data store when an export start is refused;
 	// nil: the failure reason names nothing more.
-	Datastores DatastoreDescriber
+	Datastores datastore.Describer
 	DB         DynamoAPI
 	S3         ObjectStore
 	SQS        Queue

@@ -320,6 +320,9 @@ func (c Config) QuotaAdvice(region string) string {
 // kmsKeyARN matches a KMS key's ARN (not an alias's).
 var kmsKeyARN = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$`)
 
+// IsKMSKeyARN reports whether s is a KMS key's ARN (not an alias's).
+func IsKMSKeyARN(s string) bool { return kmsKeyARN.MatchString(s) }
+
 // DatastoreKeyARN is the data store's customer-managed key: DatastoreKey,
 // or FastPathBusKey, which HealthLake requires to be that same key; "" for
 // a data store on an AWS owned key.

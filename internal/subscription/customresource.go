@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -82,18 +81,15 @@ type CustomResource struct {
 
 // CustomResourceOptions configure a CustomResource.
 type CustomResourceOptions struct {
-	// HTTPClient sends the response to the ResponseURL; default a client
-	// with a 30 s timeout.
-	HTTPClient *http.Client
 	// Logger receives one line per event; default slog.Default().
 	Logger *slog.Logger
 	// Margin is kept before the invocation's deadline for the response:
 	// the HealthLake calls are cut off that much earlier, so that
 	// CloudFormation always gets an answer. Default 10 s.
 	Margin time.Duration
-	// SendAttempts bounds the tries of the response PUT; default 5.
-	SendAttempts int
-	// Sleep waits between those tries; default a context-aware timer.
+	// Sleep waits between the tries of the response PUT
+	// (cfnresponse.Sender) and in a Delete's wait for a running check;
+	// default a context-aware timer.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Metrics receives the scheduled check's metrics (HandleCheck); nil
 	// emits none.
@@ -128,17 +124,11 @@ func NewCustomResource(api API, endpoint string, opts CustomResourceOptions) (*C
 	if endpoint == "" {
 		return nil, errors.New("fast-path-setup: the HealthLake endpoint is required")
 	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	if opts.Margin <= 0 {
 		opts.Margin = 10 * time.Second
-	}
-	if opts.SendAttempts <= 0 {
-		opts.SendAttempts = 5
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = backoff.Sleep
@@ -434,5 +424,5 @@ func reason(err error) string { return cfnresponse.Reason(err) }
 // respond PUTs the response to the pre-signed ResponseURL, retrying
 // transport errors and non-2xx answers.
 func (h *CustomResource) respond(ctx context.Context, responseURL string, resp cfn.Response) error {
-	return cfnresponse.Sender{HTTPClient: h.opts.HTTPClient, Attempts: h.opts.SendAttempts, Sleep: h.opts.Sleep}.Send(ctx, responseURL, resp)
+	return cfnresponse.Sender{Sleep: h.opts.Sleep}.Send(ctx, responseURL, resp)
 }

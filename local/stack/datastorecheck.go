@@ -16,8 +16,9 @@ import (
 // DatastoreCheck, internal/datastorecheck) for a stack deployed with
 // configuredKey as its DatastoreKey, signing as the check-datastore role:
 // an error names what stops the pipeline on the data store. The stack runs
-// it at start with Options.DatastoreKey, before the Subscription and the
-// schedules, as CloudFormation does before creating them.
+// it at start with the deployed configuration's key, before the
+// Subscription and the schedules, as CloudFormation does before creating
+// them.
 func (s *Stack) CheckDatastore(ctx context.Context, configuredKey string) (datastore.Facts, error) {
 	api := hlsdk.NewFromConfig(s.principalConfig(iampolicy.CheckDatastore), func(o *hlsdk.Options) {
 		o.BaseEndpoint = aws.String(s.Res.HealthLakeEndpoint)

@@ -466,7 +466,8 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if err := s.createStateMachine(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.CheckDatastore(ctx, s.opts.DatastoreKey); err != nil {
+	// The custom resource's DatastoreKey property, as the CDK app sets it.
+	if _, err := s.CheckDatastore(ctx, s.deployedConfig().DatastoreKeyARN()); err != nil {
 		return nil, err
 	}
 	if err := s.ensureSubscription(ctx); err != nil {
@@ -515,13 +516,15 @@ func ValidHealthLakeQuotas(v string) error {
 // Options.HealthLakeQuotas: whether they apply, and the data store's
 // creation date (zero: the clock's at start). A simulation's clock starts
 // in 2000 (testing/synctest), before any data store of today's quotas — or
-// with exports since a time (the deploy's data store check) — existed: its
-// data store is then dated fakehealthlake.LegacyBefore.
+// one whose exports the pipeline can follow (created from 2023-06-01: the
+// deploy's data store check) — existed: its data store is then dated
+// fakehealthlake.LegacyBefore.
 func (s *Stack) healthLakeQuotas() (on bool, created time.Time) {
 	on = s.opts.HealthLakeQuotas == QuotasCurrent || s.opts.HealthLakeQuotas == QuotasLegacy
 	switch {
 	case s.opts.HealthLakeQuotas == QuotasLegacy:
-		// Before the current quotas, after exports with _since.
+		// Before the current quotas, after 2023-06-01 (the data store
+		// check's datastore.ExportStatusFrom).
 		return true, fakehealthlake.LegacyBefore.AddDate(0, -1, 0)
 	case s.clock.Now().Before(fakehealthlake.LegacyBefore):
 		return on, fakehealthlake.LegacyBefore
