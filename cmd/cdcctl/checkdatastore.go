@@ -8,8 +8,7 @@ import (
 	"strings"
 	"time"
 
-	hlsdk "github.com/aws/aws-sdk-go-v2/service/healthlake"
-
+	"github.com/healthlake-cdc/healthlake-cdc/internal/datastore"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/datastorecheck"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
@@ -51,7 +50,7 @@ func runCheckDatastore(ctx context.Context, args []string, _ io.Reader, stdout, 
 	if err != nil {
 		return fail(stderr, "check-datastore", err.Error())
 	}
-	api := hlsdk.NewFromConfig(cfg)
+	api := datastore.NewClient(cfg, "")
 	p := datastorecheck.Properties{DatastoreID: strings.TrimSpace(*id), DatastoreKey: strings.TrimSpace(*key)}
 	facts, cerr := datastorecheck.Check(ctx, api, cfg.Region, p)
 	v := checkDatastoreView{DatastoreID: p.DatastoreID, Region: cfg.Region, DatastoreKey: p.DatastoreKey,

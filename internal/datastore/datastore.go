@@ -31,6 +31,17 @@ type Facts struct {
 	CustomerManagedKey string
 }
 
+// NewClient is the HealthLake SDK client of the pipeline's functions and
+// tools: endpoint, when not empty, replaces the SDK's endpoint for the
+// configuration's Region (CDC_HEALTHLAKE_ENDPOINT; the local emulator).
+func NewClient(cfg aws.Config, endpoint string) *hlsdk.Client {
+	return hlsdk.NewFromConfig(cfg, func(o *hlsdk.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	})
+}
+
 // ExportStatusFrom is the first creation date of a data store whose exports
 // the pipeline can follow: HealthLake's data stores created before
 // 2023-06-01 support only system-wide REST exports and answer no export

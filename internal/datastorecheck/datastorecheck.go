@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	hlsdk "github.com/aws/aws-sdk-go-v2/service/healthlake"
 	"github.com/aws/smithy-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cfnresponse"
@@ -140,8 +138,13 @@ func isAccessDenied(err error) bool {
 // PhysicalID of its properties answers SUCCESS without describing:
 // CloudFormation rolls a failed update back with an Update to the
 // properties checked before, and that rollback must not fail on a data
-// store that changed since. Responses and logs carry ids, statuses, key
-// ARNs and error texts, never a resource.
+// store that changed since. An Update that passes answers the PhysicalID of
+// its new properties, another id: CloudFormation takes it for a
+// replacement, so the rollback of an update that fails later, at another
+// resource, deletes the new id (nothing to do) and checks nothing again
+// (CloudFormation User Guide, "Replacing a custom resource during an
+// update"). Responses and logs carry ids, statuses, key ARNs and error
+// texts, never a resource.
 type CustomResource struct {
 	api    datastore.Describer
 	region string
@@ -181,12 +184,7 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*CustomResourc
 		getenv = os.Getenv
 	}
 	endpoint := strings.TrimSpace(getenv(stackconfig.EnvHealthLakeEndpoint))
-	api := hlsdk.NewFromConfig(rt.AWS, func(o *hlsdk.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
-		}
-	})
-	return New(api, rt.AWS.Region, Options{Logger: rt.Logger})
+	return New(datastore.NewClient(rt.AWS, endpoint), rt.AWS.Region, Options{Logger: rt.Logger})
 }
 
 // Handle serves one custom resource event and answers it at its

@@ -207,7 +207,12 @@ func TestAMisfitFailsTheDeployWithWhatToDo(t *testing.T) {
 // data store does not fit fails and keeps the resource's id; CloudFormation's
 // rollback then updates back to the properties checked before (the id
 // says so) and succeeds without describing, even though the data store no
-// longer fits them; an Update that fits answers the id of its properties.
+// longer fits them. An Update that fits answers the id of its properties, a
+// new one: CloudFormation takes that for a replacement, so when a later
+// resource of the same update fails, its rollback keeps the old id and
+// sends a Delete for the new one — which succeeds without describing —
+// instead of an Update that would check the old properties again (as it
+// does once the update succeeded, for the old id).
 func TestAnUpdateIsCheckedAndItsRollbackIsNot(t *testing.T) {
 	f := newFixture(t, store{key: dataStoreKey}, "ds1", nil)
 	checked := datastorecheck.PhysicalID(datastorecheck.Properties{DatastoreID: "ds1"}) // deployed before the key was
@@ -229,6 +234,15 @@ func TestAnUpdateIsCheckedAndItsRollbackIsNot(t *testing.T) {
 	}
 	if f.calls.Load() == calls {
 		t.Errorf("the update was not checked")
+	}
+	calls = f.calls.Load()
+	for _, id := range []string{want, checked} {
+		if r := f.handle(t, cfn.RequestDelete, id, props("ds1", "")); r.Status != cfn.StatusSuccess || r.PhysicalResourceID != id {
+			t.Fatalf("delete of %s: %+v, want SUCCESS keeping the id", id, r)
+		}
+	}
+	if f.calls.Load() != calls {
+		t.Errorf("a delete described the data store")
 	}
 }
 

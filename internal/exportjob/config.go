@@ -401,11 +401,7 @@ func NewDeps(awsCfg aws.Config, cfg Config) (Deps, error) {
 	if err != nil {
 		return Deps{}, fmt.Errorf("build HealthLake client: %w", err)
 	}
-	lister := hlsdk.NewFromConfig(awsCfg, func(o *hlsdk.Options) {
-		if cfg.HealthLakeEndpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.HealthLakeEndpoint)
-		}
-	})
+	lister := datastore.NewClient(awsCfg, cfg.HealthLakeEndpoint)
 	return Deps{
 		Export:     hl,
 		Jobs:       lister,

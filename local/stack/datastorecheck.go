@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	hlsdk "github.com/aws/aws-sdk-go-v2/service/healthlake"
-
 	"github.com/healthlake-cdc/healthlake-cdc/internal/datastore"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/datastorecheck"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/iampolicy"
@@ -20,9 +17,7 @@ import (
 // Subscription and the schedules, as CloudFormation does before creating
 // them.
 func (s *Stack) CheckDatastore(ctx context.Context, configuredKey string) (datastore.Facts, error) {
-	api := hlsdk.NewFromConfig(s.principalConfig(iampolicy.CheckDatastore), func(o *hlsdk.Options) {
-		o.BaseEndpoint = aws.String(s.Res.HealthLakeEndpoint)
-	})
+	api := datastore.NewClient(s.principalConfig(iampolicy.CheckDatastore), s.Res.HealthLakeEndpoint)
 	f, err := datastorecheck.Check(ctx, api, s.Env.Region,
 		datastorecheck.Properties{DatastoreID: s.Res.DatastoreID, DatastoreKey: configuredKey})
 	if err != nil {
