@@ -31,7 +31,7 @@ func (b *builder) lambdaResources() stackconfig.Resources {
 		Bucket:             *b.bucket.BucketName(),
 		Table:              *b.table.TableName(),
 		DatastoreID:        *p.DatastoreID,
-		HealthLakeEndpoint: *awscdk.Fn_Sub(b.s("https://healthlake.${AWS::Region}.${AWS::URLSuffix}"), nil),
+		HealthLakeEndpoint: *awscdk.Fn_Sub(b.s("https://"+stackconfig.HealthLakeHost(b.set.FIPSEndpoints)+".${AWS::Region}.${AWS::URLSuffix}"), nil),
 		ExportRoleARN:      *b.exportRole.RoleArn(),
 		KMSKeyID:           *b.key.KeyArn(),
 		RecheckQueueURL:    *b.recheckQ.QueueUrl(),
@@ -64,7 +64,8 @@ func (b *builder) newLambda(id, name, desc string, res stackconfig.Resources) fn
 }
 
 // function creates the Lambda name (its timeout and memory from the
-// settings) with environment env, its own role and the log group lg.
+// settings) with environment env and the stack's FunctionEnv, its own role
+// and the log group lg.
 func (b *builder) function(id, name, desc string, env map[string]string, lg awslogs.LogGroup) fn {
 	sf, ok := b.set.Function(name)
 	if !ok {
@@ -74,7 +75,11 @@ func (b *builder) function(id, name, desc string, env map[string]string, lg awsl
 		Description: b.s("Execution role of the " + name + " Lambda"),
 		AssumedBy:   awsiam.NewServicePrincipal(b.s("lambda.amazonaws.com"), nil),
 	})
-	vars := cdkEnv(env)
+	all := b.set.FunctionEnv()
+	for k, v := range env {
+		all[k] = v
+	}
+	vars := cdkEnv(all)
 	// Function-level concurrency (HIPAA Security LambdaConcurrency) only
 	// with the ReservedConcurrency setting: a new account's quota cannot
 	// hold it (nag.go).

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -113,6 +114,9 @@ func New(scope constructs.Construct, id string, props Props) (*Pipeline, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFIPSRegion(scope, *props.Settings); err != nil {
+		return nil, err
+	}
 	node := constructs.NewConstruct(scope, jsii.String(id))
 	// S3 server access logs are delivered under a bucket policy for the
 	// logging service (the log bucket enforces bucket-owner object
@@ -180,6 +184,22 @@ func cdkEnv(vars map[string]string) map[string]*string {
 		out[k] = jsii.String(v)
 	}
 	return out
+}
+
+// checkFIPSRegion refuses FIPSEndpoints in a stack whose Region is known at
+// synth and has no HealthLake FIPS endpoint: every HealthLake call would
+// name a host that does not exist. A stack whose Region is resolved at
+// deploy time is refused there, by the data store check (no such host).
+func checkFIPSRegion(scope constructs.Construct, set Settings) error {
+	if !set.FIPSEndpoints {
+		return nil
+	}
+	region := awscdk.Stack_Of(scope).Region()
+	if *awscdk.Token_IsUnresolved(region) || stackconfig.HasHealthLakeFIPS(*region) {
+		return nil
+	}
+	return fmt.Errorf("setting FIPSEndpoints: HealthLake has no FIPS endpoint in %s, only in %s (AWS General Reference, \"AWS HealthLake endpoints and quotas\"): deploy to one of those or without FIPSEndpoints",
+		*region, strings.Join(stackconfig.HealthLakeFIPSRegions, ", "))
 }
 
 // build adds the pipeline's resources, one section each, in the order the

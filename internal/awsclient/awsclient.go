@@ -39,3 +39,34 @@ func NewS3(cfg aws.Config) *s3.Client {
 	pathStyle := cfg.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("CDC_S3_PATH_STYLE") == "true"
 	return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
 }
+
+// UsesFIPS reports whether cfg asks for the services' FIPS endpoints
+// (AWS_USE_FIPS_ENDPOINT, use_fips_endpoint in the shared config, or the
+// load option), as the SDK's clients resolve it: the first of cfg's
+// sources that sets it.
+func UsesFIPS(cfg aws.Config) bool {
+	type fipsSource interface {
+		GetUseFIPSEndpoint(context.Context) (aws.FIPSEndpointState, bool, error)
+	}
+	for _, s := range cfg.ConfigSources {
+		if fs, ok := s.(fipsSource); ok {
+			if v, found, err := fs.GetUseFIPSEndpoint(context.Background()); err == nil && found {
+				return v == aws.FIPSEndpointStateEnabled
+			}
+		}
+	}
+	return false
+}
+
+// HealthLakeEndpoint is HealthLake's endpoint in cfg's Region for a client
+// that builds its own requests (the FHIR REST API): the FIPS host,
+// healthlake-fips.{region}.amazonaws.com, when cfg asks for FIPS endpoints
+// (UsesFIPS), else healthlake.{region}.amazonaws.com — the hosts the SDK's
+// HealthLake client resolves.
+func HealthLakeEndpoint(cfg aws.Config) string {
+	host := "healthlake"
+	if UsesFIPS(cfg) {
+		host = "healthlake-fips"
+	}
+	return "https://" + host + "." + cfg.Region + ".amazonaws.com"
+}

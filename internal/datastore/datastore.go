@@ -33,11 +33,17 @@ type Facts struct {
 
 // NewClient is the HealthLake SDK client of the pipeline's functions and
 // tools: endpoint, when not empty, replaces the SDK's endpoint for the
-// configuration's Region (CDC_HEALTHLAKE_ENDPOINT; the local emulator).
+// configuration's Region (CDC_HEALTHLAKE_ENDPOINT: in AWS the Regional or,
+// with the FIPSEndpoints setting, the FIPS host; locally the emulator).
+// An endpoint given is used as it is: the SDK's own FIPS resolution
+// (AWS_USE_FIPS_ENDPOINT) is off for it, as the SDK refuses a FIPS
+// resolution of a custom endpoint ("FIPS and custom endpoint are not
+// supported").
 func NewClient(cfg aws.Config, endpoint string) *hlsdk.Client {
 	return hlsdk.NewFromConfig(cfg, func(o *hlsdk.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
+			o.EndpointOptions.UseFIPSEndpoint = aws.FIPSEndpointStateDisabled
 		}
 	})
 }

@@ -16,11 +16,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	hlsdk "github.com/aws/aws-sdk-go-v2/service/healthlake"
 	"github.com/aws/smithy-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cfnresponse"
@@ -95,7 +98,14 @@ var ErrMisfit = errors.New("the pipeline cannot run on this data store")
 func Check(ctx context.Context, api datastore.Describer, region string, p Properties) (datastore.Facts, error) {
 	f, err := datastore.Describe(ctx, api, p.DatastoreID)
 	var dns *net.DNSError
+	fips := strings.HasPrefix(requestHost(err), stackconfig.HealthLakeHost(true)+".") || callsFIPS(api)
 	switch {
+	case fips && errors.As(err, &dns) && dns.IsNotFound:
+		return f, fmt.Errorf("HealthLake has no FIPS endpoint in Region %s (%s is not a host), only in %s: deploy the stack to one of those, or without the FIPSEndpoints setting: %w",
+			region, dns.Name, strings.Join(stackconfig.HealthLakeFIPSRegions, ", "), err)
+	case fips && (errors.Is(err, context.DeadlineExceeded) || isTimeout(err)):
+		return f, fmt.Errorf("HealthLake's FIPS endpoint did not answer the description of data store %s in time: HealthLake offers no FIPS interface endpoint (only com.amazonaws.%s.healthlake, which serves the Regional host), so a function in a VPC reaches %s.%s.amazonaws.com only through a NAT gateway (docs/DEPLOY.md, \"FIPS endpoints\"): %w",
+			p.DatastoreID, region, stackconfig.HealthLakeHost(true), region, err)
 	case errors.As(err, &dns) && dns.IsNotFound:
 		return f, fmt.Errorf("HealthLake has no endpoint in Region %s (%s is not a host): deploy the stack to a Region HealthLake is offered in, the data store's: %w",
 			region, dns.Name, err)
@@ -115,6 +125,35 @@ func Check(ctx context.Context, api datastore.Describer, region string, p Proper
 		return f, fmt.Errorf("data store %s: %s: %w", p.DatastoreID, strings.Join(m, "; "), ErrMisfit)
 	}
 	return f, nil
+}
+
+// callsFIPS reports whether api is an SDK client that calls HealthLake's
+// FIPS host: resolved by the SDK (AWS_USE_FIPS_ENDPOINT) or given as its
+// endpoint (datastore.NewClient).
+func callsFIPS(api datastore.Describer) bool {
+	c, ok := api.(interface{ Options() hlsdk.Options })
+	if !ok {
+		return false
+	}
+	o := c.Options()
+	if o.BaseEndpoint != nil {
+		u, err := url.Parse(*o.BaseEndpoint)
+		return err == nil && strings.HasPrefix(u.Hostname(), stackconfig.HealthLakeHost(true)+".")
+	}
+	return o.EndpointOptions.UseFIPSEndpoint == aws.FIPSEndpointStateEnabled
+}
+
+// requestHost is the host of the request err failed on, if it names one.
+func requestHost(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return ""
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 // isTimeout reports whether err is a network timeout (a connection that

@@ -315,3 +315,36 @@ func TestNoAnswerInTimeNamesTheVPCEndpoint(t *testing.T) {
 		t.Fatalf("check without an answer: %v", err)
 	}
 }
+
+// TestFIPSWhereHealthLakeHasNoneFailsTheDeploy: with the FIPSEndpoints
+// setting (the SDK's AWS_USE_FIPS_ENDPOINT) the check calls HealthLake's
+// FIPS host: in a Region without one (its name does not resolve) the
+// deploy fails naming the Regions that have one and the setting; where the
+// FIPS host never answers — a function in a VPC, whose HealthLake
+// interface endpoint serves only the Regional host — it names the NAT
+// gateway the subnets need.
+func TestFIPSWhereHealthLakeHasNoneFailsTheDeploy(t *testing.T) {
+	fipsClient := func(region string, rt roundTrip) *hlsdk.Client {
+		return hlsdk.New(hlsdk.Options{Region: region, HTTPClient: &http.Client{Transport: rt}, RetryMaxAttempts: 1,
+			EndpointOptions: hlsdk.EndpointResolverOptions{UseFIPSEndpoint: aws.FIPSEndpointStateEnabled},
+			Credentials:     credentials.NewStaticCredentialsProvider("AKID", "secret", "")})
+	}
+	noHost := func(r *http.Request) (*http.Response, error) {
+		return nil, &net.DNSError{Err: "no such host", Name: r.URL.Hostname(), IsNotFound: true}
+	}
+	_, err := datastorecheck.Check(context.Background(), fipsClient("eu-west-1", noHost), "eu-west-1", datastorecheck.Properties{DatastoreID: "ds1"})
+	if err == nil || !strings.Contains(err.Error(), "HealthLake has no FIPS endpoint in Region eu-west-1 (healthlake-fips.eu-west-1.amazonaws.com is not a host), only in us-east-1, us-east-2, us-west-2") ||
+		!strings.Contains(err.Error(), "without the FIPSEndpoints setting") {
+		t.Fatalf("FIPS check in a Region without HealthLake's FIPS endpoint: %v", err)
+	}
+	silent := func(r *http.Request) (*http.Response, error) {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = datastorecheck.Check(ctx, fipsClient("us-east-1", silent), "us-east-1", datastorecheck.Properties{DatastoreID: "ds1"})
+	if err == nil || !strings.Contains(err.Error(), "reaches healthlake-fips.us-east-1.amazonaws.com only through a NAT gateway") {
+		t.Fatalf("FIPS check without an answer: %v", err)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
 
@@ -140,8 +141,13 @@ func New(opts Options) (*Client, error) {
 }
 
 // NewFromConfig builds a Client from an aws.Config (region, credentials,
-// HTTP client). endpoint may be empty for the public endpoint of the region.
+// HTTP client). endpoint may be empty for the public endpoint of the
+// region: its FIPS host when cfg asks for FIPS endpoints
+// (awsclient.HealthLakeEndpoint).
 func NewFromConfig(cfg aws.Config, endpoint string) (*Client, error) {
+	if endpoint == "" && cfg.Region != "" {
+		endpoint = awsclient.HealthLakeEndpoint(cfg)
+	}
 	opts := Options{Endpoint: endpoint, Region: cfg.Region, Credentials: cfg.Credentials}
 	if hc, ok := cfg.HTTPClient.(*http.Client); ok {
 		opts.HTTPClient = hc

@@ -239,6 +239,15 @@ func TestParseDeletes(t *testing.T) {
 	if err != nil || c != (runlock.Counts{Deletes: 2}) {
 		t.Errorf("scan answer: %+v, %v", c, err)
 	}
+	// What the scan answers (deletes.Output), marshalled as Step Functions
+	// passes it on: the fields ParseDeletes mirrors keep the scan's names.
+	scan, err := json.Marshal(deletes.Output{Done: true, Totals: deletes.Totals{Types: 4, Deletes: 5, FastPathSkipped: 6, FastPathMissed: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ParseDeletes(scan); err != nil || c != (runlock.Counts{Deletes: 5, FastPathSkipped: 6, FastPathMissed: 7}) {
+		t.Errorf("the scan's own answer %s: %+v, %v", scan, c, err)
+	}
 	for _, raw := range []string{`"seven"`, `{"totals":{"deletes":"7"}}`, `{"totals":{"deletes":-1}}`} {
 		var ie *InputError
 		if _, err := ParseDeletes(json.RawMessage(raw)); !errors.As(err, &ie) {

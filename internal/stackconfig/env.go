@@ -94,6 +94,9 @@ func (c Config) Env(name string) map[string]string {
 // add by hand (their defaults are the handlers'). docs/ARCHITECTURE.md,
 // "Configuration: environment variables", lists every one.
 const (
+	// EnvUseFIPSEndpoint is the AWS SDK's own variable: "true" makes every
+	// client resolve its service's FIPS endpoint (FIPSEndpoints).
+	EnvUseFIPSEndpoint    = "AWS_USE_FIPS_ENDPOINT"
 	EnvPipelineName       = "CDC_PIPELINE_NAME"
 	EnvBucket             = "CDC_BUCKET"
 	EnvTable              = "CDC_TABLE"
@@ -125,3 +128,37 @@ const (
 	EnvHistoryTTL         = "CDC_HISTORY_TTL"
 	EnvLogLevel           = "CDC_LOG_LEVEL"
 )
+
+// HealthLakeFIPSRegions are the Regions where HealthLake has a FIPS
+// endpoint, healthlake-fips.{region}.amazonaws.com (AWS General Reference,
+// "AWS HealthLake endpoints and quotas"; the other services the pipeline
+// calls have FIPS endpoints in these Regions too).
+var HealthLakeFIPSRegions = []string{"us-east-1", "us-east-2", "us-west-2"}
+
+// HasHealthLakeFIPS reports whether HealthLake has a FIPS endpoint in region.
+func HasHealthLakeFIPS(region string) bool {
+	for _, r := range HealthLakeFIPSRegions {
+		if r == region {
+			return true
+		}
+	}
+	return false
+}
+
+// FunctionEnv returns the variables every Lambda of the stack gets beside
+// its own (LambdaEnv): with FIPSEndpoints, EnvUseFIPSEndpoint.
+func (c Config) FunctionEnv() map[string]string {
+	if c.FIPSEndpoints {
+		return map[string]string{EnvUseFIPSEndpoint: "true"}
+	}
+	return map[string]string{}
+}
+
+// HealthLakeHost is the first label of HealthLake's Regional host name:
+// healthlake, or healthlake-fips for its FIPS endpoint.
+func HealthLakeHost(fips bool) string {
+	if fips {
+		return "healthlake-fips"
+	}
+	return "healthlake"
+}

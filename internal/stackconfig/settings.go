@@ -66,6 +66,7 @@ func (c *Config) fields() []field {
 		field{"FastPathBusKey", "ARN of the KMS key of the fast path's notification bus: the data store's key when it is a customer-managed one (HealthLake requires the same key); empty: DatastoreKey, or the stack's key. Prefer DatastoreKey, which also lets the roles read the data store", &c.FastPathBusKey},
 		field{"FastPathBatchingWindow", "the fast-path queue mapping's MaximumBatchingWindow (0s–30s, whole seconds; default 0s: no window, batches of up to 10 invoked as received): a window adds up to itself to each change's latency — and up to 20 s when traffic is very low — and makes fewer, larger invocations, cheaper for busy stores (docs/COST.md)", &c.FastPathBatchingWindow},
 		field{"FastPathPayload", "the fast path Subscription's payload: full-resource or id-only (every version read back with vread)", &c.FastPathPayload},
+		field{"FIPSEndpoints", "true: every Lambda calls AWS through the services' FIPS endpoints (AWS_USE_FIPS_ENDPOINT, HealthLake's healthlake-fips host); HealthLake has them only in us-east-1, us-east-2 and us-west-2", &c.FIPSEndpoints},
 		field{"ReservedConcurrency", "true reserves concurrency for every Lambda (ReservedConcurrencyTotal: 32 with the defaults); the account's concurrency quota must exceed that by 100", &c.ReservedConcurrency},
 	)
 }

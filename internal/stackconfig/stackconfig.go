@@ -196,6 +196,14 @@ type Config struct {
 	// quota is below it, so any reservation fails the first deploy.
 	ReservedConcurrency bool
 
+	// FIPSEndpoints makes every Lambda of the stack call AWS through the
+	// FIPS endpoints of the services (FIPS 140 validated TLS): the SDK's
+	// AWS_USE_FIPS_ENDPOINT, and HealthLake's healthlake-fips host for its
+	// FHIR REST API. HealthLake has FIPS endpoints only in
+	// HealthLakeFIPSRegions (AWS General Reference, "AWS HealthLake
+	// endpoints and quotas"). Off by default.
+	FIPSEndpoints bool
+
 	// WindowDeletes makes every window read the resource types' HealthLake
 	// history for the deletions in it and publish them (docs/EXPORT.md
 	// "Deletes"). Off, deletions reach consumers only through the

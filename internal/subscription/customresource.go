@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/cfn"
 
+	"github.com/healthlake-cdc/healthlake-cdc/internal/awsclient"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cfnresponse"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/lambdart"
@@ -154,7 +155,9 @@ func NewFromEnv(getenv func(string) string, rt lambdart.Runtime) (*CustomResourc
 		if rt.AWS.Region == "" {
 			return nil, fmt.Errorf("fast-path-setup: neither %s nor an AWS region is set", stackconfig.EnvHealthLakeEndpoint)
 		}
-		endpoint = fhirrest.DefaultEndpoint(rt.AWS.Region)
+		// The stack gives this function no endpoint: the Region's, or its
+		// FIPS host with the FIPSEndpoints setting (AWS_USE_FIPS_ENDPOINT).
+		endpoint = awsclient.HealthLakeEndpoint(rt.AWS)
 	}
 	hc, err := fhirrest.NewFromConfig(rt.AWS, endpoint)
 	if err != nil {

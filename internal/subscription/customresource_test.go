@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/cfnresponse/cfntest"
@@ -387,7 +389,43 @@ func TestNewFromEnv(t *testing.T) {
 	if _, err := subscription.NewFromEnv(getenv, lambdart.Runtime{}); err == nil || !strings.Contains(err.Error(), "region") {
 		t.Errorf("without endpoint or region: %v", err)
 	}
+
+	// The stack gives the function no endpoint; with the FIPSEndpoints
+	// setting it gives it AWS_USE_FIPS_ENDPOINT, and the function calls
+	// HealthLake's FIPS host (here refused at once, as a denial).
+	var mu sync.Mutex
+	var hosts []string
+	denied := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		hosts = append(hosts, r.URL.Host)
+		mu.Unlock()
+		return &http.Response{StatusCode: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"message":"denied"}`)), Request: r}, nil
+	})
+	rt = lambdart.Runtime{AWS: aws.Config{Region: "us-east-2", Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""),
+		HTTPClient:    &http.Client{Transport: denied},
+		ConfigSources: []any{config.LoadOptions{UseFIPSEndpoint: aws.FIPSEndpointStateEnabled}}}}
+	cr, err := subscription.NewFromEnv(getenv, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := cfntest.New(t)
+	if err := cr.Handle(context.Background(), cfn.Event{RequestType: cfn.RequestCreate, RequestID: "r", ResponseURL: answers.URL(),
+		LogicalResourceID: "FastPathSubscription", StackID: "s",
+		ResourceProperties: map[string]any{"DatastoreId": "ds1", "Types": "Patient", "BusArn": testBus, "Name": "cdc"}}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hosts) == 0 || hosts[0] != "healthlake-fips.us-east-2.amazonaws.com" {
+		t.Errorf("HealthLake called at %v, want healthlake-fips.us-east-2.amazonaws.com", hosts)
+	}
 }
+
+// roundTripFunc is an http.RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestDeleteRemovesWhatACheckCreatedDuringIt: CloudFormation deletes the
 // check's schedule before the custom resource, but a check already running

@@ -112,10 +112,22 @@ type Spec struct {
 }
 
 // FHIRBase returns a data store's FHIR base URL from the HealthLake
-// endpoint: {endpoint}/datastore/{datastoreID}/r4.
+// endpoint: {endpoint}/datastore/{datastoreID}/r4, as HealthLake names the
+// data store (DescribeFHIRDatastore's DatastoreEndpoint) — under the
+// Regional host also when the pipeline calls the FIPS host
+// (healthlake-fips.{region}…, the FIPSEndpoints setting), which serves the
+// same data stores and which HealthLake's own resource URLs do not name.
 func FHIRBase(endpoint, datastoreID string) string {
-	return strings.TrimRight(endpoint, "/") + "/datastore/" + datastoreID + "/r4"
+	endpoint = strings.TrimRight(endpoint, "/")
+	if u, err := url.Parse(endpoint); err == nil && strings.HasPrefix(u.Host, fipsHostPrefix) {
+		u.Host = "healthlake." + strings.TrimPrefix(u.Host, fipsHostPrefix)
+		endpoint = u.String()
+	}
+	return endpoint + "/datastore/" + datastoreID + "/r4"
 }
+
+// fipsHostPrefix starts the host name of HealthLake's FIPS endpoints.
+const fipsHostPrefix = "healthlake-fips."
 
 // TopicURL is the canonical url of a pipeline's SubscriptionTopic,
 // `urn:healthlake-cdc:{name}:changes` (an absolute URI that claims no web

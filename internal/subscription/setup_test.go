@@ -606,8 +606,11 @@ func TestTopicURLAndReasonNameThePipeline(t *testing.T) {
 	if got := subscription.Reason("HealthLakeCdc"); got != "healthlake-cdc fast path of pipeline HealthLakeCdc" {
 		t.Errorf("reason %q", got)
 	}
-	if got := subscription.FHIRBase("https://healthlake.us-east-1.amazonaws.com/", "abc"); got != "https://healthlake.us-east-1.amazonaws.com/datastore/abc/r4" {
-		t.Errorf("FHIR base %q", got)
+	// The FIPS host (the FIPSEndpoints setting) serves the data store HealthLake names under the Regional one.
+	for _, endpoint := range []string{"https://healthlake.us-east-1.amazonaws.com/", "https://healthlake-fips.us-east-1.amazonaws.com"} {
+		if got := subscription.FHIRBase(endpoint, "abc"); got != "https://healthlake.us-east-1.amazonaws.com/datastore/abc/r4" {
+			t.Errorf("FHIR base of %s: %q", endpoint, got)
+		}
 	}
 	spec := subscription.Spec{BaseURL: "https://healthlake.us-east-1.amazonaws.com/datastore/abc/r4"}
 	if got := spec.Criteria("t1"); got != "https://healthlake.us-east-1.amazonaws.com/datastore/abc/r4/SubscriptionTopic/t1" {
