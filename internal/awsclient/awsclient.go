@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Load returns the default configuration: region and credentials from the
@@ -64,9 +65,5 @@ func UsesFIPS(cfg aws.Config) bool {
 // (UsesFIPS), else healthlake.{region}.amazonaws.com — the hosts the SDK's
 // HealthLake client resolves.
 func HealthLakeEndpoint(cfg aws.Config) string {
-	host := "healthlake"
-	if UsesFIPS(cfg) {
-		host = "healthlake-fips"
-	}
-	return "https://" + host + "." + cfg.Region + ".amazonaws.com"
+	return "https://" + stackconfig.HealthLakeHost(UsesFIPS(cfg)) + "." + cfg.Region + ".amazonaws.com"
 }

@@ -92,9 +92,10 @@ var ErrMisfit = errors.New("the pipeline cannot run on this data store")
 // Check describes the data store of p and returns its facts, and an error
 // naming what stops the pipeline on it: every misfit (ErrMisfit), a data
 // store HealthLake does not know in region (datastore.ErrNotFound), a
-// Region without a HealthLake endpoint, no answer in time (in a VPC: no
-// HealthLake endpoint on its subnets), a description refused, HealthLake's
-// other errors.
+// Region without a HealthLake endpoint (or, when api calls the FIPS host,
+// without HealthLake's FIPS endpoint), no answer in time (in a VPC: no
+// HealthLake endpoint on its subnets; for the FIPS host, no NAT gateway), a
+// description refused, HealthLake's other errors.
 func Check(ctx context.Context, api datastore.Describer, region string, p Properties) (datastore.Facts, error) {
 	f, err := datastore.Describe(ctx, api, p.DatastoreID)
 	var dns *net.DNSError
@@ -104,7 +105,7 @@ func Check(ctx context.Context, api datastore.Describer, region string, p Proper
 		return f, fmt.Errorf("HealthLake has no FIPS endpoint in Region %s (%s is not a host), only in %s: deploy the stack to one of those, or without the FIPSEndpoints setting: %w",
 			region, dns.Name, strings.Join(stackconfig.HealthLakeFIPSRegions, ", "), err)
 	case fips && (errors.Is(err, context.DeadlineExceeded) || isTimeout(err)):
-		return f, fmt.Errorf("HealthLake's FIPS endpoint did not answer the description of data store %s in time: HealthLake offers no FIPS interface endpoint (only com.amazonaws.%s.healthlake, which serves the Regional host), so a function in a VPC reaches %s.%s.amazonaws.com only through a NAT gateway (docs/DEPLOY.md, \"FIPS endpoints\"): %w",
+		return f, fmt.Errorf("HealthLake's FIPS endpoint did not answer the description of data store %s in time: HealthLake documents no FIPS interface endpoint (only com.amazonaws.%s.healthlake, which serves the Regional host), so a function in a VPC reaches %s.%s.amazonaws.com only through a NAT gateway (docs/DEPLOY.md, \"FIPS endpoints\"): %w",
 			p.DatastoreID, region, stackconfig.HealthLakeHost(true), region, err)
 	case errors.As(err, &dns) && dns.IsNotFound:
 		return f, fmt.Errorf("HealthLake has no endpoint in Region %s (%s is not a host): deploy the stack to a Region HealthLake is offered in, the data store's: %w",

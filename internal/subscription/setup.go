@@ -45,6 +45,7 @@ import (
 
 	cliptext "github.com/healthlake-cdc/healthlake-cdc/internal/clip"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Payload contents HealthLake documents for channel._payload.
@@ -119,15 +120,13 @@ type Spec struct {
 // same data stores and which HealthLake's own resource URLs do not name.
 func FHIRBase(endpoint, datastoreID string) string {
 	endpoint = strings.TrimRight(endpoint, "/")
-	if u, err := url.Parse(endpoint); err == nil && strings.HasPrefix(u.Host, fipsHostPrefix) {
-		u.Host = "healthlake." + strings.TrimPrefix(u.Host, fipsHostPrefix)
+	fips := stackconfig.HealthLakeHost(true) + "."
+	if u, err := url.Parse(endpoint); err == nil && strings.HasPrefix(u.Host, fips) {
+		u.Host = stackconfig.HealthLakeHost(false) + "." + strings.TrimPrefix(u.Host, fips)
 		endpoint = u.String()
 	}
 	return endpoint + "/datastore/" + datastoreID + "/r4"
 }
-
-// fipsHostPrefix starts the host name of HealthLake's FIPS endpoints.
-const fipsHostPrefix = "healthlake-fips."
 
 // TopicURL is the canonical url of a pipeline's SubscriptionTopic,
 // `urn:healthlake-cdc:{name}:changes` (an absolute URI that claims no web
