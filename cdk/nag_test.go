@@ -117,3 +117,20 @@ func TestSynthWarnsOfAQuotaThatIsNotTheRegions(t *testing.T) {
 		t.Errorf("no Region: warning %q", w)
 	}
 }
+
+// TestSynthRefusesFIPSWhereHealthLakeHasNone: with the FIPSEndpoints
+// setting, a Region synth knows (CDK_DEFAULT_REGION) without a HealthLake
+// FIPS endpoint is refused, naming the Regions that have one; one of those,
+// or an unknown Region (the data store check refuses it at deploy), is not.
+func TestSynthRefusesFIPSWhereHealthLakeHasNone(t *testing.T) {
+	for region, refused := range map[string]bool{"eu-west-2": true, "us-west-2": false, "": false} {
+		cfg := synthesized.cfg
+		cfg.Region = region
+		cfg.Settings.FIPSEndpoints = true
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(t.TempDir(), "cdk.out"))})
+		_, err := NewPipelineStack(app, cfg, nil)
+		if refused != (err != nil) || (refused && !strings.Contains(err.Error(), "HealthLake has no FIPS endpoint in eu-west-2, the Region synth deploys to (CDK_DEFAULT_REGION), only in us-east-1, us-east-2, us-west-2")) {
+			t.Errorf("FIPSEndpoints in %q: %v, want refused %v", region, err, refused)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -8,6 +9,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/cdk/pipeline"
+	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Names the app and its tests share with the pipeline construct.
@@ -48,6 +50,10 @@ var (
 func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (awscdk.Stack, error) {
 	if err := cfg.validateValues(); err != nil {
 		return nil, err
+	}
+	if cfg.Settings.FIPSEndpoints && cfg.Region != "" && !stackconfig.HasHealthLakeFIPS(cfg.Region) {
+		return nil, fmt.Errorf("setting FIPSEndpoints: HealthLake has no FIPS endpoint in %s, the Region synth deploys to (CDK_DEFAULT_REGION), only in %s: deploy to one of those or without FIPSEndpoints",
+			cfg.Region, strings.Join(stackconfig.HealthLakeFIPSRegions, ", "))
 	}
 	source, detailType := cfg.eventNames()
 	if props == nil {
