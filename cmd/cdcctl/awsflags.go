@@ -104,6 +104,12 @@ func (f *awsFlags) awsConfig(ctx context.Context) (aws.Config, error) {
 	if local && f.region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		opts = append(opts, config.WithRegion("us-east-1"))
 	}
+	if local {
+		// --endpoint names the one host every call goes to: a shell's
+		// AWS_USE_FIPS_ENDPOINT (FIPS accounts set it) would make the SDK
+		// refuse it ("FIPS and custom endpoint are not supported").
+		opts = append(opts, config.WithUseFIPSEndpoint(aws.FIPSEndpointStateDisabled))
+	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w (check AWS_PROFILE and ~/.aws/config)", err)

@@ -20,6 +20,19 @@ func TestStatusOfAFreshTable(t *testing.T) {
 	}
 }
 
+// TestEndpointWinsOverAShellsFIPS: --endpoint names the one host every call
+// goes to, also from a shell that asks the SDK for FIPS endpoints
+// (AWS_USE_FIPS_ENDPOINT=true, as FIPS accounts set it), where the SDK
+// alone refuses a custom endpoint.
+func TestEndpointWinsOverAShellsFIPS(t *testing.T) {
+	s := newCtlStack(t)
+	t.Setenv("AWS_USE_FIPS_ENDPOINT", "true")
+	code, out, stderr := s.cdcctl(t, "status")
+	if code != exitOK || !strings.Contains(out, "none yet") {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 func TestStatusShowsHolderCheckpointLagJobAndRuns(t *testing.T) {
 	s := newCtlStack(t)
 	ctx := context.Background()
