@@ -9,7 +9,6 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/healthlake-cdc/healthlake-cdc/cdk/pipeline"
-	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
 )
 
 // Names the app and its tests share with the pipeline construct.
@@ -51,9 +50,10 @@ func NewPipelineStack(scope constructs.Construct, cfg Config, props *awscdk.Stac
 	if err := cfg.validateValues(); err != nil {
 		return nil, err
 	}
-	if cfg.Settings.FIPSEndpoints && cfg.Region != "" && !stackconfig.HasHealthLakeFIPS(cfg.Region) {
-		return nil, fmt.Errorf("setting FIPSEndpoints: HealthLake has no FIPS endpoint in %s, the Region synth deploys to (CDK_DEFAULT_REGION), only in %s: deploy to one of those or without FIPSEndpoints",
-			cfg.Region, strings.Join(stackconfig.HealthLakeFIPSRegions, ", "))
+	if cfg.Region != "" {
+		if err := cfg.Settings.CheckFIPSRegion(cfg.Region); err != nil {
+			return nil, fmt.Errorf("%w (%s, the Region synth deploys to: CDK_DEFAULT_REGION)", err, cfg.Region)
+		}
 	}
 	source, detailType := cfg.eventNames()
 	if props == nil {

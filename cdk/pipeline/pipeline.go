@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -195,11 +194,10 @@ func checkFIPSRegion(scope constructs.Construct, set Settings) error {
 		return nil
 	}
 	region := awscdk.Stack_Of(scope).Region()
-	if *awscdk.Token_IsUnresolved(region) || stackconfig.HasHealthLakeFIPS(*region) {
+	if *awscdk.Token_IsUnresolved(region) {
 		return nil
 	}
-	return fmt.Errorf("setting FIPSEndpoints: HealthLake has no FIPS endpoint in %s, only in %s (AWS General Reference, \"AWS HealthLake endpoints and quotas\"): deploy to one of those or without FIPSEndpoints",
-		*region, strings.Join(stackconfig.HealthLakeFIPSRegions, ", "))
+	return set.CheckFIPSRegion(*region)
 }
 
 // build adds the pipeline's resources, one section each, in the order the

@@ -1,7 +1,9 @@
 package stackconfig
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -143,6 +145,17 @@ func HasHealthLakeFIPS(region string) bool {
 		}
 	}
 	return false
+}
+
+// CheckFIPSRegion refuses FIPSEndpoints in a region where HealthLake has
+// no FIPS endpoint: every HealthLake call would name a host that does not
+// exist. Nil without the setting.
+func (c Config) CheckFIPSRegion(region string) error {
+	if !c.FIPSEndpoints || HasHealthLakeFIPS(region) {
+		return nil
+	}
+	return fmt.Errorf("setting FIPSEndpoints: HealthLake has no FIPS endpoint in %s, only in %s (AWS General Reference, \"AWS HealthLake endpoints and quotas\"): deploy to one of those or without FIPSEndpoints",
+		region, strings.Join(HealthLakeFIPSRegions, ", "))
 }
 
 // FunctionEnv returns the variables every Lambda of the stack gets beside
