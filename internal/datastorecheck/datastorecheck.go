@@ -99,7 +99,7 @@ var ErrMisfit = errors.New("the pipeline cannot run on this data store")
 func Check(ctx context.Context, api datastore.Describer, region string, p Properties) (datastore.Facts, error) {
 	f, err := datastore.Describe(ctx, api, p.DatastoreID)
 	var dns *net.DNSError
-	fips := strings.HasPrefix(requestHost(err), stackconfig.HealthLakeHost(true)+".") || callsFIPS(api)
+	fips := callsFIPS(api)
 	switch {
 	case fips && errors.As(err, &dns) && dns.IsNotFound:
 		return f, fmt.Errorf("HealthLake has no FIPS endpoint in Region %s (%s is not a host), only in %s: deploy the stack to one of those, or without the FIPSEndpoints setting: %w",
@@ -142,19 +142,6 @@ func callsFIPS(api datastore.Describer) bool {
 		return err == nil && strings.HasPrefix(u.Hostname(), stackconfig.HealthLakeHost(true)+".")
 	}
 	return o.EndpointOptions.UseFIPSEndpoint == aws.FIPSEndpointStateEnabled
-}
-
-// requestHost is the host of the request err failed on, if it names one.
-func requestHost(err error) string {
-	var ue *url.Error
-	if !errors.As(err, &ue) {
-		return ""
-	}
-	u, perr := url.Parse(ue.URL)
-	if perr != nil {
-		return ""
-	}
-	return u.Hostname()
 }
 
 // isTimeout reports whether err is a network timeout (a connection that
