@@ -264,17 +264,25 @@ func (h *StartHandler) recordJob(ctx context.Context, log *slog.Logger, msg Star
 	if !errors.Is(err, ErrClaimLost) {
 		return false, err
 	}
-	return false, h.claimLost(ctx, log, msg.RunID, job.id)
+	// The condition (this claim, no job yet) failed: another invocation
+	// took the run over — or this write took effect, its answer was lost,
+	// and the SDK's second attempt met the first. The ledger tells which.
+	entry, _, err := h.ledger.Get(ctx, msg.RunID)
+	if err != nil {
+		return false, err
+	}
+	if entry.JobID == job.id && entry.Claimant == messageID {
+		log.InfoContext(ctx, "the job record's answer was lost; the ledger holds it", "jobId", job.id)
+		return true, nil
+	}
+	return false, h.claimLost(ctx, log, entry, job.id)
 }
 
 // claimLost handles a run another invocation took over while this one held
-// export jobID: it cancels jobID unless the ledger records it as the run's job.
-func (h *StartHandler) claimLost(ctx context.Context, log *slog.Logger, runID, jobID string) error {
+// export jobID (other is the run's ledger entry as the other invocation left
+// it): it cancels jobID unless the ledger records it as the run's job.
+func (h *StartHandler) claimLost(ctx context.Context, log *slog.Logger, other LedgerEntry, jobID string) error {
 	// Another invocation took the run over; keep only its export.
-	other, _, err := h.ledger.Get(ctx, runID)
-	if err != nil {
-		return err
-	}
 	if other.JobID != jobID {
 		log.WarnContext(ctx, "claim lost; cancelling this invocation's export", "jobId", jobID, "keptJobId", other.JobID)
 		if cerr := h.d.Export.CancelExport(ctx, h.cfg.DatastoreID, jobID); cerr != nil {

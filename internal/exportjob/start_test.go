@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/exportjob"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/fhirrest"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
 
 func TestStartStartsExportRecordsItAndQueuesFirstRecheck(t *testing.T) {
@@ -412,5 +414,76 @@ func startsWithoutSince(t *testing.T, since time.Time) {
 	}
 	if q, _ := url.ParseQuery(starts[0].Query); q.Has("_since") || q.Get("_type") != "Patient,Observation" {
 		t.Errorf("snapshot start query ?%s, want no _since", starts[0].Query)
+	}
+}
+
+// The ledger write that records the job took effect and its answer was
+// lost: the SDK sent it again, and the second attempt's condition (no job
+// recorded yet) met the first attempt's write. The invocation recognises
+// its own job and polls it; it neither drops the run nor cancels the job.
+func TestStartWhoseJobRecordAnswerWasLostPollsItsJob(t *testing.T) {
+	w := newWorld(t, nil)
+	var lost atomic.Int64
+	w.env.Gateway.SetAnswerLoss(func(service, op string, _ *http.Request) bool {
+		// The first UpdateItem of a start is the job record's.
+		return service == localaws.ServiceDynamoDB && op == "UpdateItem" && lost.CompareAndSwap(0, 1)
+	})
+	token := w.sfn.IssueTaskToken(time.Hour, 24*time.Hour)
+	resp := w.invoke(w.startHandler().Handle, record("m1", w.startMessage("run-lost", token)))
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch failures %+v; logs %s", resp.BatchItemFailures, w.logs)
+	}
+	if w.env.Gateway.AnswersLost() != 1 {
+		t.Fatalf("answers lost = %d, want 1", w.env.Gateway.AnswersLost())
+	}
+	jobs := w.hl.Jobs()
+	if len(jobs) != 1 || jobs[0].Status == "CANCEL_SUBMITTED" || jobs[0].Status == "CANCEL_COMPLETED" {
+		t.Fatalf("jobs = %+v, want the one export, not cancelled", jobs)
+	}
+	if led := w.ledger("run-lost"); led["jobId"] != jobs[0].JobID || led["recheckSentAt"] == "" {
+		t.Errorf("ledger = %v, want the job recorded and its first re-check noted", led)
+	}
+	if m, _ := w.oneRecheck(); m.JobID != jobs[0].JobID {
+		t.Errorf("re-check for %s, want %s", m.JobID, jobs[0].JobID)
+	}
+	if o := w.outcome(token); o.Status != "PENDING" || o.Heartbeats != 2 {
+		t.Errorf("token = %+v, want PENDING with both heartbeats", o)
+	}
+	if strings.Contains(w.logs.String(), "claim lost") {
+		t.Errorf("its own write taken for a lost claim: %s", w.logs)
+	}
+}
+
+// Another invocation took the run's claim over and recorded its own job
+// while this one was starting an export: this one cancels its job, queues
+// no polling, and lets the message go.
+func TestStartWhoseClaimWasTakenOverCancelsItsOwnJob(t *testing.T) {
+	w := newWorld(t, nil)
+	var raced atomic.Int64
+	w.env.Gateway.SetAnswerLoss(func(service, op string, _ *http.Request) bool {
+		if service == localaws.ServiceDynamoDB && op == "UpdateItem" && raced.CompareAndSwap(0, 1) {
+			// Just before this invocation's job record arrives.
+			putLedger(t, w, "run-raced", map[string]string{"jobId": "job-other", "status": "SUBMITTED", "claimant": "m-other",
+				"claimedAt": "2026-11-21T10:05:00.000Z", "startedAt": "2026-11-21T10:05:00.000Z"})
+		}
+		return false
+	})
+	token := w.sfn.IssueTaskToken(time.Hour, 24*time.Hour)
+	resp := w.invoke(w.startHandler().Handle, record("m1", w.startMessage("run-raced", token)))
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch failures %+v; logs %s", resp.BatchItemFailures, w.logs)
+	}
+	jobs := w.hl.Jobs()
+	if len(jobs) != 1 || !strings.HasPrefix(jobs[0].Status, "CANCEL") {
+		t.Errorf("jobs = %+v, want this invocation's export cancelled", jobs)
+	}
+	if led := w.ledger("run-raced"); led["jobId"] != "job-other" || led["claimant"] != "m-other" {
+		t.Errorf("ledger = %v, want the other invocation's record kept", led)
+	}
+	if n := len(w.newMessages()); n != 0 {
+		t.Errorf("re-check messages = %d, want none", n)
+	}
+	if !strings.Contains(w.logs.String(), "claim lost") {
+		t.Errorf("lost claim not logged: %s", w.logs)
 	}
 }

@@ -295,14 +295,16 @@ func (s *Store) refuse(ctx context.Context, req AcquireRequest, st state, live L
 	reason := "lock held by run " + st.runID + " since " + envelope.FormatTime(st.lockedAt) + " (" + live.Why + ")"
 	s.log.Warn("run lock refused", "executionId", req.Owner, "runId", req.RunID,
 		"holder", st.owner, "holderRunId", st.runID, "holderWindow", st.window.String(), "why", live.Why)
+	// A run is counted once: the same refusal sent again (its answer lost)
+	// or asked again finds itself the last one counted.
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.cfg.Table), Key: stateKey(),
 		UpdateExpression:          aws.String("ADD #skipped :one SET #lastSkippedAt = :now, #lastSkippedRunId = :runId"),
-		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_not_exists(#lastSkippedRunId) OR #lastSkippedRunId <> :runId)"),
 		ExpressionAttributeNames:  map[string]string{"#skipped": attrSkippedRuns, "#lastSkippedAt": attrLastSkippedAt, "#lastSkippedRunId": attrLastSkippedRunID},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":one": n(1), ":now": tm(now), ":runId": str(req.RunID)},
 	})
-	if err != nil {
+	if err != nil && !conditionFailed(err) {
 		s.log.Warn("run lock refusal not counted", "runId", req.RunID, "error", err.Error())
 	}
 	return Acquisition{Acquired: false, Reason: reason, Refusal: RefusalLockHeld, RunID: req.RunID, Holder: st.owner, Checkpoint: st.checkpoint}

@@ -4,6 +4,7 @@
 //
 //   - the gateway (localaws.FaultInjector): S3 errors (500 InternalError /
 //     503 SlowDown), GetObject bodies cut part way (localaws.BodyCut),
+//     DynamoDB writes whose answers are lost (localaws.AnswerLoss),
 //     PutEvents throttling, lost SendTaskHeartbeat calls
 //     (answered 200 but never reach Step Functions), and export-job faults
 //     armed on the HealthLake emulator when an export starts;
@@ -52,11 +53,12 @@ const (
 	LostHeartbeat      Kind = "lostHeartbeat"      // a SendTaskHeartbeat is lost
 	HealthLakeAPIError Kind = "healthLakeAPIError" // a HealthLake call answers 429/500 (the emulator's own dice)
 	HealthLakeBodyCut  Kind = "healthLakeBodyCut"  // a HealthLake FHIR read's answer ends part way (the connection closes)
+	DynamoDBAnswerLost Kind = "dynamoDBAnswerLost" // a DynamoDB write takes effect and its answer is lost (the connection closes first)
 )
 
 // Kinds lists every kind in a stable order.
 var Kinds = []Kind{S3Error, S3BodyCut, PutEventsThrottle, PutEventsEntry, DuplicateDelivery, CrashBefore, CrashAfter,
-	ExportJobFailed, ExportJobErrors, LostHeartbeat, HealthLakeAPIError, HealthLakeBodyCut}
+	ExportJobFailed, ExportJobErrors, LostHeartbeat, HealthLakeAPIError, HealthLakeBodyCut, DynamoDBAnswerLost}
 
 // DefaultWeights scale the plan's rate per kind. Calls made many times per
 // window (S3) weigh less than events that happen a few times per window.
@@ -73,6 +75,7 @@ var DefaultWeights = map[Kind]float64{
 	LostHeartbeat:      1,
 	HealthLakeAPIError: 0.1,
 	HealthLakeBodyCut:  0.1,
+	DynamoDBAnswerLost: 0.1,
 }
 
 // JobFaulter is the part of the HealthLake emulator that arms export-job
@@ -265,6 +268,25 @@ func (p *Plan) BodyCuts() localaws.BodyCut {
 		}
 		hit, at := p.roll(kind, operation)
 		return at, hit
+	}
+}
+
+// dynamoWrites are the DynamoDB operations that change items.
+var dynamoWrites = map[string]bool{"PutItem": true, "UpdateItem": true, "DeleteItem": true, "BatchWriteItem": true, "TransactWriteItems": true}
+
+// AnswerLosses returns the gateway's answer losses of the plan: a DynamoDB
+// write by one of the stack's principals (not an administrator: cdcctl,
+// the reports) takes effect and its answer is lost, so the SDK sends it
+// again.
+func (p *Plan) AnswerLosses() localaws.AnswerLoss {
+	return func(service, operation string, r *http.Request) bool {
+		if service != localaws.ServiceDynamoDB || !dynamoWrites[operation] {
+			return false
+		}
+		if key, _ := localaws.Credential(r); !localaws.IsPrincipalAccessKeyID(key) {
+			return false
+		}
+		return p.Roll(DynamoDBAnswerLost, operation)
 	}
 }
 

@@ -130,6 +130,18 @@ func TestGatewayInjectorAnswersLikeTheServices(t *testing.T) {
 	if _, ok := p.BodyCuts()(localaws.ServiceHealthLake, "UpdateResource", put); ok {
 		t.Error("the answer to a HealthLake write was cut")
 	}
+	lose := p.AnswerLosses()
+	if !lose(localaws.ServiceDynamoDB, "UpdateItem", get(prepare)) || !lose(localaws.ServiceDynamoDB, "TransactWriteItems", get(prepare)) {
+		t.Error("a principal's DynamoDB write kept its answer")
+	}
+	for _, op := range []string{"GetItem", "Query"} {
+		if lose(localaws.ServiceDynamoDB, op, get(prepare)) {
+			t.Errorf("the answer to a DynamoDB %s was lost", op)
+		}
+	}
+	if lose(localaws.ServiceDynamoDB, "PutItem", get(localaws.AccessKeyID)) || lose(localaws.ServiceSQS, "SendMessage", get(prepare)) {
+		t.Error("an administrator's write, or another service's, lost its answer")
+	}
 	status, body, ok = inj(localaws.ServiceEventBridge, "PutEvents")
 	if !ok || status != 400 || !strings.Contains(body, "ThrottlingException") {
 		t.Errorf("events fault = %d %q %v", status, body, ok)

@@ -19,7 +19,8 @@ import (
 // (itemSize, dynamosize.go); a Query or Scan reads at most 1 MB before it
 // answers with a LastEvaluatedKey ("Paginating table query results",
 // "Filter expressions for the Query operation"). Writes: dynamowrites.go;
-// pages: dynamopage.go; time to live: dynamottl.go.
+// pages: dynamopage.go; time to live: dynamottl.go; transactions' client
+// request tokens: dynamotoken.go.
 const (
 	dynamoMaxItemSize = 400 * 1024
 	dynamoMaxPageSize = 1 << 20
@@ -53,6 +54,9 @@ type dynamoLimits struct {
 	deleteAfter time.Duration
 	expired     atomic.Int64
 	now         func() time.Time
+	// tokens are the client request tokens of recent transactions
+	// (dynamotoken.go).
+	tokens map[string]tokenUse
 }
 
 type tableKeys struct {
@@ -61,7 +65,7 @@ type tableKeys struct {
 }
 
 func newDynamoLimits(now func() time.Time) *dynamoLimits {
-	return &dynamoLimits{keys: map[string]tableKeys{}, ttl: map[string]*ttlSpec{}, deleteAfter: DefaultTTLDeleteAfter, now: now}
+	return &dynamoLimits{keys: map[string]tableKeys{}, ttl: map[string]*ttlSpec{}, deleteAfter: DefaultTTLDeleteAfter, now: now, tokens: map[string]tokenUse{}}
 }
 
 // serve answers one DynamoDB request: through h, with the limits enforced.
@@ -103,15 +107,22 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 	case "PutItem", "BatchWriteItem", "TransactWriteItems", "UpdateItem", "DeleteItem":
 		d.lock.Lock()
 		defer d.lock.Unlock()
-		if msg := writeRefused(op, body); msg != "" {
-			writeDynamoValidation(w, msg)
-			return
-		}
-		if op == "UpdateItem" || op == "TransactWriteItems" {
-			if d.updates(w, r, op, body, h) {
+		write := func(w http.ResponseWriter) {
+			if msg := writeRefused(op, body); msg != "" {
+				writeDynamoValidation(w, msg)
 				return
 			}
+			if (op == "UpdateItem" || op == "TransactWriteItems") && d.updates(w, r, op, body, h) {
+				return
+			}
+			h.ServeHTTP(w, r)
 		}
+		if op == "TransactWriteItems" {
+			d.transactOnce(w, body, write)
+		} else {
+			write(w)
+		}
+		return
 	case "CreateTable", "DeleteTable", "UpdateTable":
 		d.lock.Lock()
 		defer d.lock.Unlock()

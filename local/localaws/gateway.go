@@ -41,11 +41,14 @@ type Gateway struct {
 	faults   FaultInjector
 	cuts     BodyCut
 	cutsMade atomic.Int64
-	auth     Authorizer
-	answers  AnswerFilter
-	latency  *LatencyModel
-	verify   bool
-	clock    func() time.Time
+	// loss drops answers after serving their requests (answerloss.go).
+	loss        AnswerLoss
+	answersLost atomic.Int64
+	auth        Authorizer
+	answers     AnswerFilter
+	latency     *LatencyModel
+	verify      bool
+	clock       func() time.Time
 	// rates keeps each API's peak calls per second (rates.go).
 	rates rateMeter
 
@@ -228,6 +231,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	by[service+":"+op]++
 	faults := g.faults
 	cuts := g.cuts
+	loss := g.loss
 	auth := g.auth
 	answers := g.answers
 	latency := g.latency
@@ -276,11 +280,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if answers != nil {
 		w = answers(service, w, r)
 	}
+	if loss != nil && loss(service, op, r) {
+		g.serve(&discardWriter{}, r, service, op, h)
+		g.answersLost.Add(1)
+		// net/http drops the connection without a log line and without
+		// an answer.
+		panic(http.ErrAbortHandler)
+	}
 	if cuts != nil {
 		if fraction, ok := cuts(service, op, r); ok {
 			w = newCutWriter(w, fraction, &g.cutsMade)
 		}
 	}
+	g.serve(w, r, service, op, h)
+}
+
+// serve hands a checked request to its service's handler h, through what
+// the gateway adds in front of it (DynamoDB's limits, S3's If-Match).
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, service, op string, h http.Handler) {
 	if service == ServiceDynamoDB {
 		g.dynamo.serve(w, r, h)
 		return

@@ -624,6 +624,7 @@ func (s *Stack) installFaults() {
 	s.Faults.SetJobFaulter(s.HealthLake)
 	s.Env.Gateway.SetFaults(s.Faults.GatewayInjector())
 	s.Env.Gateway.SetBodyCuts(s.Faults.BodyCuts())
+	s.Env.Gateway.SetAnswerLoss(s.Faults.AnswerLosses())
 	s.EventBridge.SetEntryFault(s.Faults.EntryFault())
 	s.Lambdas.SetFaults(s.Faults)
 }
