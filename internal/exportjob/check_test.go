@@ -484,3 +484,44 @@ func TestCheckEndToEndThroughTheQueue(t *testing.T) {
 		t.Errorf("statuses seen = %v", statuses)
 	}
 }
+
+// A re-check message delivered twice (SQS delivers at least once, and a
+// send whose answer was lost is sent again) forks the polling chain: each
+// copy checks the job and queues the next attempt. A fork costs a describe
+// and a heartbeat per re-check while the job runs, and ends with it: the
+// first copy to see the job done completes the task, the other meets a
+// closed task and stops without cancelling anything.
+func TestCheckADuplicateRecheckForksAChainThatEndsWithTheJob(t *testing.T) {
+	w := newWorld(t, nil)
+	token, m := w.startedRun("run-fork")
+	h := w.checkHandler()
+	for _, id := range []string{"c1", "c1"} {
+		if resp := w.invoke(h.Handle, record(id, m)); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("failures %+v; logs %s", resp, w.logs)
+		}
+	}
+	forks := w.newMessages()
+	if len(forks) != 2 {
+		t.Fatalf("re-checks after a duplicate = %d, want 2 (the chain forks)", len(forks))
+	}
+	if err := w.hl.RunJobs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range forks {
+		if resp := w.invoke(h.Handle, record(fmt.Sprintf("c2-%d", i), f.Body)); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("fork %d: failures %+v; logs %s", i, resp, w.logs)
+		}
+	}
+	if o := w.outcome(token); o.Status != "SUCCEEDED" {
+		t.Errorf("outcome = %+v, want SUCCEEDED", o)
+	}
+	if n := len(w.newMessages()); n != 0 {
+		t.Errorf("%d re-checks after the job ended, want none", n)
+	}
+	if cancels := w.hl.RequestsFor("CancelExport"); len(cancels) != 0 {
+		t.Errorf("a fork cancelled the ended job: %+v", cancels)
+	}
+	if logs := w.logs.String(); strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, "the export had ended") {
+		t.Errorf("logs: %s", logs)
+	}
+}
