@@ -82,8 +82,9 @@ func uncleanPrevious(st state) (string, Outcome) {
 }
 
 // maxAttempts bounds the read-decide-write loop when the RUN record changes
-// between the read and the conditional write.
-const maxAttempts = 4
+// between the read and the conditional write, or is being written by
+// another request (a transaction conflict, waited out between attempts).
+const maxAttempts = 5
 
 // Acquire takes the lock for req.Owner with one conditional write that also
 // records the window. It creates the RUN record from the initial checkpoint
@@ -168,8 +169,8 @@ func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (Acquisition, e
 		err = s.transact(ctx, s.lockWrite(st, req, h, now, lw), types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(s.cfg.Table), Item: historyItem(h, now.Add(s.cfg.HistoryTTL)),
 		}})
-		if conditionFailed(err) {
-			continue // the record changed since the read: decide again
+		if s.decideAgain(ctx, err, attempt, "acquire") {
+			continue // the record changed, or was being written: decide again
 		}
 		if err != nil {
 			return Acquisition{}, fmt.Errorf("acquire: write RUN/STATE: %w", err)
@@ -296,16 +297,23 @@ func (s *Store) refuse(ctx context.Context, req AcquireRequest, st state, live L
 	s.log.Warn("run lock refused", "executionId", req.Owner, "runId", req.RunID,
 		"holder", st.owner, "holderRunId", st.runID, "holderWindow", st.window.String(), "why", live.Why)
 	// A run is counted once: the same refusal sent again (its answer lost)
-	// or asked again finds itself the last one counted.
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.cfg.Table), Key: stateKey(),
-		UpdateExpression:          aws.String("ADD #skipped :one SET #lastSkippedAt = :now, #lastSkippedRunId = :runId"),
-		ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_not_exists(#lastSkippedRunId) OR #lastSkippedRunId <> :runId)"),
-		ExpressionAttributeNames:  map[string]string{"#skipped": attrSkippedRuns, "#lastSkippedAt": attrLastSkippedAt, "#lastSkippedRunId": attrLastSkippedRunID},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": n(1), ":now": tm(now), ":runId": str(req.RunID)},
-	})
-	if err != nil && !conditionFailed(err) {
-		s.log.Warn("run lock refusal not counted", "runId", req.RunID, "error", err.Error())
+	// or asked again finds itself the last one counted. A write of the
+	// record at the same moment (a transaction conflict) is waited out.
+	for attempt := 0; ; attempt++ {
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.cfg.Table), Key: stateKey(),
+			UpdateExpression:          aws.String("ADD #skipped :one SET #lastSkippedAt = :now, #lastSkippedRunId = :runId"),
+			ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_not_exists(#lastSkippedRunId) OR #lastSkippedRunId <> :runId)"),
+			ExpressionAttributeNames:  map[string]string{"#skipped": attrSkippedRuns, "#lastSkippedAt": attrLastSkippedAt, "#lastSkippedRunId": attrLastSkippedRunID},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": n(1), ":now": tm(now), ":runId": str(req.RunID)},
+		})
+		if transactionConflict(err) && attempt+1 < maxAttempts && s.waitOutConflict(ctx, attempt) {
+			continue
+		}
+		if err != nil && !conditionFailed(err) {
+			s.log.Warn("run lock refusal not counted", "runId", req.RunID, "error", err.Error())
+		}
+		break
 	}
 	return Acquisition{Acquired: false, Reason: reason, Refusal: RefusalLockHeld, RunID: req.RunID, Holder: st.owner, Checkpoint: st.checkpoint}
 }

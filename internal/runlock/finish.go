@@ -114,7 +114,7 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (Result, error) {
 			}
 		}
 		err = s.transact(ctx, s.releaseWrite(st, now, outcome, "", checkpoint, change), s.historyPut(st, h, now))
-		if conditionFailed(err) {
+		if s.decideAgain(ctx, err, attempt, "commit") {
 			continue
 		}
 		if err != nil {
@@ -159,7 +159,7 @@ func (s *Store) Fail(ctx context.Context, req FailRequest) (Result, error) {
 			h.Part, h.Parts = st.pending.Next.Part, st.pending.Next.Parts
 		}
 		err = s.transact(ctx, s.releaseWrite(st, now, OutcomeFailed, reason, st.checkpoint, change), s.historyPut(st, h, now))
-		if conditionFailed(err) {
+		if s.decideAgain(ctx, err, attempt, "fail") {
 			continue
 		}
 		if err != nil {

@@ -6,9 +6,14 @@ import (
 	"crypto/sha256"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 )
@@ -98,5 +103,78 @@ func TestRunLockWritesSurviveLostAnswers(t *testing.T) {
 	}
 	if n := f.env.Gateway.AnswersLost(); n < lost+4 {
 		t.Errorf("answers lost = %d, want one for each write", n)
+	}
+}
+
+// holdRecord runs, from now on, a transaction of its own that includes
+// RUN/STATE (a condition check and an unrelated put) and takes 150 ms at
+// the gateway, as another writer of the record would; it returns when the
+// transaction is answered.
+func (f *fixture) holdRecord(t *testing.T) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{ConditionCheck: &types.ConditionCheck{TableName: aws.String(f.table), Key: stateKey(), ConditionExpression: aws.String("attribute_exists(pk)")}},
+			{Put: &types.Put{TableName: aws.String(f.table), Item: key("OTHER", "x")}},
+		}})
+		done <- err
+	}()
+	return done
+}
+
+// Each run-lock write that meets another request writing RUN/STATE at the
+// same moment (DynamoDB refuses it: TransactionConflict, which the SDK does
+// not retry) reads the record again and decides again, instead of failing
+// the execution (a page for nothing, and a window delivered again).
+func TestRunLockWritesMeetingATransactionConflictDecideAgain(t *testing.T) {
+	f := newFixture(t, nil)
+	m, err := localaws.NewLatencyModel(localaws.LatencyConfig{Services: map[string]map[string]localaws.Distribution{
+		localaws.ServiceDynamoDB: {"TransactWriteItems": localaws.Fixed(150 * time.Millisecond)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.start(t, "run-1")
+	f.env.Gateway.SetLatency(m)
+	ctx := context.Background()
+	during := func(what string, write func() error) {
+		t.Helper()
+		held := f.holdRecord(t)
+		time.Sleep(30 * time.Millisecond) // the other transaction is under way
+		if err := write(); err != nil {
+			t.Fatalf("%s during another transaction of the record: %v", what, err)
+		}
+		if err := <-held; err != nil {
+			t.Fatalf("the other transaction: %v", err)
+		}
+	}
+
+	during("a refused acquire", func() error {
+		r := f.start(t, "run-2")
+		if r.Acquired {
+			t.Errorf("run-2 acquired a held lock")
+		}
+		return nil
+	})
+	during("commit", func() error {
+		res, err := f.store.Commit(ctx, CommitRequest{Owner: arn("run-1"), RunID: "run-1", ExportJobID: "job-1"})
+		if err == nil && (!res.Released || !res.Checkpoint.Equal(a.Window.Until)) {
+			t.Errorf("commit = %+v", res)
+		}
+		return err
+	})
+	f.clock.Advance(5 * time.Minute)
+	during("acquire", func() error {
+		if b := f.start(t, "run-3"); !b.Acquired || !b.Window.Since.Equal(a.Window.Until) {
+			t.Errorf("run-3 = %+v, want the window after run-1's", b)
+		}
+		return nil
+	})
+	if logs := f.logs.String(); strings.Count(logs, "reading it again") < 2 || strings.Contains(logs, "not counted") {
+		t.Errorf("conflicts not met, or a refusal not counted: %s", logs)
+	}
+	if st := f.status(t); st.SkippedRuns != 1 {
+		t.Errorf("skipped runs = %d, want run-2's refusal counted", st.SkippedRuns)
 	}
 }

@@ -165,7 +165,7 @@ func (s *Store) Replay(ctx context.Context, req ReplayRequest) (ReplayResult, er
 				ExpressionAttributeNames: names, ExpressionAttributeValues: values}}
 		}
 		err = s.transact(ctx, stateWrite, auditPut)
-		if conditionFailed(err) {
+		if s.decideAgain(ctx, err, attempt, "replay") {
 			continue
 		}
 		if err != nil {
@@ -233,7 +233,7 @@ func (s *Store) Unlock(ctx context.Context, req UnlockRequest) (UnlockResult, er
 		// The pending export stays, as on a take-over: the next run delivers
 		// the part the unlocked run was given again.
 		err = s.transact(ctx, s.releaseWrite(st, now, OutcomeAbandoned, clip.String(why, 500), st.checkpoint, pc))
-		if conditionFailed(err) {
+		if s.decideAgain(ctx, err, attempt, "unlock") {
 			continue
 		}
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/envelope"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/stackconfig"
+	"github.com/healthlake-cdc/healthlake-cdc/pkg/backoff"
 )
 
 // Defaults of Config.
@@ -285,6 +287,60 @@ func conditionFailed(err error) bool {
 		return len(tce.CancellationReasons) == 0 && strings.Contains(tce.ErrorMessage(), "ConditionalCheckFailed")
 	}
 	return false
+}
+
+// transactionConflict reports whether DynamoDB refused a write because
+// another request was writing one of its items at the same moment: a
+// TransactionConflictException, or a transaction cancelled for a
+// TransactionConflict ("Transaction conflict handling in DynamoDB",
+// DynamoDB Developer Guide). The SDKs retry neither.
+func transactionConflict(err error) bool {
+	var tc *types.TransactionConflictException
+	if errors.As(err, &tc) {
+		return true
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "TransactionConflict" {
+				return true
+			}
+		}
+		return len(tce.CancellationReasons) == 0 && strings.Contains(tce.ErrorMessage(), "TransactionConflict")
+	}
+	return false
+}
+
+// Waits before the RUN record is written again after a transaction
+// conflict: between half and all of 25 ms · 2^(attempt−1), at most 400 ms,
+// so that the waits between maxAttempts attempts add up to at least 187 ms.
+// The other writer's transaction is over within a DynamoDB round trip.
+const (
+	conflictBase = 25 * time.Millisecond
+	conflictMax  = 400 * time.Millisecond
+)
+
+// decideAgain reports whether a refused write of the RUN record is decided
+// again on a fresh read: its condition failed (the record changed since it
+// was read), or another run, cdcctl or a take-over wrote the record at the
+// same moment (a transaction conflict; then it first waits, see
+// conflictBase). attempt counts from 0.
+func (s *Store) decideAgain(ctx context.Context, err error, attempt int, what string) bool {
+	if conditionFailed(err) {
+		return true
+	}
+	if !transactionConflict(err) {
+		return false
+	}
+	s.log.Info("run record written by another request at the same moment; reading it again", "write", what, "attempt", attempt+1)
+	return s.waitOutConflict(ctx, attempt)
+}
+
+// waitOutConflict waits a jittered moment after the attempt-th (from 0)
+// transaction conflict; false when ctx ended first.
+func (s *Store) waitOutConflict(ctx context.Context, attempt int) bool {
+	d := backoff.Ceiling(conflictBase, conflictMax, attempt+1)
+	return backoff.Sleep(ctx, d/2+time.Duration(rand.Int64N(int64(d/2)))) == nil
 }
 
 func (s *Store) transact(ctx context.Context, items ...types.TransactWriteItem) error {

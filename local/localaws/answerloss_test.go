@@ -172,3 +172,93 @@ func TestAClientRequestTokenHoldsForTenMinutes(t *testing.T) {
 		t.Errorf("n = %d, want 2", n)
 	}
 }
+
+// slowTransactions makes every TransactWriteItems take d at the gateway.
+func slowTransactions(t *testing.T, env *Env, d time.Duration) {
+	t.Helper()
+	m, err := NewLatencyModel(LatencyConfig{Services: map[string]map[string]Distribution{
+		ServiceDynamoDB: {"TransactWriteItems": Fixed(d)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Gateway.SetLatency(m)
+}
+
+// A write of an item an ongoing transaction includes is refused, as
+// DynamoDB refuses it: TransactionConflictException for a plain write, a
+// cancelled transaction (reason TransactionConflict) for another
+// transaction. Neither changes anything; the SDK retries neither.
+func TestWritesOfAnItemInAnOngoingTransactionConflict(t *testing.T) {
+	env, db, table := limitsTable(t)
+	slowTransactions(t, env, 400*time.Millisecond)
+	ctx := context.Background()
+	counter := map[string]ddbtypes.AttributeValue{
+		"pk": &ddbtypes.AttributeValueMemberS{Value: "p"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "c"},
+	}
+	other := map[string]ddbtypes.AttributeValue{
+		"pk": &ddbtypes.AttributeValueMemberS{Value: "p"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "other"},
+	}
+	// while runs a transaction setting n = 1 on the counter and, 100 ms
+	// into it, f.
+	while := func(f func()) error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := db.TransactWriteItems(ctx, transactIncrement(0, ""))
+			done <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		f()
+		return <-done
+	}
+
+	var plain, elsewhere error
+	err := while(func() {
+		_, plain = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: counter,
+			UpdateExpression: aws.String("SET m = :one"), ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":one": &ddbtypes.AttributeValueMemberN{Value: "1"}}})
+		_, elsewhere = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: other})
+	})
+	if err != nil {
+		t.Fatalf("the ongoing transaction: %v", err)
+	}
+	var tce *ddbtypes.TransactionConflictException
+	if !errors.As(plain, &tce) {
+		t.Errorf("UpdateItem of the transaction's item: err = %v, want TransactionConflictException", plain)
+	}
+	if elsewhere != nil {
+		t.Errorf("PutItem of another item: %v", elsewhere)
+	}
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: counter, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Item["m"]; ok {
+		t.Error("the refused UpdateItem changed the item")
+	}
+
+	// Two transactions of one item: the one that arrived while the other
+	// was ongoing is cancelled, and the other applies.
+	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: counter}); err != nil {
+		t.Fatal(err)
+	}
+	var second error
+	first := while(func() {
+		_, second = db.TransactWriteItems(ctx, transactIncrement(0, ""))
+	})
+	var cancelled *ddbtypes.TransactionCanceledException
+	if !errors.As(second, &cancelled) || len(cancelled.CancellationReasons) != 1 ||
+		aws.ToString(cancelled.CancellationReasons[0].Code) != "TransactionConflict" {
+		t.Errorf("a transaction that arrived during another: err = %v, want TransactionCanceledException [TransactionConflict]", second)
+	}
+	if first != nil {
+		t.Errorf("the transaction that arrived first: %v", first)
+	}
+	if n := counterItem(env, db, table, t); n != 1 {
+		t.Errorf("n = %d, want 1: one of the two applied", n)
+	}
+	// Once the transaction is served, the item is free.
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: counter,
+		UpdateExpression: aws.String("SET m = :one"), ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":one": &ddbtypes.AttributeValueMemberN{Value: "1"}}}); err != nil {
+		t.Errorf("UpdateItem after the transaction: %v", err)
+	}
+}

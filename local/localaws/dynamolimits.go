@@ -57,6 +57,10 @@ type dynamoLimits struct {
 	// tokens are the client request tokens of recent transactions
 	// (dynamotoken.go).
 	tokens map[string]tokenUse
+	// ongoing holds the items of each transaction from its arrival until
+	// it is served (dynamoconflict.go).
+	ongoing map[uint64][]string
+	txnSeq  uint64
 }
 
 type tableKeys struct {
@@ -65,7 +69,7 @@ type tableKeys struct {
 }
 
 func newDynamoLimits(now func() time.Time) *dynamoLimits {
-	return &dynamoLimits{keys: map[string]tableKeys{}, ttl: map[string]*ttlSpec{}, deleteAfter: DefaultTTLDeleteAfter, now: now, tokens: map[string]tokenUse{}}
+	return &dynamoLimits{keys: map[string]tableKeys{}, ttl: map[string]*ttlSpec{}, deleteAfter: DefaultTTLDeleteAfter, now: now, tokens: map[string]tokenUse{}, ongoing: map[uint64][]string{}}
 }
 
 // serve answers one DynamoDB request: through h, with the limits enforced.
@@ -110,6 +114,9 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 		write := func(w http.ResponseWriter) {
 			if msg := writeRefused(op, body); msg != "" {
 				writeDynamoValidation(w, msg)
+				return
+			}
+			if d.conflicts(w, r, h, op, body) {
 				return
 			}
 			if (op == "UpdateItem" || op == "TransactWriteItems") && d.updates(w, r, op, body, h) {

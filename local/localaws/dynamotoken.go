@@ -21,7 +21,7 @@ const dynamoIdempotentMismatch = "the client request token was used with other p
 
 // tokenUse is one completed transaction with a client request token.
 type tokenUse struct {
-	request [sha256.Size]byte // the request body's hash
+	request [sha256.Size]byte // the request's canonical hash
 	answer  []byte            // the answer to replay
 	at      time.Time         // when it completed (the gateway's clock)
 }
@@ -45,7 +45,7 @@ func (d *dynamoLimits) transactOnce(w http.ResponseWriter, body []byte, serve fu
 		return
 	}
 	now := d.now()
-	sum := sha256.Sum256(body)
+	sum := canonicalHash(body)
 	d.mu.Lock()
 	for tok, u := range d.tokens {
 		if now.Sub(u.at) >= dynamoTokenWindow {
@@ -72,4 +72,19 @@ func (d *dynamoLimits) transactOnce(w http.ResponseWriter, body []byte, serve fu
 		d.mu.Unlock()
 	}
 	copyRecorded(w, rec)
+}
+
+// canonicalHash hashes a JSON request whatever the order of its objects'
+// members (an SDK writes a map's members in any order): the same
+// parameters give the same hash.
+func canonicalHash(body []byte) [sha256.Size]byte {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return sha256.Sum256(body)
+	}
+	b, err := json.Marshal(v) // objects' members sorted
+	if err != nil {
+		return sha256.Sum256(body)
+	}
+	return sha256.Sum256(b)
 }

@@ -241,6 +241,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "localaws: no emulator for service "+service, http.StatusNotImplemented)
 		return
 	}
+	if service == ServiceDynamoDB {
+		// A transaction is ongoing from its arrival (dynamoconflict.go).
+		var release func()
+		r, release = g.dynamo.arrive(r, h)
+		defer release()
+	}
 	// The signature is checked on arrival (a modelled latency does not age
 	// it), and refused after the call's latency like any other refusal.
 	var sigErr error
