@@ -943,3 +943,69 @@ func TestDefinitionDeleteScanFailureFailsTheRun(t *testing.T) {
 		t.Errorf("run-lock calls %v, want acquire then fail", h.l.calls(runLockFn))
 	}
 }
+
+// TestDefinitionARunLockCrashIsRetried: a run-lock invocation that crashes
+// or times out (Lambda reports an unhandled error) is invoked again — the
+// run-lock actions are idempotent — so one crash neither fails the
+// execution (an ExecutionFailedAlarm for nothing) nor, at the commit,
+// sends a delivered window to be delivered again.
+func TestDefinitionARunLockCrashIsRetried(t *testing.T) {
+	var mu sync.Mutex
+	crashed := map[string]bool{}
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+		action, _ := in["action"].(string)
+		mu.Lock()
+		first := !crashed[action]
+		crashed[action] = true
+		mu.Unlock()
+		if fn == runLockFn && first {
+			errorType := "Runtime.ExitError"
+			if action == "commit" {
+				errorType = "Sandbox.Timedout"
+			}
+			return map[string]any{"errorType": errorType, "errorMessage": "the first attempt of " + action + " dies"}, true, nil
+		}
+		switch action {
+		case "acquire":
+			l := acquired(in["executionName"].(string))
+			l["empty"] = true
+			return l, false, nil
+		case "commit":
+			return commitOK(in), false, nil
+		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(in)}, true, nil
+	})
+	arn := h.start("run-crash")
+	if info := h.wait(arn); info.Status != asl.StatusSucceeded {
+		t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
+	}
+	if got := strings.Join(h.statesEntered(arn), " "); got != "AcquireLock LockTaken? CommitRun" {
+		t.Fatalf("states: %s", got)
+	}
+	var actions []string
+	for _, c := range h.l.calls(runLockFn) {
+		actions = append(actions, fmt.Sprint(c["action"]))
+	}
+	if got := strings.Join(actions, " "); got != "acquire acquire commit commit" {
+		t.Errorf("run-lock calls: %s, want each action tried again once", got)
+	}
+}
+
+// TestDefinitionFinalRunLockErrorsAreNotRetried: a refusal that will not
+// change (the data store changed, the input is wrong, the lock was lost,
+// children failed) ends the execution at once.
+func TestDefinitionFinalRunLockErrorsAreNotRetried(t *testing.T) {
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+		if fn == runLockFn && in["action"] == "acquire" {
+			return map[string]any{"errorType": "DatastoreChangedError", "errorMessage": "the checkpoint belongs to another data store"}, true, nil
+		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(in)}, true, nil
+	})
+	arn := h.start("run-moved")
+	if info := h.wait(arn); info.Status != asl.StatusFailed || info.Error != "DatastoreChangedError" {
+		t.Fatalf("execution = %s %s %s", info.Status, info.Error, info.Cause)
+	}
+	if n := len(h.l.calls(runLockFn)); n != 1 {
+		t.Errorf("run-lock calls = %d, want 1", n)
+	}
+}

@@ -199,3 +199,90 @@ func stateNamed(t *testing.T, def []byte, name string) json.RawMessage {
 	}
 	return st
 }
+
+// TestLambdaTasksRetryWhatAWSAdvises: every Lambda task of both machines
+// retries the transient Lambda service errors AWS's best practice names
+// ("Handle Lambda service exceptions", Step Functions Developer Guide:
+// ClientExecutionTimeoutException, ServiceException, AWSLambdaException,
+// SdkClientException) and throttling; the run-lock tasks also retry any
+// other failure (a crash, a timeout: Lambda.Unknown and the like) after
+// their final errors, which a retrier of no attempts ends at once.
+func TestLambdaTasksRetryWhatAWSAdvises(t *testing.T) {
+	type retrier struct {
+		ErrorEquals []string
+		MaxAttempts *int
+	}
+	type task struct {
+		Type     string
+		Resource string
+		Retry    []retrier
+	}
+	want := []string{"Lambda.ClientExecutionTimeoutException", "Lambda.ServiceException", "Lambda.AWSLambdaException",
+		"Lambda.SdkClientException", "Lambda.TooManyRequestsException"}
+	cdc, err := Substitute(Definition(), testValues())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sub := range map[string][]byte{"cdc": cdc, "reconcile": reconcileDef(t)} {
+		var walk func(states map[string]json.RawMessage)
+		lambdaTasks := 0
+		walk = func(states map[string]json.RawMessage) {
+			for stateName, raw := range states {
+				var st struct {
+					task
+					Branches      []struct{ States map[string]json.RawMessage }
+					ItemProcessor *struct{ States map[string]json.RawMessage }
+				}
+				if err := json.Unmarshal(raw, &st); err != nil {
+					t.Fatalf("%s/%s: %v", name, stateName, err)
+				}
+				for _, b := range st.Branches {
+					walk(b.States)
+				}
+				if st.ItemProcessor != nil {
+					walk(st.ItemProcessor.States)
+				}
+				if st.Type != "Task" || !strings.Contains(st.Resource, ":lambda:invoke") {
+					continue
+				}
+				lambdaTasks++
+				if len(st.Retry) == 0 {
+					t.Errorf("%s/%s: no retrier", name, stateName)
+					continue
+				}
+				have := map[string]bool{}
+				for _, e := range st.Retry[0].ErrorEquals {
+					have[e] = true
+				}
+				for _, e := range want {
+					if !have[e] {
+						t.Errorf("%s/%s: the first retrier misses %s", name, stateName, e)
+					}
+				}
+				switch stateName {
+				case "AcquireLock", "CommitRun", "HandleFailure":
+					rs := st.Retry
+					if len(rs) != 3 || rs[1].MaxAttempts == nil || *rs[1].MaxAttempts != 0 ||
+						len(rs[2].ErrorEquals) != 1 || rs[2].ErrorEquals[0] != "States.ALL" || rs[2].MaxAttempts == nil || *rs[2].MaxAttempts < 1 {
+						t.Errorf("%s/%s: retriers %+v, want Lambda.*, the final errors with no attempts, then States.ALL", name, stateName, rs)
+						continue
+					}
+					final := strings.Join(rs[1].ErrorEquals, " ")
+					for _, e := range []string{"DatastoreChangedError", "InputError", "LockLostError", "ChildrenFailedError"} {
+						if !strings.Contains(final, e) {
+							t.Errorf("%s/%s: %s is retried", name, stateName, e)
+						}
+					}
+				}
+			}
+		}
+		var m struct{ States map[string]json.RawMessage }
+		if err := json.Unmarshal(sub, &m); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		walk(m.States)
+		if lambdaTasks == 0 {
+			t.Errorf("%s: no Lambda task found", name)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging/loggingtest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
 	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas/lambdastest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
@@ -92,24 +92,6 @@ func lineWith(text, prefix string) string {
 	return ""
 }
 
-// crashSecondRunLock crashes run-lock's second invocation (the commit)
-// after its side effects.
-type crashSecondRunLock struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *crashSecondRunLock) CrashBefore(string) bool { return false }
-func (c *crashSecondRunLock) CrashAfter(fn string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if fn != stack.FnRunLock {
-		return false
-	}
-	c.n++
-	return c.n == 2
-}
-
 // Under faults the window's line says what its run record (and so
 // `cdcctl status`) says: a run that committed before its execution failed
 // is committed, and the line adds that the execution failed afterwards.
@@ -120,7 +102,9 @@ func TestWindowLineSaysWhatTheRunRecordSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	st.Lambdas.SetFaults(&crashSecondRunLock{})
+	// The commit (run-lock's second invocation) crashes after its side
+	// effects, and so do the state machine's two retries of it.
+	st.Lambdas.SetFaults(&lambdastest.Crash{Function: stack.FnRunLock, From: 2, Times: 3, After: true})
 	w, err := st.RunOnce(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -6,11 +6,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas/lambdastest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
@@ -118,41 +118,20 @@ func TestStatusShowsTheLastReconciliationsOutcome(t *testing.T) {
 	}
 }
 
-// crashRunLock crashes run-lock's nth invocation, before its handler or
-// after its side effects.
-type crashRunLock struct {
-	mu    sync.Mutex
-	n     int
-	after bool
-	calls int
-}
-
-func (c *crashRunLock) hit(fn string, after bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if fn != stack.FnRunLock || after != c.after {
-		return false
-	}
-	c.calls++
-	return c.calls == c.n
-}
-
-func (c *crashRunLock) CrashBefore(fn string) bool { return c.hit(fn, false) }
-func (c *crashRunLock) CrashAfter(fn string) bool  { return c.hit(fn, true) }
-
 // Under faults `cdcctl status` and cdc-local's window line agree: a run
 // that committed before its execution failed is SUCCEEDED in both, and
 // both say the execution failed afterwards; an execution that failed
 // before taking the lock has no run record, and status lists it anyway.
 func TestStatusAgreesWithTheWindowLineUnderFaults(t *testing.T) {
 	st := statusStack(t, nil)
-	// run-lock: acquire (1), commit (2): a crash after the commit.
-	st.Lambdas.SetFaults(&crashRunLock{n: 2, after: true})
+	// run-lock: acquire (1), commit (2): a crash after the commit, and
+	// after each of the state machine's two retries of it.
+	st.Lambdas.SetFaults(&lambdastest.Crash{Function: stack.FnRunLock, From: 2, Times: 3, After: true})
 	committed := runWindow(t, st)
 	if committed.Status != "FAILED" || committed.Outcome != report.OutcomeCommitted {
 		t.Fatalf("window %+v: want a committed run whose execution FAILED", committed)
 	}
-	st.Lambdas.SetFaults(&crashRunLock{n: 1})
+	st.Lambdas.SetFaults(&lambdastest.Crash{Function: stack.FnRunLock, From: 1, Times: 3}) // the acquire and its two retries
 	lockless := runWindow(t, st)
 	if lockless.Status != "FAILED" || lockless.Outcome != report.OutcomeFailed {
 		t.Fatalf("window %+v: want failed before the lock", lockless)

@@ -11,43 +11,9 @@ import (
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/runlock"
+	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas/lambdastest"
 	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 )
-
-// crashAt crashes the nth invocation of one function, before its handler
-// runs or after its side effects (local/lambdas.Faults).
-type crashAt struct {
-	fn    string
-	n     int
-	after bool
-
-	mu    sync.Mutex
-	calls int
-}
-
-func (c *crashAt) hit(fn string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if fn != c.fn {
-		return false
-	}
-	c.calls++
-	return c.calls == c.n
-}
-
-func (c *crashAt) CrashBefore(fn string) bool {
-	if c.after {
-		return false
-	}
-	return c.hit(fn)
-}
-
-func (c *crashAt) CrashAfter(fn string) bool {
-	if !c.after {
-		return false
-	}
-	return c.hit(fn)
-}
 
 // A window whose run committed and whose execution failed afterwards (a
 // crash of run-lock after its commit: HandleFailure cannot undo a commit)
@@ -55,8 +21,9 @@ func (c *crashAt) CrashAfter(fn string) bool {
 // agree. The execution's failure is kept as a note.
 func TestAWindowThatFailsAfterItsCommitIsCommitted(t *testing.T) {
 	st := startStack(t, func(o *Options) { o.SampleSize = 3 })
-	// run-lock is invoked for acquire (1) and commit (2).
-	st.Lambdas.SetFaults(&crashAt{fn: FnRunLock, n: 2, after: true})
+	// run-lock is invoked for acquire (1) and commit (2); the state machine
+	// tries a run-lock failure twice more, and each attempt crashes.
+	st.Lambdas.SetFaults(&lambdastest.Crash{Function: FnRunLock, From: 2, Times: 3, After: true})
 	w := runWindow(t, st)
 	if w.Status != "FAILED" {
 		t.Fatalf("execution status %s, want FAILED (the crash after the commit)", w.Status)
@@ -80,7 +47,7 @@ func TestAWindowThatFailsAfterItsCommitIsCommitted(t *testing.T) {
 // record: it failed, and says why nothing in the run history shows it.
 func TestAWindowThatFailsBeforeTheLockSaysSo(t *testing.T) {
 	st := startStack(t, func(o *Options) { o.SampleSize = 3 })
-	st.Lambdas.SetFaults(&crashAt{fn: FnRunLock, n: 1})
+	st.Lambdas.SetFaults(&lambdastest.Crash{Function: FnRunLock, From: 1, Times: 3}) // the acquire and its two retries
 	w := runWindow(t, st)
 	if w.Status != "FAILED" || w.Outcome != report.OutcomeFailed || w.Window != nil {
 		t.Fatalf("window = %+v; want failed without a window", w)
