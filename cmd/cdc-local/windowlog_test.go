@@ -15,8 +15,8 @@ import (
 
 	"github.com/healthlake-cdc/healthlake-cdc/internal/logging/loggingtest"
 	"github.com/healthlake-cdc/healthlake-cdc/internal/reconcile"
-	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas/lambdastest"
+	"github.com/healthlake-cdc/healthlake-cdc/local/localaws"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 

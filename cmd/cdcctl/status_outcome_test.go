@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/lambdas/lambdastest"
+	"github.com/healthlake-cdc/healthlake-cdc/local/report"
 	"github.com/healthlake-cdc/healthlake-cdc/local/stack"
 )
 
