@@ -583,18 +583,22 @@ func TestDefinitionLockRefusedIsSkipped(t *testing.T) {
 	}
 }
 
+// emptyWindowRun answers run-lock for a run whose window is empty: it
+// acquires and commits; any other call is unexpected.
+func emptyWindowRun(in map[string]any) (any, bool, error) {
+	switch in["action"] {
+	case "acquire":
+		l := acquired(in["executionName"].(string))
+		l["empty"] = true
+		return l, false, nil
+	case "commit":
+		return commitOK(in), false, nil
+	}
+	return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(in)}, true, nil
+}
+
 func TestDefinitionEmptyWindowCommitsAtOnce(t *testing.T) {
-	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
-		switch in["action"] {
-		case "acquire":
-			l := acquired(in["executionName"].(string))
-			l["empty"] = true
-			return l, false, nil
-		case "commit":
-			return commitOK(in), false, nil
-		}
-		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(in)}, true, nil
-	})
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) { return emptyWindowRun(in) })
 	arn := h.start("run-empty")
 	info := h.wait(arn)
 	if info.Status != asl.StatusSucceeded {
@@ -965,15 +969,7 @@ func TestDefinitionARunLockCrashIsRetried(t *testing.T) {
 			}
 			return map[string]any{"errorType": errorType, "errorMessage": "the first attempt of " + action + " dies"}, true, nil
 		}
-		switch action {
-		case "acquire":
-			l := acquired(in["executionName"].(string))
-			l["empty"] = true
-			return l, false, nil
-		case "commit":
-			return commitOK(in), false, nil
-		}
-		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": fmt.Sprint(in)}, true, nil
+		return emptyWindowRun(in)
 	})
 	arn := h.start("run-crash")
 	if info := h.wait(arn); info.Status != asl.StatusSucceeded {

@@ -274,19 +274,7 @@ func (s *Store) getState(ctx context.Context) (state, error) {
 // a cancelled transaction.
 func conditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return true
-	}
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		for _, r := range tce.CancellationReasons {
-			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return true
-			}
-		}
-		return len(tce.CancellationReasons) == 0 && strings.Contains(tce.ErrorMessage(), "ConditionalCheckFailed")
-	}
-	return false
+	return errors.As(err, &ccf) || cancelledFor(err, "ConditionalCheckFailed")
 }
 
 // transactionConflict reports whether DynamoDB refused a write because
@@ -296,19 +284,22 @@ func conditionFailed(err error) bool {
 // DynamoDB Developer Guide). The SDKs retry neither.
 func transactionConflict(err error) bool {
 	var tc *types.TransactionConflictException
-	if errors.As(err, &tc) {
-		return true
-	}
+	return errors.As(err, &tc) || cancelledFor(err, "TransactionConflict")
+}
+
+// cancelledFor reports whether err is a transaction cancelled with reason
+// code for one of its items (or, without reasons, naming code).
+func cancelledFor(err error, code string) bool {
 	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		for _, r := range tce.CancellationReasons {
-			if aws.ToString(r.Code) == "TransactionConflict" {
-				return true
-			}
-		}
-		return len(tce.CancellationReasons) == 0 && strings.Contains(tce.ErrorMessage(), "TransactionConflict")
+	if !errors.As(err, &tce) {
+		return false
 	}
-	return false
+	for _, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) == code {
+			return true
+		}
+	}
+	return len(tce.CancellationReasons) == 0 && strings.Contains(tce.ErrorMessage(), code)
 }
 
 // Waits before the RUN record is written again after a transaction
