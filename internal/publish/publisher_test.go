@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -580,5 +581,47 @@ func TestConcurrentFailuresAreMergedIntoOneError(t *testing.T) {
 	}
 	if err := p.Add(ctx, detailN(99), "late"); !errors.Is(err, fe) {
 		t.Fatalf("Add after a failure = %v, want the first error", err)
+	}
+}
+
+// A PutEvents whose answer was lost (EventBridge took the entries, the
+// connection closed before the answer) is sent again: EventBridge has no
+// idempotency key for PutEvents, so consumers get each of its events twice,
+// with the same eventId (docs/EVENTS.md, "Each version once", case 8). The
+// publisher counts each once.
+func TestAPutEventsWhoseAnswerWasLostIsSentAgain(t *testing.T) {
+	r := newRig(t, fakeeventbridge.Options{})
+	var lost sync.Once
+	r.env.Gateway.SetAnswerLoss(func(service, op string, _ *http.Request) bool {
+		hit := false
+		if service == localaws.ServiceEventBridge && op == "PutEvents" {
+			lost.Do(func() { hit = true })
+		}
+		return hit
+	})
+	p := r.publisher(t, publish.Config{})
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if err := p.Add(ctx, detailN(i), fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush after a lost answer: %v", err)
+	}
+	if r.env.Gateway.AnswersLost() != 1 {
+		t.Fatalf("answers lost = %d", r.env.Gateway.AnswersLost())
+	}
+	seen := map[string]int{}
+	for _, ev := range r.sink.Events() {
+		seen[string(ev.Event.Detail)]++
+	}
+	for i := 0; i < 3; i++ {
+		if seen[string(detailN(i))] != 2 {
+			t.Errorf("event %d delivered %d times, want twice (the call and its resend)", i, seen[string(detailN(i))])
+		}
+	}
+	if st := p.Stats(); st.Published != 3 || st.Calls != 2 {
+		t.Errorf("stats = %+v, want 3 published in 2 calls", st)
 	}
 }
