@@ -125,9 +125,13 @@ func TestReconcileDefinitionRuns(t *testing.T) {
 	mu.Lock()
 	refuse = true
 	mu.Unlock()
+	plans := calls["plan"]
 	info, states = run("reconcile-2")
 	if info.Status != asl.StatusSucceeded || states != "Plan Skipped" {
 		t.Fatalf("a refused plan: %s, states %q; want SUCCEEDED through Skipped", info.Status, states)
+	}
+	if n := calls["plan"] - plans; n != 1 {
+		t.Errorf("a refused plan was asked %d times, want once", n)
 	}
 
 	// A failed step: the execution fails with the step's error name (what
@@ -135,9 +139,60 @@ func TestReconcileDefinitionRuns(t *testing.T) {
 	mu.Lock()
 	refuse, failPlan = false, true
 	mu.Unlock()
+	plans = calls["plan"]
 	info, states = run("reconcile-3")
 	if info.Status != asl.StatusFailed || states != "Plan Failed" || info.Error != "DatastoreChangedError" ||
 		!strings.HasPrefix(info.Cause, "a reconciliation step failed") || strings.Contains(info.Cause, "store-a") {
 		t.Fatalf("a failed plan: %s %q %q, states %q", info.Status, info.Error, info.Cause, states)
+	}
+	if n := calls["plan"] - plans; n != 1 {
+		t.Errorf("a plan refused for another data store was asked %d times, want once (it will not change)", n)
+	}
+}
+
+// TestReconcilePlanAndFinishRetryACrash: a crash or timeout of the plan or
+// the finish (both read and overwrite, so a retry is harmless) is retried,
+// instead of failing the reconciliation (ReconcileFailedAlarm, and deletes
+// without history waiting a day).
+func TestReconcilePlanAndFinishRetryACrash(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	h := newHarness(t, func(fn string, in map[string]any) (any, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, _ := in["action"].(string)
+		calls[a]++
+		if (a == "plan" || a == "finish") && calls[a] == 1 {
+			return map[string]any{"errorType": "Runtime.ExitError", "errorMessage": "the first attempt dies"}, true, nil
+		}
+		switch a {
+		case "plan":
+			return map[string]any{"runId": in["runId"], "partitions": 1, "partitionList": []int{0}}, false, nil
+		case "count", "list":
+			return map[string]any{"done": true, "refine": false}, false, nil
+		case "fold", "diff":
+			return map[string]any{"partition": in["partition"]}, false, nil
+		case "finish":
+			return map[string]any{"deletes": 0}, false, nil
+		}
+		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": a}, true, nil
+	})
+	ctx := context.Background()
+	created, err := h.client.CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{Name: aws.String(ReconcileName),
+		Definition: aws.String(string(reconcileDef(t))), RoleArn: aws.String("arn:aws:iam::000000000000:role/reconcile")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.client.StartExecution(ctx, &awssfn.StartExecutionInput{StateMachineArn: created.StateMachineArn, Name: aws.String("reconcile-crash")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := h.wait(aws.ToString(out.ExecutionArn)); info.Status != asl.StatusSucceeded {
+		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["plan"] != 2 || calls["finish"] != 2 {
+		t.Errorf("calls %v: want the plan and the finish tried twice each", calls)
 	}
 }

@@ -259,8 +259,8 @@ func TestLambdaTasksRetryWhatAWSAdvises(t *testing.T) {
 						t.Errorf("%s/%s: the first retrier misses %s", name, stateName, e)
 					}
 				}
-				switch stateName {
-				case "AcquireLock", "CommitRun", "HandleFailure":
+				switch name + "/" + stateName {
+				case "cdc/AcquireLock", "cdc/CommitRun", "cdc/HandleFailure":
 					rs := st.Retry
 					if len(rs) != 3 || rs[1].MaxAttempts == nil || *rs[1].MaxAttempts != 0 ||
 						len(rs[2].ErrorEquals) != 1 || rs[2].ErrorEquals[0] != "States.ALL" || rs[2].MaxAttempts == nil || *rs[2].MaxAttempts < 1 {
