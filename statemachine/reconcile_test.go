@@ -57,6 +57,28 @@ func TestReconcileDefinitionTakesNoLockAndNoExport(t *testing.T) {
 	}
 }
 
+// reconcileMachine creates the reconciliation's state machine on h's
+// emulator and returns a function that runs one execution of it to its end:
+// how it ended and the states it entered.
+func reconcileMachine(t *testing.T, h *harness) func(name string) (asl.ExecutionInfo, string) {
+	t.Helper()
+	ctx := context.Background()
+	created, err := h.client.CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{Name: aws.String(ReconcileName),
+		Definition: aws.String(string(reconcileDef(t))), RoleArn: aws.String("arn:aws:iam::000000000000:role/reconcile")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(name string) (asl.ExecutionInfo, string) {
+		t.Helper()
+		out, err := h.client.StartExecution(ctx, &awssfn.StartExecutionInput{StateMachineArn: created.StateMachineArn, Name: aws.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		arn := aws.ToString(out.ExecutionArn)
+		return h.wait(arn), strings.Join(h.statesEntered(arn), " ")
+	}
+}
+
 // TestReconcileDefinitionRuns: plan, a fold child per partition, the count
 // and list loops called again until done — the count loop's refine answer
 // runs a refine child per partition, then the count loop again —, a compare
@@ -98,20 +120,7 @@ func TestReconcileDefinitionRuns(t *testing.T) {
 		}
 		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": a}, true, nil
 	})
-	ctx := context.Background()
-	created, err := h.client.CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{Name: aws.String(ReconcileName),
-		Definition: aws.String(string(reconcileDef(t))), RoleArn: aws.String("arn:aws:iam::000000000000:role/reconcile")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(name string) (asl.ExecutionInfo, string) {
-		out, err := h.client.StartExecution(ctx, &awssfn.StartExecutionInput{StateMachineArn: created.StateMachineArn, Name: aws.String(name)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		arn := aws.ToString(out.ExecutionArn)
-		return h.wait(arn), strings.Join(h.statesEntered(arn), " ")
-	}
+	run := reconcileMachine(t, h)
 	info, states := run("reconcile-1")
 	if info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
@@ -177,17 +186,7 @@ func TestReconcilePlanAndFinishRetryACrash(t *testing.T) {
 		}
 		return map[string]any{"errorType": "Test.Unexpected", "errorMessage": a}, true, nil
 	})
-	ctx := context.Background()
-	created, err := h.client.CreateStateMachine(ctx, &awssfn.CreateStateMachineInput{Name: aws.String(ReconcileName),
-		Definition: aws.String(string(reconcileDef(t))), RoleArn: aws.String("arn:aws:iam::000000000000:role/reconcile")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := h.client.StartExecution(ctx, &awssfn.StartExecutionInput{StateMachineArn: created.StateMachineArn, Name: aws.String("reconcile-crash")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info := h.wait(aws.ToString(out.ExecutionArn)); info.Status != asl.StatusSucceeded {
+	if info, _ := reconcileMachine(t, h)("reconcile-crash"); info.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", info.Status, info.Error, info.Cause)
 	}
 	mu.Lock()

@@ -52,6 +52,15 @@ func (r *recorder) callSizes() []int {
 	return append([]int(nil), r.sizes...)
 }
 
+// deliveries counts the events the bus delivered, by detail.
+func (r *rig) deliveries() map[string]int {
+	seen := map[string]int{}
+	for _, ev := range r.sink.Events() {
+		seen[string(ev.Event.Detail)]++
+	}
+	return seen
+}
+
 func newRig(t *testing.T, opts fakeeventbridge.Options) *rig {
 	t.Helper()
 	env := localawstest.Start(t)
@@ -264,10 +273,7 @@ func TestPartialFailureRetriesOnlyFailedEntries(t *testing.T) {
 		t.Fatalf("sleeps = %v", r.sleeps)
 	}
 	// Every event delivered exactly once.
-	seen := map[string]int{}
-	for _, ev := range r.sink.Events() {
-		seen[string(ev.Event.Detail)]++
-	}
+	seen := r.deliveries()
 	for i := 0; i < 10; i++ {
 		if seen[string(detailN(i))] != 1 {
 			t.Fatalf("event %d delivered %d times", i, seen[string(detailN(i))])
@@ -528,10 +534,7 @@ func TestConcurrentSendsAreBoundedAndDeliverEverythingOnce(t *testing.T) {
 	if g.maxSeen != 4 {
 		t.Fatalf("at most %d calls in flight, want exactly 4", g.maxSeen)
 	}
-	seen := map[string]int{}
-	for _, ev := range r.sink.Events() {
-		seen[string(ev.Event.Detail)]++
-	}
+	seen := r.deliveries()
 	for i := 0; i < 95; i++ {
 		if seen[string(detailN(i))] != 1 {
 			t.Fatalf("event %d delivered %d times", i, seen[string(detailN(i))])
@@ -612,10 +615,7 @@ func TestAPutEventsWhoseAnswerWasLostIsSentAgain(t *testing.T) {
 	if r.env.Gateway.AnswersLost() != 1 {
 		t.Fatalf("answers lost = %d", r.env.Gateway.AnswersLost())
 	}
-	seen := map[string]int{}
-	for _, ev := range r.sink.Events() {
-		seen[string(ev.Event.Detail)]++
-	}
+	seen := r.deliveries()
 	for i := 0; i < 3; i++ {
 		if seen[string(detailN(i))] != 2 {
 			t.Errorf("event %d delivered %d times, want twice (the call and its resend)", i, seen[string(detailN(i))])
