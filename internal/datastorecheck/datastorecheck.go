@@ -139,7 +139,11 @@ func callsFIPS(api datastore.Describer) bool {
 	o := c.Options()
 	if o.BaseEndpoint != nil {
 		u, err := url.Parse(*o.BaseEndpoint)
-		return err == nil && strings.HasPrefix(u.Hostname(), stackconfig.HealthLakeHost(true)+".")
+		if err != nil {
+			return false
+		}
+		_, fips := stackconfig.RegionalHealthLakeHost(u.Hostname())
+		return fips
 	}
 	return o.EndpointOptions.UseFIPSEndpoint == aws.FIPSEndpointStateEnabled
 }

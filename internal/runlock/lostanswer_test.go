@@ -25,9 +25,7 @@ func loseEachWriteOnce(env *localaws.Env) {
 	var mu sync.Mutex
 	seen := map[[sha256.Size]byte]bool{}
 	env.Gateway.SetAnswerLoss(func(service, op string, r *http.Request) bool {
-		switch op {
-		case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems":
-		default:
+		if !localaws.IsDynamoDBWrite(op) {
 			return false
 		}
 		body, _ := io.ReadAll(r.Body)

@@ -2,6 +2,7 @@ package stackconfig
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,14 +139,7 @@ const (
 var HealthLakeFIPSRegions = []string{"us-east-1", "us-east-2", "us-west-2"}
 
 // HasHealthLakeFIPS reports whether HealthLake has a FIPS endpoint in region.
-func HasHealthLakeFIPS(region string) bool {
-	for _, r := range HealthLakeFIPSRegions {
-		if r == region {
-			return true
-		}
-	}
-	return false
-}
+func HasHealthLakeFIPS(region string) bool { return slices.Contains(HealthLakeFIPSRegions, region) }
 
 // CheckFIPSRegion refuses FIPSEndpoints in a region where HealthLake has
 // no FIPS endpoint: every HealthLake call would name a host that does not
@@ -174,4 +168,15 @@ func HealthLakeHost(fips bool) string {
 		return "healthlake-fips"
 	}
 	return "healthlake"
+}
+
+// RegionalHealthLakeHost returns host with HealthLake's FIPS label
+// (healthlake-fips.{region}…) replaced by the Regional one, and whether it
+// had it; any other host comes back as it is, with false.
+func RegionalHealthLakeHost(host string) (string, bool) {
+	rest, fips := strings.CutPrefix(host, HealthLakeHost(true)+".")
+	if !fips {
+		return host, false
+	}
+	return HealthLakeHost(false) + "." + rest, true
 }

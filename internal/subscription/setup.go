@@ -120,10 +120,11 @@ type Spec struct {
 // same data stores and which HealthLake's own resource URLs do not name.
 func FHIRBase(endpoint, datastoreID string) string {
 	endpoint = strings.TrimRight(endpoint, "/")
-	fips := stackconfig.HealthLakeHost(true) + "."
-	if u, err := url.Parse(endpoint); err == nil && strings.HasPrefix(u.Host, fips) {
-		u.Host = stackconfig.HealthLakeHost(false) + "." + strings.TrimPrefix(u.Host, fips)
-		endpoint = u.String()
+	if u, err := url.Parse(endpoint); err == nil {
+		if regional, fips := stackconfig.RegionalHealthLakeHost(u.Host); fips {
+			u.Host = regional
+			endpoint = u.String()
+		}
 	}
 	return endpoint + "/datastore/" + datastoreID + "/r4"
 }

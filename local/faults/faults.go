@@ -271,16 +271,13 @@ func (p *Plan) BodyCuts() localaws.BodyCut {
 	}
 }
 
-// dynamoWrites are the DynamoDB operations that change items.
-var dynamoWrites = map[string]bool{"PutItem": true, "UpdateItem": true, "DeleteItem": true, "BatchWriteItem": true, "TransactWriteItems": true}
-
 // AnswerLosses returns the gateway's answer losses of the plan: a DynamoDB
 // write by one of the stack's principals (not an administrator: cdcctl,
 // the reports) takes effect and its answer is lost, so the SDK sends it
 // again.
 func (p *Plan) AnswerLosses() localaws.AnswerLoss {
 	return func(service, operation string, r *http.Request) bool {
-		if service != localaws.ServiceDynamoDB || !dynamoWrites[operation] {
+		if service != localaws.ServiceDynamoDB || !localaws.IsDynamoDBWrite(operation) {
 			return false
 		}
 		if key, _ := localaws.Credential(r); !localaws.IsPrincipalAccessKeyID(key) {

@@ -72,6 +72,17 @@ func newDynamoLimits(now func() time.Time) *dynamoLimits {
 	return &dynamoLimits{keys: map[string]tableKeys{}, ttl: map[string]*ttlSpec{}, deleteAfter: DefaultTTLDeleteAfter, now: now, tokens: map[string]tokenUse{}, ongoing: map[uint64][]string{}}
 }
 
+// IsDynamoDBWrite reports whether op is a DynamoDB operation that writes
+// items: PutItem, UpdateItem, DeleteItem, BatchWriteItem,
+// TransactWriteItems.
+func IsDynamoDBWrite(op string) bool {
+	switch op {
+	case "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems":
+		return true
+	}
+	return false
+}
+
 // serve answers one DynamoDB request: through h, with the limits enforced.
 func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	op, _ := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
@@ -97,18 +108,18 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 			d.lock.Unlock()
 		}
 	}
-	switch op {
-	case "UpdateTimeToLive":
+	switch {
+	case op == "UpdateTimeToLive":
 		d.lock.Lock()
 		defer d.lock.Unlock()
 		d.updateTTL(w, r, body, h)
 		return
-	case "DescribeTimeToLive":
+	case op == "DescribeTimeToLive":
 		d.lock.RLock()
 		defer d.lock.RUnlock()
 		d.describeTTL(w, r, body, h)
 		return
-	case "PutItem", "BatchWriteItem", "TransactWriteItems", "UpdateItem", "DeleteItem":
+	case IsDynamoDBWrite(op):
 		d.lock.Lock()
 		defer d.lock.Unlock()
 		write := func(w http.ResponseWriter) {
@@ -130,7 +141,7 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 			write(w)
 		}
 		return
-	case "CreateTable", "DeleteTable", "UpdateTable":
+	case op == "CreateTable", op == "DeleteTable", op == "UpdateTable":
 		d.lock.Lock()
 		defer d.lock.Unlock()
 		table := tableName()
@@ -140,7 +151,7 @@ func (d *dynamoLimits) serve(w http.ResponseWriter, r *http.Request, h http.Hand
 			delete(d.ttl, table)
 		}
 		d.mu.Unlock()
-	case "Query", "Scan":
+	case op == "Query", op == "Scan":
 		d.lock.RLock()
 		defer d.lock.RUnlock()
 		if d.page(w, r, body, h) {
